@@ -1,0 +1,3 @@
+from routerlab.cli import run
+
+run()

@@ -1,0 +1,56 @@
+"""The ``routerlab`` command: thin parsing and printing over the Python API.
+
+Each command lives in a module of this package named after it and registers itself on ``app``.
+User errors (:class:`routerlab.errors.RouterlabError`) print one line and exit with code 2.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from typing import Any
+
+import click
+import typer
+
+from routerlab.errors import RouterlabError
+
+app = typer.Typer(
+    name="routerlab",
+    help="Measure whether LLM routing is accurate, cheap, fast, robust and meaningful, on real data.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _show_warning(message: Any, category: type[Warning], filename: str, lineno: int, *_: Any) -> None:
+    print(f"routerlab: warning: {message}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point; returns the exit code (0 ok, 1 failure found, 2 user error)."""
+    from routerlab.cli import audit_cmd, data_cmds  # noqa: F401  (register commands)
+
+    warnings.showwarning = _show_warning
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(args=argv, prog_name="routerlab", standalone_mode=False)
+    except RouterlabError as exc:
+        print(f"routerlab: error: {exc}", file=sys.stderr)
+        return 2
+    except click.exceptions.Abort:
+        print("routerlab: aborted", file=sys.stderr)
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("routerlab: interrupted", file=sys.stderr)
+        return 130
+    return int(result) if isinstance(result, int) else 0
+
+
+def run() -> None:
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""``routerlab import`` and ``routerlab info``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from routerlab.cli import app
+from routerlab.cli._io import open_table, print_json
+
+
+@app.command("import")
+def import_cmd(
+    format: Annotated[str, typer.Argument(help="Upstream format; see 'routerlab formats'.")],
+    paths: Annotated[list[Path], typer.Argument(help="Upstream files or folders, read as they are.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Directory to write the table to.")],
+    trust_pickle: Annotated[
+        bool, typer.Option("--trust-pickle", help="Allow reading pickle files (unpickling runs code).")
+    ] = False,
+    name: Annotated[str | None, typer.Option(help="Name recorded in the table.")] = None,
+) -> None:
+    """Read upstream routing data into a routerlab table directory."""
+    from routerlab.data.importers import read
+
+    options: dict[str, object] = {}
+    if trust_pickle:
+        options["trust_pickle"] = True
+    table = read(format, *paths, **options)
+    if name:
+        from dataclasses import replace
+
+        table = replace(table, name=name)
+    table.save(output)
+    typer.echo(
+        f"wrote {output}: {table.n_queries} queries x {table.n_actors} actors, "
+        f"{table.observed_fraction:.1%} observed, hash {table.content_hash[:12]}"
+    )
+
+
+@app.command("formats")
+def formats_cmd() -> None:
+    """List the upstream formats 'routerlab import' reads."""
+    from routerlab.data.importers import importers
+
+    for info in importers().values():
+        typer.echo(f"{info.name:14s} {info.summary}")
+
+
+@app.command("info")
+def info_cmd(
+    table_dir: Annotated[Path | None, typer.Argument(help="A table directory (default: the demo).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Describe a table: sizes, datasets, splits, coverage, duplicates and train/test leaks."""
+    from routerlab.data.quality import quality_report
+
+    table = open_table(table_dir)
+    info = table.describe()
+    info["quality"] = quality_report(table)
+    if as_json:
+        print_json(info)
+        return
+    from routerlab.reports.text import info_text
+
+    typer.echo(info_text(info))

@@ -1,0 +1,107 @@
+"""Train/test splits: the given column, a seeded random split by query, or whole datasets held out.
+
+A :class:`Split` is plain data (positions plus how they were made) so that every result can record
+exactly which queries it was trained and tested on (SPEC 7).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from routerlab.errors import UsageError
+
+if TYPE_CHECKING:
+    from routerlab.data.table import RoutingTable
+
+TEST_NAMES = ("test", "validation", "val", "dev")
+
+
+@dataclass(frozen=True)
+class Split:
+    """Positions of the train and test queries, and the recipe that made them."""
+
+    train: npt.NDArray[np.intp]
+    test: npt.NDArray[np.intp]
+    kind: str
+    seed: int | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "seed": self.seed, "n_train": int(self.train.size),
+                "n_test": int(self.test.size), **self.params}
+
+    def apply(self, table: RoutingTable) -> tuple[RoutingTable, RoutingTable]:
+        return table.select_queries(self.train), table.select_queries(self.test)
+
+
+def given_split(table: RoutingTable, test_split: str | None = None) -> Split:
+    """Use the table's split column: ``train`` rows train; ``test_split`` (default: the first of
+    test/validation/val/dev present) rows test."""
+    split = table.queries.split.astype(str)
+    present = set(split.tolist())
+    if "train" not in present:
+        raise UsageError(f"the table has no 'train' split (splits: {sorted(present)}); use a random split")
+    if test_split is None:
+        test_split = next((s for s in TEST_NAMES if s in present), None)
+        if test_split is None:
+            raise UsageError(f"the table has no test split (splits: {sorted(present)}); use a random split")
+    elif test_split not in present:
+        raise UsageError(f"the table has no {test_split!r} split (splits: {sorted(present)})")
+    return Split(np.flatnonzero(split == "train"), np.flatnonzero(split == test_split), "given",
+                 params={"test_split": test_split})
+
+
+def random_split(table: RoutingTable, test_fraction: float = 0.2, seed: int = 0,
+                 stratify_by_dataset: bool = True) -> Split:
+    """Seeded random split by query; stratified by dataset so every domain is in both halves."""
+    if not 0.0 < test_fraction < 1.0:
+        raise UsageError(f"test fraction must be in (0, 1), got {test_fraction}")
+    rng = np.random.default_rng(seed)
+    groups = table.queries.dataset.astype(str) if stratify_by_dataset else np.zeros(table.n_queries, dtype=str)
+    test_parts = []
+    for g in np.unique(groups):
+        rows = np.flatnonzero(groups == g)
+        k = int(round(test_fraction * rows.size))
+        test_parts.append(rng.permutation(rows)[:k])
+    test = np.sort(np.concatenate(test_parts)) if test_parts else np.array([], dtype=np.intp)
+    train = np.setdiff1d(np.arange(table.n_queries), test)
+    if train.size == 0 or test.size == 0:
+        raise UsageError(f"a random split of {table.n_queries} queries leaves an empty side")
+    return Split(train.astype(np.intp), test.astype(np.intp), "random", seed,
+                 {"test_fraction": test_fraction, "stratified": stratify_by_dataset})
+
+
+def ood_split(table: RoutingTable, test_datasets: list[str]) -> Split:
+    """Out-of-domain: the listed datasets are the test side, every other dataset trains."""
+    ds = table.queries.dataset.astype(str)
+    missing = set(test_datasets) - set(ds.tolist())
+    if missing:
+        raise UsageError(f"unknown datasets {sorted(missing)}; the table has {sorted(set(ds.tolist()))}")
+    test_mask = np.isin(ds, test_datasets)
+    if test_mask.all():
+        raise UsageError("holding out every dataset leaves nothing to train on")
+    return Split(np.flatnonzero(~test_mask), np.flatnonzero(test_mask), "ood", None,
+                 {"test_datasets": sorted(test_datasets)})
+
+
+def make_split(table: RoutingTable, spec: str = "given", seed: int = 0) -> Split:
+    """Parse a split spec: ``given``, ``given:val``, ``random``, ``random:0.3`` or ``ood:DS1,DS2``."""
+    kind, _, arg = spec.partition(":")
+    if kind == "given":
+        return given_split(table, arg or None)
+    if kind == "random":
+        try:
+            frac = float(arg) if arg else 0.2
+        except ValueError:
+            raise UsageError(f"bad split {spec!r}: 'random:F' needs a fraction, e.g. random:0.2") from None
+        return random_split(table, frac, seed)
+    if kind == "ood":
+        names = [s for s in arg.split(",") if s]
+        if not names:
+            raise UsageError("bad split 'ood': name the held-out datasets, e.g. ood:gsm8k,mbpp")
+        return ood_split(table, names)
+    raise UsageError(f"unknown split {spec!r}; use given, random[:F] or ood:DS1,DS2")

@@ -1,0 +1,540 @@
+"""The routing table: queries x actors -> score, tokens, latency, cost (SPEC 1).
+
+Everything in routerlab reads this one data model. Matrices are dense float32 with NaN for an
+unobserved cell; string columns use ``""`` for "unknown" so that they sort and compare safely.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from routerlab.errors import DataError, UsageError
+
+MATRIX_FIELDS: tuple[str, ...] = ("score", "tokens_in", "tokens_out", "latency_s", "cost_usd")
+"""The per-cell matrices a table can hold; only ``score`` is required."""
+
+ACTOR_NUMERIC_FIELDS: tuple[str, ...] = ("params_b", "ttft_ms", "itl_ms", "input_price", "output_price")
+"""Numeric actor attributes: parameters in billions, time to first token and inter-token latency in
+milliseconds, and USD prices per 1M input / output tokens. NaN = unknown."""
+
+Matrix = npt.NDArray[np.float32]
+
+
+def _str_array(values: Iterable[Any] | None, n: int, what: str) -> npt.NDArray[np.object_]:
+    if values is None:
+        return np.full(n, "", dtype=object)
+    out = np.array(["" if v is None else str(v) for v in values], dtype=object)
+    if out.shape != (n,):
+        raise DataError(f"{what} has {out.shape[0]} values, expected {n}")
+    return out
+
+
+def _float_array(values: Iterable[Any] | None, n: int, what: str) -> npt.NDArray[np.float64]:
+    if values is None:
+        return np.full(n, np.nan)
+    out = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+    if out.shape != (n,):
+        raise DataError(f"{what} has {out.shape[0]} values, expected {n}")
+    return out
+
+
+def _extra_columns(extra: Mapping[str, Any] | None, n: int, what: str) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    for key, col in (extra or {}).items():
+        arr = np.asarray(col)
+        if arr.dtype.kind in "US":
+            arr = arr.astype(object)
+        if arr.shape != (n,):
+            raise DataError(f"{what} metadata column {key!r} has shape {arr.shape}, expected ({n},)")
+        out[str(key)] = arr
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class Queries:
+    """The rows of a routing table: unique ids, text, dataset (domain), split and free metadata."""
+
+    ids: npt.NDArray[np.object_]
+    text: npt.NDArray[np.object_]
+    dataset: npt.NDArray[np.object_]
+    split: npt.NDArray[np.object_]
+    extra: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    @classmethod
+    def create(
+        cls,
+        ids: Iterable[Any],
+        text: Iterable[Any] | None = None,
+        dataset: Iterable[Any] | None = None,
+        split: Iterable[Any] | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> Queries:
+        id_arr = np.array([str(i) for i in ids], dtype=object)
+        n = id_arr.shape[0]
+        q = cls(
+            ids=id_arr,
+            text=_str_array(text, n, "query text"),
+            dataset=_str_array(dataset, n, "query dataset"),
+            split=_str_array(split, n, "query split"),
+            extra=_extra_columns(extra, n, "query"),
+        )
+        q.check_unique()
+        return q
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+    def check_unique(self) -> None:
+        uniq, counts = np.unique(self.ids.astype(str), return_counts=True)
+        if uniq.shape[0] != len(self):
+            dup = uniq[counts > 1]
+            raise DataError(
+                f"query ids must be unique; {dup.shape[0]} ids repeat (first: {dup[0]!r})", field="query_id"
+            )
+
+    def take(self, index: npt.NDArray[np.intp]) -> Queries:
+        return Queries(
+            ids=self.ids[index],
+            text=self.text[index],
+            dataset=self.dataset[index],
+            split=self.split[index],
+            extra={k: v[index] for k, v in self.extra.items()},
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class Actors:
+    """The columns of a routing table: models or agents with size, latency profile and prices."""
+
+    names: npt.NDArray[np.object_]
+    params_b: npt.NDArray[np.float64]
+    ttft_ms: npt.NDArray[np.float64]
+    itl_ms: npt.NDArray[np.float64]
+    input_price: npt.NDArray[np.float64]
+    output_price: npt.NDArray[np.float64]
+    extra: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    @classmethod
+    def create(
+        cls,
+        names: Iterable[Any],
+        params_b: Iterable[Any] | None = None,
+        ttft_ms: Iterable[Any] | None = None,
+        itl_ms: Iterable[Any] | None = None,
+        input_price: Iterable[Any] | None = None,
+        output_price: Iterable[Any] | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> Actors:
+        name_arr = np.array([str(a) for a in names], dtype=object)
+        m = name_arr.shape[0]
+        uniq = set(name_arr.tolist())
+        if len(uniq) != m:
+            seen: set[str] = set()
+            dup = next(a for a in name_arr if a in seen or seen.add(a))
+            raise DataError(f"actor names must be unique; {dup!r} repeats", field="actor")
+        a = cls(
+            names=name_arr,
+            params_b=_float_array(params_b, m, "actor params_b"),
+            ttft_ms=_float_array(ttft_ms, m, "actor ttft_ms"),
+            itl_ms=_float_array(itl_ms, m, "actor itl_ms"),
+            input_price=_float_array(input_price, m, "actor input_price"),
+            output_price=_float_array(output_price, m, "actor output_price"),
+            extra=_extra_columns(extra, m, "actor"),
+        )
+        for name in ACTOR_NUMERIC_FIELDS:
+            col = getattr(a, name)
+            bad = np.flatnonzero(col < 0)
+            if bad.size:
+                raise DataError(f"must be >= 0, got {col[bad[0]]} for actor {name_arr[bad[0]]!r}", field=name)
+        return a
+
+    def __len__(self) -> int:
+        return int(self.names.shape[0])
+
+    def take(self, index: npt.NDArray[np.intp]) -> Actors:
+        return Actors(
+            names=self.names[index],
+            params_b=self.params_b[index],
+            ttft_ms=self.ttft_ms[index],
+            itl_ms=self.itl_ms[index],
+            input_price=self.input_price[index],
+            output_price=self.output_price[index],
+            extra={k: v[index] for k, v in self.extra.items()},
+        )
+
+
+def _as_matrix(value: Any, shape: tuple[int, int], name: str) -> Matrix | None:
+    if value is None:
+        return None
+    arr = np.asarray(value, dtype=np.float32)
+    if arr.shape != shape:
+        raise DataError(f"matrix {name} has shape {arr.shape}, expected {shape} (queries x actors)")
+    return arr
+
+
+@dataclass(frozen=True, eq=False)
+class RoutingTable:
+    """Queries x actors with per-cell score (required) and optional tokens, latency and cost.
+
+    ``score`` is in [0, 1] (0/1 correctness or graded quality); NaN = not observed. When latency is
+    absent it is derived from ``tokens_out`` and the actors' TTFT/ITL (SPEC 1, routerworld eq. 1);
+    when cost is absent it is derived from tokens and prices. ``meta`` records the source and
+    every derivation, so a reader of a result knows where each number came from.
+    """
+
+    queries: Queries
+    actors: Actors
+    score: Matrix
+    tokens_in: Matrix | None = None
+    tokens_out: Matrix | None = None
+    latency_s: Matrix | None = None
+    cost_usd: Matrix | None = None
+    name: str = "table"
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        shape = (len(self.queries), len(self.actors))
+        for key in MATRIX_FIELDS:
+            object.__setattr__(self, key, _as_matrix(getattr(self, key), shape, key))
+        meta = dict(self.meta)
+        derived = list(meta.get("derived", []))
+        self._validate()
+        if self.latency_s is None and self.tokens_out is not None:
+            lat = derive_latency(self.tokens_out, self.actors.ttft_ms, self.actors.itl_ms)
+            if lat is not None:
+                object.__setattr__(self, "latency_s", lat)
+                derived.append("latency_s = (TTFT + (tokens_out - 1) * ITL) / 1000  [SPEC 1]")
+        if self.cost_usd is None and self.tokens_out is not None:
+            cost = derive_cost(self.tokens_in, self.tokens_out, self.actors.input_price, self.actors.output_price)
+            if cost is not None:
+                object.__setattr__(self, "cost_usd", cost)
+                derived.append(
+                    "cost_usd = (tokens_in * input_price + tokens_out * output_price) / 1e6"
+                    if self.tokens_in is not None
+                    else "cost_usd = tokens_out * output_price / 1e6 (input tokens unknown: a lower bound)"
+                )
+        if derived:
+            meta["derived"] = sorted(set(derived))
+        object.__setattr__(self, "meta", meta)
+
+    def _validate(self) -> None:
+        score = self.score
+        assert score is not None
+        bad = (score < 0) | (score > 1)
+        if bad.any():
+            qi, ai = np.argwhere(bad)[0]
+            raise DataError(
+                f"score {score[qi, ai]} is outside [0, 1] (query {self.queries.ids[qi]!r}, "
+                f"actor {self.actors.names[ai]!r})",
+                row=int(qi) + 1,
+                field="score",
+            )
+        if np.isinf(score).any():
+            qi, ai = np.argwhere(np.isinf(score))[0]
+            raise DataError(f"score is infinite (query {self.queries.ids[qi]!r})", row=int(qi) + 1, field="score")
+        for key in MATRIX_FIELDS[1:]:
+            mat = getattr(self, key)
+            if mat is None:
+                continue
+            with np.errstate(invalid="ignore"):
+                neg = (mat < 0) | np.isinf(mat)
+            if neg.any():
+                qi, ai = np.argwhere(neg)[0]
+                raise DataError(
+                    f"{key} must be finite and >= 0, got {mat[qi, ai]} (query {self.queries.ids[qi]!r}, "
+                    f"actor {self.actors.names[ai]!r})",
+                    row=int(qi) + 1,
+                    field=key,
+                )
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_arrays(
+        cls,
+        score: npt.ArrayLike,
+        *,
+        actors: Sequence[str] | Actors,
+        query_ids: Sequence[Any] | None = None,
+        text: Sequence[Any] | None = None,
+        dataset: Sequence[Any] | None = None,
+        split: Sequence[Any] | None = None,
+        name: str = "table",
+        **matrices: Any,
+    ) -> RoutingTable:
+        """Build a table from a score matrix and optional columns; ids default to ``q0, q1, ...``."""
+        s = np.asarray(score, dtype=np.float32)
+        if s.ndim != 2:
+            raise DataError(f"score must be a 2-D queries x actors matrix, got {s.ndim}-D")
+        unknown = set(matrices) - set(MATRIX_FIELDS[1:])
+        if unknown:
+            raise UsageError(f"unknown matrices {sorted(unknown)}; expected some of {MATRIX_FIELDS[1:]}")
+        ids = query_ids if query_ids is not None else [f"q{i}" for i in range(s.shape[0])]
+        queries = Queries.create(ids, text=text, dataset=dataset, split=split)
+        acts = actors if isinstance(actors, Actors) else Actors.create(actors)
+        return cls(queries=queries, actors=acts, score=s, name=name, **matrices)
+
+    def save(self, path: str | Path, **options: Any) -> Path:
+        """Write this table to directory ``path`` (see :mod:`routerlab.data.store`)."""
+        from routerlab.data.store import save
+
+        return save(self, path, **options)
+
+    # ------------------------------------------------------------------ shape and views
+    @property
+    def n_queries(self) -> int:
+        return len(self.queries)
+
+    @property
+    def n_actors(self) -> int:
+        return len(self.actors)
+
+    @property
+    def actor_names(self) -> list[str]:
+        return [str(a) for a in self.actors.names]
+
+    @property
+    def observed(self) -> npt.NDArray[np.bool_]:
+        """Boolean (n, m) mask of observed score cells."""
+        return ~np.isnan(self.score)
+
+    def matrices(self) -> dict[str, Matrix]:
+        """The matrices this table holds, by name (absent ones left out)."""
+        return {k: getattr(self, k) for k in MATRIX_FIELDS if getattr(self, k) is not None}
+
+    def actor_index(self, names: Iterable[str | int]) -> npt.NDArray[np.intp]:
+        lookup = {str(a): i for i, a in enumerate(self.actors.names)}
+        out = []
+        for a in names:
+            if isinstance(a, int | np.integer):
+                if not 0 <= int(a) < self.n_actors:
+                    raise UsageError(f"actor index {a} out of range 0..{self.n_actors - 1}")
+                out.append(int(a))
+            elif a in lookup:
+                out.append(lookup[a])
+            else:
+                raise UsageError(f"unknown actor {a!r}; actors are {self.actor_names}")
+        return np.array(out, dtype=np.intp)
+
+    # ------------------------------------------------------------------ selection
+    def select_actors(self, actors: Iterable[str | int]) -> RoutingTable:
+        """A table with only these actors, in the given order."""
+        idx = self.actor_index(actors)
+        if len(set(idx.tolist())) != idx.shape[0]:
+            raise UsageError("an actor is selected twice")
+        mats = {k: v[:, idx] for k, v in self.matrices().items()}
+        return replace(self, actors=self.actors.take(idx), **mats)  # type: ignore[arg-type]
+
+    def select_queries(self, rows: npt.ArrayLike) -> RoutingTable:
+        """A table with only these queries: a boolean mask of length n or integer positions."""
+        sel = np.asarray(rows)
+        if sel.dtype == bool:
+            if sel.shape != (self.n_queries,):
+                raise UsageError(f"query mask has shape {sel.shape}, expected ({self.n_queries},)")
+            idx = np.flatnonzero(sel)
+        else:
+            idx = sel.astype(np.intp).ravel()
+            if idx.size and (idx.min() < -self.n_queries or idx.max() >= self.n_queries):
+                raise UsageError(f"query index out of range 0..{self.n_queries - 1}")
+        mats = {k: v[idx] for k, v in self.matrices().items()}
+        return replace(self, queries=self.queries.take(idx), **mats)  # type: ignore[arg-type]
+
+    def select_datasets(self, datasets: Iterable[str]) -> RoutingTable:
+        wanted = list(datasets)
+        missing = set(wanted) - set(self.queries.dataset.tolist())
+        if missing:
+            raise UsageError(f"unknown datasets {sorted(missing)}; the table has {sorted(self.dataset_counts())}")
+        return self.select_queries(np.isin(self.queries.dataset.astype(str), wanted))
+
+    def select_split(self, split: str) -> RoutingTable:
+        mask = self.queries.split == split
+        if not mask.any():
+            raise UsageError(f"no query has split {split!r}; splits are {sorted(self.split_counts())}")
+        return self.select_queries(mask)
+
+    def with_split(self, split: npt.ArrayLike) -> RoutingTable:
+        """The same table with the split column replaced (e.g. by a seeded random split)."""
+        q = self.queries
+        return replace(self, queries=Queries(q.ids, q.text, q.dataset, _str_array(split, len(q), "split"), q.extra))
+
+    # ------------------------------------------------------------------ summaries
+    def dataset_counts(self) -> dict[str, int]:
+        values, counts = np.unique(self.queries.dataset.astype(str), return_counts=True)
+        return {str(v): int(c) for v, c in zip(values, counts, strict=True)}
+
+    def split_counts(self) -> dict[str, int]:
+        values, counts = np.unique(self.queries.split.astype(str), return_counts=True)
+        return {str(v): int(c) for v, c in zip(values, counts, strict=True)}
+
+    @property
+    def observed_fraction(self) -> float:
+        if self.score.size == 0:
+            return 0.0
+        return float(np.count_nonzero(~np.isnan(self.score)) / self.score.size)
+
+    @cached_property
+    def content_hash(self) -> str:
+        """SHA-256 over every value of the table (ids, text, columns, matrices, actor attributes).
+
+        Two tables with the same hash hold the same data; ``name`` and ``meta`` do not count.
+        """
+        h = hashlib.sha256()
+
+        def add_str(col: np.ndarray) -> None:
+            for s in col.tolist():
+                b = str(s).encode("utf-8")
+                h.update(len(b).to_bytes(8, "little"))
+                h.update(b)
+
+        def add_any(key: str, col: np.ndarray) -> None:
+            h.update(key.encode())
+            if col.dtype == object:
+                add_str(col)
+            else:
+                h.update(np.ascontiguousarray(col).tobytes())
+
+        q, a = self.queries, self.actors
+        for key in ("ids", "text", "dataset", "split"):
+            add_any("q." + key, getattr(q, key))
+        for key in sorted(q.extra):
+            add_any("qx." + key, q.extra[key])
+        add_any("a.names", a.names)
+        for key in ACTOR_NUMERIC_FIELDS:
+            add_any("a." + key, getattr(a, key))
+        for key in sorted(a.extra):
+            add_any("ax." + key, a.extra[key])
+        for key, mat in self.matrices().items():
+            h.update(key.encode())
+            h.update(np.asarray(mat.shape, dtype=np.int64).tobytes())
+            h.update(np.ascontiguousarray(mat).tobytes())
+        return h.hexdigest()
+
+    def describe(self) -> dict[str, Any]:
+        """What ``routerlab info --json`` prints: sizes, labels, coverage and data-quality counts."""
+        from routerlab.data.quality import duplicate_texts, train_test_overlap
+
+        return {
+            "name": self.name,
+            "n_queries": self.n_queries,
+            "n_actors": self.n_actors,
+            "actors": self.actor_names,
+            "datasets": self.dataset_counts(),
+            "splits": self.split_counts(),
+            "observed_fraction": self.observed_fraction,
+            "has_tokens": self.tokens_out is not None,
+            "has_latency": self.latency_s is not None,
+            "has_cost": self.cost_usd is not None,
+            "duplicate_texts": duplicate_texts(self),
+            "train_test_overlap": train_test_overlap(self),
+            "mean_score": {
+                a: (None if np.isnan(v) else round(float(v), 6))
+                for a, v in zip(self.actor_names, _nanmean_cols(self.score), strict=True)
+            },
+            "derived": list(self.meta.get("derived", [])),
+            "content_hash": self.content_hash,
+        }
+
+
+def _nanmean_cols(mat: Matrix) -> npt.NDArray[np.float64]:
+    obs = ~np.isnan(mat)
+    counts = obs.sum(axis=0)
+    sums = np.where(obs, mat, 0).sum(axis=0, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
+def derive_latency(
+    tokens_out: Matrix, ttft_ms: npt.NDArray[np.float64], itl_ms: npt.NDArray[np.float64]
+) -> Matrix | None:
+    """latency_s = (TTFT_a + (tokens_out - 1) * ITL_a) / 1000 (SPEC 1); None when no actor has both."""
+    known = ~np.isnan(ttft_ms) & ~np.isnan(itl_ms)
+    if not known.any():
+        return None
+    steps = np.maximum(tokens_out - 1.0, 0.0)
+    lat = (ttft_ms[None, :] + steps * itl_ms[None, :]) / 1000.0
+    return np.where(known[None, :], lat, np.nan).astype(np.float32)
+
+
+def derive_cost(
+    tokens_in: Matrix | None,
+    tokens_out: Matrix,
+    input_price: npt.NDArray[np.float64],
+    output_price: npt.NDArray[np.float64],
+) -> Matrix | None:
+    """cost_usd from tokens and per-1M-token prices; None when no actor has an output price."""
+    known = ~np.isnan(output_price)
+    if tokens_in is not None:
+        known &= ~np.isnan(input_price)
+    if not known.any():
+        return None
+    cost = tokens_out.astype(np.float64) * output_price[None, :]
+    if tokens_in is not None:
+        cost = cost + tokens_in.astype(np.float64) * input_price[None, :]
+    return np.where(known[None, :], cost / 1e6, np.nan).astype(np.float32)
+
+
+def concat(tables: Sequence[RoutingTable], name: str | None = None) -> RoutingTable:
+    """Stack tables by query; actors are the union in order of first appearance (missing cells NaN).
+
+    Query ids must not repeat across tables. An actor's attributes come from the first table
+    that knows them; a different known value in a later table is an error, not a silent choice.
+    """
+    if not tables:
+        raise UsageError("concat needs at least one table")
+    names: list[str] = []
+    for t in tables:
+        names.extend(a for a in t.actor_names if a not in names)
+    col = {a: j for j, a in enumerate(names)}
+    m = len(names)
+    attrs = {k: np.full(m, np.nan) for k in ACTOR_NUMERIC_FIELDS}
+    for t in tables:
+        for k in ACTOR_NUMERIC_FIELDS:
+            vals = getattr(t.actors, k)
+            for a, v in zip(t.actor_names, vals, strict=True):
+                cur = attrs[k][col[a]]
+                if np.isnan(cur):
+                    attrs[k][col[a]] = v
+                elif not np.isnan(v) and not np.isclose(cur, v):
+                    raise DataError(f"actor {a!r} has {k}={cur} in one table and {v} in another", field=k)
+    actors = Actors.create(names, **attrs)
+    mats: dict[str, Matrix | None] = {}
+    for key in MATRIX_FIELDS:
+        if key != "score" and all(getattr(t, key) is None for t in tables):
+            mats[key] = None
+            continue
+        parts = []
+        for t in tables:
+            block = np.full((t.n_queries, m), np.nan, dtype=np.float32)
+            src = getattr(t, key)
+            if src is not None:
+                block[:, [col[a] for a in t.actor_names]] = src
+            parts.append(block)
+        mats[key] = np.concatenate(parts, axis=0)
+    extra_keys = sorted({k for t in tables for k in t.queries.extra})
+    extra = {}
+    for k in extra_keys:
+        cols = [t.queries.extra.get(k, np.full(t.n_queries, None, dtype=object)) for t in tables]
+        extra[k] = np.concatenate([np.asarray(c, dtype=object) for c in cols])
+    queries = Queries.create(
+        np.concatenate([t.queries.ids for t in tables]),
+        text=np.concatenate([t.queries.text for t in tables]),
+        dataset=np.concatenate([t.queries.dataset for t in tables]),
+        split=np.concatenate([t.queries.split for t in tables]),
+        extra=extra,
+    )
+    derived = sorted({d for t in tables for d in t.meta.get("derived", [])})
+    meta = {"source": [t.meta.get("source", t.name) for t in tables], "derived": derived}
+    return RoutingTable(
+        queries=queries,
+        actors=actors,
+        name=name or "+".join(t.name for t in tables),
+        meta=meta,
+        **mats,  # type: ignore[arg-type]
+    )
