@@ -10,7 +10,6 @@ import sys
 import warnings
 from typing import Any
 
-import click
 import typer
 
 from routerlab.errors import RouterlabError
@@ -29,27 +28,33 @@ def _show_warning(message: Any, category: type[Warning], filename: str, lineno: 
     print(f"routerlab: warning: {message}", file=sys.stderr)
 
 
+def _register_commands() -> None:
+    """Import every command module of this package (each registers itself on ``app``)."""
+    import importlib
+    import pkgutil
+
+    for mod in pkgutil.iter_modules(__path__):
+        if not mod.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{mod.name}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point; returns the exit code (0 ok, 1 failure found, 2 user error)."""
-    from routerlab.cli import audit_cmd, data_cmds  # noqa: F401  (register commands)
-
+    _register_commands()
     warnings.showwarning = _show_warning
     command = typer.main.get_command(app)
     try:
-        result = command.main(args=argv, prog_name="routerlab", standalone_mode=False)
+        # standalone mode: usage errors print click's message and exit 2 through SystemExit
+        command.main(args=argv, prog_name="routerlab", standalone_mode=True)
     except RouterlabError as exc:
         print(f"routerlab: error: {exc}", file=sys.stderr)
         return 2
-    except click.exceptions.Abort:
-        print("routerlab: aborted", file=sys.stderr)
-        return 130
-    except click.ClickException as exc:
-        exc.show()
-        return exc.exit_code
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except KeyboardInterrupt:
         print("routerlab: interrupted", file=sys.stderr)
         return 130
-    return int(result) if isinstance(result, int) else 0
+    return 0
 
 
 def run() -> None:

@@ -1,0 +1,1 @@
+"""Metrics: pure functions of arrays (SPEC 4-6), each documented with the SPEC section it implements."""
