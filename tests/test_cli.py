@@ -1,0 +1,78 @@
+"""The CLI end to end: audit on the demo, info, import errors as one line with exit code 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from routerlab import RoutingTable
+from routerlab.cli import main
+from routerlab.datasets import demo
+
+
+def test_audit_on_the_demo_writes_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["audit", "-o", str(tmp_path / "a")]) == 0
+    record = json.loads((tmp_path / "a" / "audit.json").read_text())
+    assert record["table"]["content_hash"] == demo().content_hash
+    assert record["split"]["kind"] == "given"
+    b = record["sections"]["bounds"]
+    assert b["oracle"] > b["best_single"] > b["random"]
+    report = (tmp_path / "a" / "report.md").read_text()
+    assert "## Bounds" in report and "frontier-235b" in report
+
+
+def test_info_json_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    demo(300, seed=1).save(tmp_path / "t")
+    assert main(["info", str(tmp_path / "t"), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["n_queries"] == 300 and info["n_actors"] == 8
+    assert info["has_latency"] and info["has_cost"] and info["has_tokens"]
+    assert sum(info["splits"].values()) == 300
+    assert info["duplicate_texts"] == 0 and info["train_test_overlap"] == 0
+    assert main(["info", str(tmp_path / "t")]) == 0
+    assert "300 queries x 8 actors" in capsys.readouterr().out
+
+
+def test_info_reports_leaks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    t = RoutingTable.from_arrays(np.eye(3), actors=["a", "b", "c"], text=["same", "same", "other"],
+                                 split=["train", "test", "test"])
+    t.save(tmp_path / "t")
+    main(["info", str(tmp_path / "t"), "--json"])
+    info = json.loads(capsys.readouterr().out)
+    assert info["duplicate_texts"] == 1 and info["train_test_overlap"] == 1
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["info", "/no/such/dir"], "/no/such/dir: no such table directory"),
+        (["import", "no-such-format", "x", "-o", "out"], "unknown format 'no-such-format'"),
+    ],
+)
+def test_user_errors_are_one_line_exit_2(args: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert needle in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_import_missing_file_names_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["import", "long", str(tmp_path / "missing.csv"), "-o", str(tmp_path / "o")]) == 2
+    assert "missing.csv: no such file or directory" in capsys.readouterr().err
+
+
+def test_not_a_table_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["info", str(tmp_path)]) == 2
+    assert "not a routerlab table directory" in capsys.readouterr().err
+
+
+def test_console_script_has_no_traceback(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "routerlab", "info", str(tmp_path / "nope")],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("routerlab: error:") and "Traceback" not in proc.stderr
