@@ -24,7 +24,9 @@ app = typer.Typer(
 )
 
 
-def _show_warning(message: Any, category: type[Warning], filename: str, lineno: int, *_: Any) -> None:
+def _show_warning(
+    message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None, line: Any = None
+) -> None:
     print(f"routerlab: warning: {message}", file=sys.stderr)
 
 

@@ -151,7 +151,7 @@ def demo(n_queries: int = 3000, seed: int = 0, test_fraction: float = 0.2) -> Ro
     split = np.full(n_queries, "train", dtype=object)
     for k in range(len(DOMAINS)):
         rows = np.flatnonzero(d == k)
-        split[rng.permutation(rows)[: int(round(test_fraction * rows.size))]] = "test"
+        split[rng.permutation(rows)[: round(test_fraction * rows.size)]] = "test"
 
     queries = Queries.create(
         [f"demo-{i:05d}" for i in range(n_queries)],

@@ -48,12 +48,12 @@ def quality_report(table: RoutingTable) -> dict[str, Any]:
     for rows in repeated:
         block = score[rows]
         same = np.all((block == block[0]) | (np.isnan(block) & np.isnan(block[0])))
-        conflicting += 0 if same else 1
+        conflicting += 0 if bool(same) else 1
     train = {t for t, rows in groups.items() if any(split[r] == TRAIN for r in rows)}
     leaks: dict[str, int] = {}
     for i in np.flatnonzero((split != TRAIN) & (split != "")):
         if texts[i] and texts[i] in train:
-            leaks[dataset[i]] = leaks.get(dataset[i], 0) + 1
+            leaks[str(dataset[i])] = leaks.get(str(dataset[i]), 0) + 1
     return {
         "duplicate_texts": duplicate_texts(table),
         "repeated_text_groups": len(repeated),

@@ -65,7 +65,7 @@ def random_split(table: RoutingTable, test_fraction: float = 0.2, seed: int = 0,
     test_parts = []
     for g in np.unique(groups):
         rows = np.flatnonzero(groups == g)
-        k = int(round(test_fraction * rows.size))
+        k = round(test_fraction * rows.size)
         test_parts.append(rng.permutation(rows)[:k])
     test = np.sort(np.concatenate(test_parts)) if test_parts else np.array([], dtype=np.intp)
     train = np.setdiff1d(np.arange(table.n_queries), test)

@@ -135,10 +135,9 @@ class Actors:
     ) -> Actors:
         name_arr = np.array([str(a) for a in names], dtype=object)
         m = name_arr.shape[0]
-        uniq = set(name_arr.tolist())
-        if len(uniq) != m:
-            seen: set[str] = set()
-            dup = next(a for a in name_arr if a in seen or seen.add(a))
+        values, counts = np.unique(name_arr.astype(str), return_counts=True)
+        if values.shape[0] != m:
+            dup = next(a for a in name_arr if counts[np.searchsorted(values, a)] > 1)
             raise DataError(f"actor names must be unique; {dup!r} repeats", field="actor")
         a = cls(
             names=name_arr,
@@ -359,7 +358,7 @@ class RoutingTable:
             raise UsageError(f"no query has split {split!r}; splits are {sorted(self.split_counts())}")
         return self.select_queries(mask)
 
-    def with_split(self, split: npt.ArrayLike) -> RoutingTable:
+    def with_split(self, split: Iterable[Any]) -> RoutingTable:
         """The same table with the split column replaced (e.g. by a seeded random split)."""
         q = self.queries
         return replace(self, queries=Queries(q.ids, q.text, q.dataset, _str_array(split, len(q), "split"), q.extra))
@@ -503,7 +502,14 @@ def concat(tables: Sequence[RoutingTable], name: str | None = None) -> RoutingTa
                     attrs[k][col[a]] = v
                 elif not np.isnan(v) and not np.isclose(cur, v):
                     raise DataError(f"actor {a!r} has {k}={cur} in one table and {v} in another", field=k)
-    actors = Actors.create(names, **attrs)
+    actors = Actors.create(
+        names,
+        params_b=attrs["params_b"],
+        ttft_ms=attrs["ttft_ms"],
+        itl_ms=attrs["itl_ms"],
+        input_price=attrs["input_price"],
+        output_price=attrs["output_price"],
+    )
     mats: dict[str, Matrix | None] = {}
     for key in MATRIX_FIELDS:
         if key != "score" and all(getattr(t, key) is None for t in tables):
