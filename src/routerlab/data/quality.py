@@ -51,7 +51,7 @@ def quality_report(table: RoutingTable) -> dict[str, Any]:
         conflicting += 0 if bool(same) else 1
     train = {t for t, rows in groups.items() if any(split[r] == TRAIN for r in rows)}
     leaks: dict[str, int] = {}
-    for i in np.flatnonzero((split != TRAIN) & (split != "")):
+    for i in np.flatnonzero((split != TRAIN) & (split != "")).tolist():
         if texts[i] and texts[i] in train:
             leaks[str(dataset[i])] = leaks.get(str(dataset[i]), 0) + 1
     return {

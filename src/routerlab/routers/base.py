@@ -1,0 +1,198 @@
+"""The router contract and its registry.
+
+A router implements two methods: ``_fit(train, features)`` and ``_scores(features) -> (n, m)``
+(higher = better actor). The public :meth:`Router.fit` / :meth:`Router.scores` are template methods
+that validate what the subclass returns, so a wrong shape or a NaN cannot slip into a metric.
+Decisions (:meth:`Router.choose`), selection distributions (:meth:`Router.distribution`, default
+softmax of the scores, SPEC 4) and cost/latency-aware utilities all come from one scoring pass.
+
+Routers register with ``@register``; third-party routers join through the ``routerlab.routers``
+entry-point group. ``routerlab routers`` lists them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from importlib.metadata import entry_points
+from typing import Any, ClassVar, Self, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from routerlab.data.table import RoutingTable
+from routerlab.errors import UsageError
+from routerlab.features.base import Features
+
+FloatMatrix = npt.NDArray[np.float64]
+
+
+def softmax(scores: npt.ArrayLike, temperature: float = 1.0) -> FloatMatrix:
+    """Row-wise softmax with max-subtraction (stable for any finite scores)."""
+    z = np.asarray(scores, dtype=np.float64) / temperature
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return np.asarray(e / e.sum(axis=1, keepdims=True))
+
+
+class Router(ABC):
+    """Base class of every router. Subclasses set ``name`` and ``summary`` and implement
+    ``_fit`` and ``_scores``; they may override ``_distribution`` when they have their own."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str] = ""
+    uses_test_labels: ClassVar[bool] = False  # True only for bounds such as the oracle
+    defaults: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, **params: Any) -> None:
+        unknown = set(params) - set(self.defaults) - {"seed"}
+        if unknown:
+            raise UsageError(f"router {self.name!r} has no option {sorted(unknown)}; options: "
+                             f"{', '.join(sorted(self.defaults)) or 'none'}")
+        self.params: dict[str, Any] = {**self.defaults, **params}
+        self.seed: int = int(params.get("seed", 0))
+        self.actor_names: list[str] = []
+        self._fitted = False
+
+    # -- template methods ------------------------------------------------------------
+    def fit(self, train: RoutingTable, features: Features) -> Self:
+        """Learn from the training table and its query features."""
+        if features.n != train.n_queries:
+            raise UsageError(f"{features.n} feature rows for {train.n_queries} training queries")
+        if train.n_queries == 0:
+            raise UsageError(f"router {self.name!r} cannot fit on an empty training set")
+        self.actor_names = train.actor_names
+        self._fit(train, features)
+        self._fitted = True
+        return self
+
+    def scores(self, features: Features) -> FloatMatrix:
+        """(n, m) actor scores for the queries of ``features``; higher = better actor."""
+        self._check_ready(features)
+        s = np.asarray(self._scores(features), dtype=np.float64)
+        expected = (features.n, len(self.actor_names))
+        if s.shape != expected:
+            raise RuntimeError(f"router {self.name!r} returned scores of shape {s.shape}, expected {expected}")
+        if not np.isfinite(s).all():
+            raise RuntimeError(f"router {self.name!r} returned non-finite scores")
+        return s
+
+    def distribution(self, features: Features) -> FloatMatrix:
+        """(n, m) selection distribution, rows summing to 1 (SPEC 4: softmax of scores by default)."""
+        self._check_ready(features)
+        p = np.asarray(self._distribution(features), dtype=np.float64)
+        if p.shape != (features.n, len(self.actor_names)) or not np.allclose(p.sum(axis=1), 1.0, atol=1e-6):
+            raise RuntimeError(f"router {self.name!r} returned an invalid selection distribution")
+        return p
+
+    def choose(self, features: Features) -> npt.NDArray[np.intp]:
+        """The chosen actor per query: argmax of the scores (first on ties)."""
+        return np.asarray(self.scores(features).argmax(axis=1), dtype=np.intp)
+
+    # -- for subclasses --------------------------------------------------------------
+    @abstractmethod
+    def _fit(self, train: RoutingTable, features: Features) -> None: ...
+
+    @abstractmethod
+    def _scores(self, features: Features) -> npt.ArrayLike: ...
+
+    def _distribution(self, features: Features) -> npt.ArrayLike:
+        return softmax(self.scores(features))
+
+    def _check_ready(self, features: Features) -> None:
+        if not self._fitted:
+            raise UsageError(f"router {self.name!r} is used before fit()")
+        if features.table.actor_names != self.actor_names:
+            raise UsageError(f"router {self.name!r} was fitted on actors {self.actor_names}, "
+                             f"asked to route among {features.table.actor_names}")
+
+    def describe(self) -> dict[str, Any]:
+        return {"router": self.name, "params": dict(self.params), "seed": self.seed}
+
+    def __repr__(self) -> str:
+        opts = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        return f"{type(self).__name__}({opts})"
+
+
+R = TypeVar("R", bound=type[Router])
+_REGISTRY: dict[str, type[Router]] = {}
+
+
+def register(cls: R) -> R:
+    """Class decorator: add a router to the registry under ``cls.name``."""
+    name = cls.name
+    if name in _REGISTRY and _REGISTRY[name] is not cls:
+        raise ValueError(f"router {name!r} registered twice")
+    _REGISTRY[name] = cls
+    return cls
+
+
+def _load_all() -> None:
+    from routerlab import routers as pkg
+
+    for mod in pkgutil.iter_modules(pkg.__path__):
+        if mod.name != "base" and not mod.name.startswith("_"):
+            importlib.import_module(f"{pkg.__name__}.{mod.name}")
+    for ep in entry_points(group="routerlab.routers"):
+        if ep.name not in _REGISTRY:
+            _REGISTRY[ep.name] = ep.load()
+
+
+def routers() -> dict[str, type[Router]]:
+    """Every known router class by name, built-in and plugin."""
+    _load_all()
+    return dict(sorted(_REGISTRY.items()))
+
+
+def _coerce(value: str) -> Any:
+    low = value.lower()
+    if low in {"true", "false"}:
+        return low == "true"
+    if low in {"none", "null"}:
+        return None
+    for cast in (int, float):
+        try:
+            return cast(value)
+        except ValueError:
+            pass
+    if "/" in value:  # lists as a/b/c, e.g. mlp:hidden=1024/512/256/128
+        return tuple(_coerce(v) for v in value.split("/"))
+    return value
+
+
+def parse_router_spec(spec: str) -> tuple[str, dict[str, Any]]:
+    """``knn:k=10,metric=cosine`` -> ("knn", {"k": 10, "metric": "cosine"})."""
+    name, _, rest = spec.strip().partition(":")
+    params: dict[str, Any] = {}
+    for part in filter(None, rest.split(",")):
+        key, eq, value = part.partition("=")
+        if not eq:
+            raise UsageError(f"bad router option {part!r} in {spec!r}; write name:key=value,key=value")
+        params[key.strip()] = _coerce(value.strip())
+    return name, params
+
+
+def get_router(spec: str, **overrides: Any) -> Router:
+    """Instantiate a router from a spec string such as ``knn:k=5``."""
+    name, params = parse_router_spec(spec)
+    known = routers()
+    if name not in known:
+        raise UsageError(f"unknown router {name!r}; known routers: {', '.join(known)}")
+    return known[name](**{**params, **overrides})
+
+
+Factory = Callable[..., Router]
+
+
+def split_router_list(text: str) -> list[str]:
+    """``knn:k=10,metric=cosine,mlp`` -> ["knn:k=10,metric=cosine", "mlp"]: a part with ``=`` and no
+    ``:`` continues the options of the router before it."""
+    out: list[str] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if "=" in part and ":" not in part and out:
+            out[-1] += "," + part
+        else:
+            out.append(part)
+    return out
