@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,17 +21,6 @@ def open_table(path: Path | None) -> RoutingTable:
 
 
 def print_json(obj: Any) -> None:
-    json.dump(obj, sys.stdout, indent=2, default=_default, allow_nan=False)
-    sys.stdout.write("\n")
+    from routerlab.reports.files import dumps
 
-
-def _default(value: Any) -> Any:
-    import numpy as np
-
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"cannot serialise {type(value).__name__}")
+    sys.stdout.write(dumps(obj) + "\n")

@@ -9,10 +9,7 @@ plus any figures the sections make, and records table hash, split, seed and vers
 from __future__ import annotations
 
 import importlib
-import json
-import os
 import pkgutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +19,7 @@ from routerlab import __version__
 from routerlab.data.splits import Split, given_split, random_split
 from routerlab.data.table import RoutingTable
 from routerlab.errors import RouterlabError
+from routerlab.reports.files import write_json, write_text
 
 
 @dataclass
@@ -85,13 +83,6 @@ def audit_split(table: RoutingTable, seed: int) -> Split:
         return random_split(table, 0.2, seed)
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-
-
 def run_audit(
     table: RoutingTable, out_dir: str | Path, *, seed: int = 0, only: list[str] | None = None,
     options: dict[str, Any] | None = None,
@@ -126,6 +117,6 @@ def run_audit(
         record["sections"][reg.name] = {"title": sec.title, **sec.data, "figures": sec.figures}
         parts.append(f"## {sec.title}\n\n{sec.markdown.strip()}\n")
         parts.extend(f"![{f}]({f})\n" for f in sec.figures)
-    _write_atomic(out / "report.md", "\n".join(parts))
-    _write_atomic(out / "audit.json", json.dumps(record, indent=2, default=str, allow_nan=True) + "\n")
+    write_text(out / "report.md", "\n".join(parts))
+    write_json(out / "audit.json", record)
     return record

@@ -1,0 +1,171 @@
+"""Full-observability evaluation (SPEC 4-5, 7): train on train, route the test split, score every metric.
+
+One scoring pass per router feeds its choices (argmax), its selection distribution (E_p) and every
+metric with a bootstrap interval. Test queries with an unobserved cell are left out of evaluation
+(and counted), since no metric can score a choice whose outcome is unknown. The result records the
+router and its settings, the data name and hash, the split, the seed and the routerlab version.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from routerlab import __version__
+from routerlab.data.splits import Split, make_split
+from routerlab.data.table import RoutingTable
+from routerlab.errors import UsageError
+from routerlab.features.base import Features
+from routerlab.metrics.bounds import best_single_actor
+from routerlab.metrics.latency import oracle_best_of_n
+from routerlab.metrics.registry import evaluate_choices
+from routerlab.metrics.selection import collapsed, selection_shares
+from routerlab.routers.base import get_router
+
+
+@dataclass
+class RouterResult:
+    """One router's outcome on the test split."""
+
+    router: str
+    spec: str
+    params: dict[str, Any]
+    metrics: dict[str, float]
+    ci: dict[str, tuple[float, float]]
+    selection: dict[str, float]
+    collapsed: bool
+    choice: npt.NDArray[np.intp]
+    fit_seconds: float
+    score_seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"router": self.router, "spec": self.spec, "params": self.params, "metrics": self.metrics,
+                "ci": {k: list(v) for k, v in self.ci.items()}, "selection": self.selection,
+                "collapsed": self.collapsed, "fit_seconds": round(self.fit_seconds, 4),
+                "score_seconds": round(self.score_seconds, 4)}
+
+
+@dataclass
+class Evaluation:
+    """Everything one ``evaluate`` run produced, with what is needed to reproduce it."""
+
+    data: dict[str, Any]
+    split: dict[str, Any]
+    encoder: str
+    seed: int
+    results: list[RouterResult]
+    oracle_best_of_n: dict[str, float]
+    test_ids: npt.NDArray[np.object_]
+    actor_names: list[str]
+    excluded_test_queries: int
+    version: str = __version__
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "routerlab_version": self.version,
+            "data": self.data,
+            "split": self.split,
+            "encoder": self.encoder,
+            "seed": self.seed,
+            "excluded_test_queries": self.excluded_test_queries,
+            "results": [r.to_dict() for r in self.results],
+            "oracle_best_of_n": self.oracle_best_of_n,
+            **self.extra,
+        }
+
+
+def complete_rows(table: RoutingTable) -> npt.NDArray[np.bool_]:
+    """Queries whose every actor score is observed."""
+    return np.asarray(~np.isnan(table.score).any(axis=1))
+
+
+def featurize(train: RoutingTable, test: RoutingTable, encoder: str, cache_dir: str | None = None
+              ) -> tuple[Features, Features]:
+    """Encode train and test texts with an encoder fitted on the training texts only."""
+    from routerlab.features import encode_pair
+
+    return encode_pair(train, test, encoder, cache_dir=cache_dir)
+
+
+def evaluate(
+    table: RoutingTable,
+    router_specs: list[str],
+    *,
+    split: str | Split = "given",
+    encoder: str = "tfidf",
+    seed: int = 0,
+    n_boot: int = 1000,
+    cache_dir: str | None = None,
+    features: tuple[Features, Features] | None = None,
+) -> Evaluation:
+    """Fit each router on the train split and evaluate it on the test split (full observability).
+
+    ``features`` may carry precomputed (train, test) vectors for the split's train and test queries
+    (before incomplete test rows are dropped), so that several evaluations share one encoding pass.
+    """
+    if not router_specs:
+        raise UsageError("name at least one router, e.g. --routers oracle,knn,best-single")
+    sp = split if isinstance(split, Split) else make_split(table, split, seed)
+    train, test = sp.apply(table)
+    keep = complete_rows(test)
+    excluded = int((~keep).sum())
+    if not keep.any():
+        raise UsageError("no test query has every actor observed; nothing can be evaluated")
+    if features is None:
+        features = featurize(train, test, encoder, cache_dir)
+    # re-attach the vectors to the tables actually routed (actor subsets, complete test rows)
+    ftrain = Features(features[0].X, train, features[0].encoder)
+    test = test.select_queries(keep)
+    ftest = Features(features[1].X[keep], test, features[1].encoder)
+    best = best_single_actor(train.score)
+    latency, cost, omitted = _known(test.latency_s, "latency"), _known(test.cost_usd, "cost"), []
+    for name, full, kept in (("latency", test.latency_s, latency), ("cost", test.cost_usd, cost)):
+        if full is not None and kept is None:
+            omitted.append(f"{name} metrics omitted: {int(np.isnan(full).sum())} test cells are unknown")
+    results = []
+    for spec in router_specs:
+        router = get_router(spec, seed=seed)
+        t0 = time.perf_counter()
+        router.fit(train, ftrain)
+        t1 = time.perf_counter()
+        choice = router.choose(ftest)
+        dist = router.distribution(ftest)
+        t2 = time.perf_counter()
+        values = evaluate_choices(
+            test.score, choice, latency=latency, cost=cost, distribution=dist,
+            best_single=int(best), seed=seed, n_boot=n_boot,
+        )
+        m = test.n_actors
+        shares = selection_shares(choice, m)
+        results.append(RouterResult(
+            router=router.name, spec=spec, params=router.describe()["params"],
+            metrics={k: float(v[0]) for k, v in values.items()},
+            ci={k: (float(v[1]), float(v[2])) for k, v in values.items()},
+            selection={a: float(s) for a, s in zip(test.actor_names, shares, strict=True) if s > 0},
+            collapsed=bool(collapsed(choice, m)), choice=choice, fit_seconds=t1 - t0, score_seconds=t2 - t1,
+        ))
+    bon_choice = oracle_best_of_n(test.score, latency, np.stack([r.choice for r in results]), cost)
+    bon = evaluate_choices(test.score, bon_choice, latency=latency, cost=cost,
+                           best_single=int(best), seed=seed, n_boot=n_boot)
+    return Evaluation(
+        data={"name": table.name, "content_hash": table.content_hash, "n_queries": table.n_queries,
+              "n_actors": table.n_actors},
+        split={**sp.describe(), "n_test": int(test.n_queries)},
+        encoder=ftrain.encoder, seed=seed, results=results,
+        oracle_best_of_n={k: float(v[0]) for k, v in bon.items()},
+        test_ids=test.queries.ids, actor_names=test.actor_names, excluded_test_queries=excluded,
+        extra={"notes": omitted} if omitted else {},
+    )
+
+
+def _known(matrix: npt.NDArray[np.float32] | None, what: str) -> npt.NDArray[np.float32] | None:
+    """The matrix when every cell is known, else None: a metric over partly unknown latency or cost
+    would silently compare routers on different queries."""
+    if matrix is None or np.isnan(matrix).any():
+        return None
+    return matrix

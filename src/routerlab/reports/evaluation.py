@@ -1,0 +1,130 @@
+"""Leaderboards, files and plots of an evaluation run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from routerlab.protocols.full import Evaluation
+from routerlab.reports.files import save_figure, write_json, write_parquet
+
+__all__ = ["groups_text", "leaderboard_markdown", "leaderboard_text", "write_evaluation", "write_json"]
+
+_COLUMNS = ("mu_o", "v_b", "e_p", "acc_at_1", "acc_at_1_l", "dcg", "l_dcg", "mean_cost", "mean_latency")
+
+
+def _fmt(v: float | None, key: str) -> str:
+    if v is None or v != v:
+        return "-"
+    if key == "mean_cost":
+        return f"{v:.2e}"
+    return f"{v:.4f}"
+
+
+def _columns(ev: Evaluation) -> list[str]:
+    present = set().union(*(r.metrics for r in ev.results)) if ev.results else set()
+    return [c for c in _COLUMNS if c in present]
+
+
+def leaderboard_rows(ev: Evaluation) -> list[list[str]]:
+    cols = _columns(ev)
+    rows = []
+    for r in sorted(ev.results, key=lambda r: -r.metrics.get("mu_o", float("-inf"))):
+        lo, hi = r.ci.get("mu_o", (float("nan"), float("nan")))
+        row = [r.spec, f"{r.metrics['mu_o']:.4f} [{lo:.3f}, {hi:.3f}]"]
+        row += [_fmt(r.metrics.get(c), c) for c in cols if c != "mu_o"]
+        row.append("yes" if r.collapsed else "")
+        rows.append(row)
+    bon = ["oracle best-of-N", _fmt(ev.oracle_best_of_n.get("mu_o"), "mu_o")]
+    bon += [_fmt(ev.oracle_best_of_n.get(c), c) for c in cols if c != "mu_o"] + [""]
+    rows.append(bon)
+    return rows
+
+
+def _header(ev: Evaluation) -> list[str]:
+    return ["router", "mu_o [95% CI]", *[c for c in _columns(ev) if c != "mu_o"], "collapsed"]
+
+
+def leaderboard_text(ev: Evaluation) -> str:
+    """A fixed-width leaderboard sorted by mu_o, with the run's provenance on top."""
+    head = _header(ev)
+    rows = leaderboard_rows(ev)
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=True)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True))
+
+    sp = ev.split
+    top = (f"{ev.data['name']} (hash {ev.data['content_hash'][:12]}), split {sp['kind']} "
+           f"{sp['n_train']} train / {sp['n_test']} test, encoder {ev.encoder}, seed {ev.seed}")
+    if ev.excluded_test_queries:
+        top += f"; {ev.excluded_test_queries} test queries with unobserved cells left out"
+    return "\n".join([top, line(head), *(line(r) for r in rows)])
+
+
+def leaderboard_markdown(ev: Evaluation) -> str:
+    head = _header(ev)
+    rows = leaderboard_rows(ev)
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def write_evaluation(ev: Evaluation, out_dir: Path) -> list[str]:
+    """Write evaluation.json, choices.parquet (one row per test query, one column per router) and plots."""
+    import pyarrow as pa
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json(out_dir / "evaluation.json", ev.to_dict())
+    cols: dict[str, Any] = {"query_id": pa.array(ev.test_ids.tolist())}
+    names = np.asarray(ev.actor_names, dtype=object)
+    for r in ev.results:
+        cols[r.spec] = pa.array(names[r.choice].tolist())
+    write_parquet(out_dir / "choices.parquet", pa.table(cols))
+    return plot_evaluation(ev, out_dir)
+
+
+def plot_evaluation(ev: Evaluation, out_dir: Path) -> list[str]:
+    """leaderboard.png (mu_o with 95% CIs) and selection.png (share of test queries per actor)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    res = sorted(ev.results, key=lambda r: r.metrics["mu_o"])
+    fig, ax = plt.subplots(figsize=(6.4, 0.35 * len(res) + 1.5))
+    mu = np.array([r.metrics["mu_o"] for r in res])
+    lo = np.array([r.ci["mu_o"][0] for r in res])
+    hi = np.array([r.ci["mu_o"][1] for r in res])
+    ax.barh([r.spec for r in res], mu, xerr=[mu - lo, hi - mu], color="#4c72b0", capsize=3)
+    ax.set_xlabel("mu_o on test (95% bootstrap CI)")
+    ax.set_title(f"Leaderboard: {ev.data['name']}")
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    save_figure(fig, out_dir / "leaderboard.png")
+    plt.close(fig)
+
+    shares = np.array([[r.selection.get(a, 0.0) for a in ev.actor_names] for r in res])
+    fig, ax = plt.subplots(figsize=(0.5 * len(ev.actor_names) + 3, 0.35 * len(res) + 2))
+    im = ax.imshow(shares, aspect="auto", cmap="Blues", vmin=0, vmax=1)
+    ax.set_xticks(range(len(ev.actor_names)), ev.actor_names, rotation=60, ha="right", fontsize=7)
+    ax.set_yticks(range(len(res)), [r.spec for r in res], fontsize=8)
+    fig.colorbar(im, ax=ax, label="share of test queries")
+    ax.set_title("Selection shares")
+    fig.tight_layout()
+    save_figure(fig, out_dir / "selection.png")
+    plt.close(fig)
+    return ["leaderboard.png", "selection.png"]
+
+
+def groups_text(record: dict[str, Any]) -> str:
+    """One line per (group, router): mu_o and V_B."""
+    lines = []
+    for g in record["groups"]:
+        lines.append(f"{g['kind']} m={g['m']} (train oracle {g['train_oracle']:.4f}): {', '.join(g['actors'])}")
+        for r in g["evaluation"]["results"]:
+            m = r["metrics"]
+            lines.append(f"    {r['spec']:28s} mu_o {m['mu_o']:.4f}  v_b {m.get('v_b', float('nan')):.4f}")
+    return "\n".join(lines)

@@ -1,0 +1,35 @@
+"""Audit section: a leaderboard of the standard routers under full observability (SPEC 4-5)."""
+
+from __future__ import annotations
+
+from routerlab.data.table import RoutingTable
+from routerlab.protocols.full import evaluate
+from routerlab.reports.audit import AuditContext, Section, audit_section
+from routerlab.reports.evaluation import leaderboard_markdown, plot_evaluation
+
+DEFAULT_ROUTERS = ("oracle", "random", "best-single", "smallest", "cheapest", "fastest", "knn", "linear",
+                   "cluster", "mf")
+
+
+@audit_section("leaderboard", order=30)
+def leaderboard_section(table: RoutingTable, ctx: AuditContext) -> Section:
+    specs = list(ctx.options.get("routers", DEFAULT_ROUTERS))
+    ev = evaluate(table, specs, split=ctx.split, encoder=str(ctx.options.get("encoder", "tfidf")), seed=ctx.seed)
+    figures = plot_evaluation(ev, ctx.out_dir)
+    best = max((r for r in ev.results if r.router not in {"oracle", "oracle-p"}), key=lambda r: r.metrics["mu_o"])
+    oracle = next((r for r in ev.results if r.router == "oracle"), None)
+    single = next((r for r in ev.results if r.router == "best-single"), None)
+    sentences = [f"The best learned or fixed router here is `{best.spec}` with mu_o {best.metrics['mu_o']:.4f}."]
+    if single is not None and best.spec != single.spec:
+        lo, _ = best.ci["mu_o"]
+        verdict = "beats" if lo > single.metrics["mu_o"] else "does not clearly beat"
+        sentences.append(f"It {verdict} always calling the best single actor ({single.metrics['mu_o']:.4f}).")
+    if oracle is not None:
+        gap = oracle.metrics["mu_o"] - best.metrics["mu_o"]
+        sentences.append(f"The oracle is {gap:.4f} higher: that is what better routing could still win.")
+    collapsed = [r.spec for r in ev.results if r.collapsed and r.router not in {"best-single", "largest",
+                                                                               "smallest", "cheapest", "fastest"}]
+    if collapsed:
+        sentences.append(f"Collapsed (one actor takes >= 99% of queries): {', '.join(collapsed)}.")
+    md = leaderboard_markdown(ev) + "\n\n" + " ".join(sentences)
+    return Section("Leaderboard (full observability)", md, ev.to_dict(), figures)
