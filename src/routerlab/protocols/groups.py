@@ -3,7 +3,8 @@
 Eligible actors have train performance in [0.1, 0.9], sorted best first. all-strong draws m actors
 from the top 20%, all-weak from the bottom 20%; strong-to-weak splits the sorted list into m slices
 and draws the j-th actor from the j-th slice. Among K seeded draws the group with the highest oracle
-performance on the train split is kept.
+performance on the train split is kept. When the 20% slice holds fewer than m actors (tables with
+few actors), it is widened to the m best (or worst) eligible actors.
 """
 
 from __future__ import annotations
@@ -32,15 +33,17 @@ class CandidateGroup:
         return {"kind": self.kind, "m": self.m, "actors": self.actors, "train_oracle": self.train_oracle}
 
 
-def _draws(kind: str, pool: npt.NDArray[np.intp], m: int, k: int, rng: np.random.Generator) -> list[np.ndarray]:
+def _draws(kind: str, eligible: npt.NDArray[np.intp], m: int, k: int, share: float,
+           rng: np.random.Generator) -> list[np.ndarray]:
+    if eligible.size < m:
+        raise UsageError(f"{kind} needs m={m} eligible actors (train performance in range), there are "
+                         f"{eligible.size}")
+    # the 20% slice, widened to m actors when the pool is too small to hold m (small tables)
+    n_slice = max(int(np.ceil(share * eligible.size)), m)
+    pool = {"all-strong": eligible[:n_slice], "all-weak": eligible[-n_slice:]}.get(kind, eligible)
     if kind == "strong-to-weak":
         slices = np.array_split(pool, m)
-        if any(s.size == 0 for s in slices):
-            raise UsageError(f"strong-to-weak needs at least m={m} eligible actors, there are {pool.size}")
         return [np.array([rng.choice(s) for s in slices]) for _ in range(k)]
-    if pool.size < m:
-        raise UsageError(f"{kind} needs m={m} actors in its 20% slice, which has {pool.size}; "
-                         "use a smaller m or a table with more actors")
     return [rng.choice(pool, size=m, replace=False) for _ in range(k)]
 
 
@@ -57,8 +60,6 @@ def candidate_groups(
     eligible = eligible[np.argsort(-means[eligible], kind="stable")]
     if eligible.size == 0:
         raise UsageError(f"no actor has train performance in [{low}, {high}]")
-    n_slice = max(1, int(np.ceil(share * eligible.size)))
-    pools = {"all-strong": eligible[:n_slice], "all-weak": eligible[-n_slice:], "strong-to-weak": eligible}
     rng = np.random.default_rng(seed)
     score = train.score
     out = []
@@ -66,7 +67,7 @@ def candidate_groups(
         for m in m_values:
             best_val, best_group = -np.inf, None
             seen: set[tuple[int, ...]] = set()
-            for group in _draws(kind, pools[kind], m, draws, rng):
+            for group in _draws(kind, eligible, m, draws, share, rng):
                 key = tuple(sorted(group.tolist()))
                 if key in seen:
                     continue
