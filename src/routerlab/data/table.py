@@ -49,7 +49,11 @@ def _float_array(values: Iterable[Any] | None, n: int, what: str) -> npt.NDArray
 def _extra_columns(extra: Mapping[str, Any] | None, n: int, what: str) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     for key, col in (extra or {}).items():
-        arr = np.asarray(col)
+        if isinstance(col, list | tuple):  # a list of lists stays one object per query, not a 2-D array
+            arr = np.empty(len(col), dtype=object)
+            arr[:] = list(col)
+        else:
+            arr = np.asarray(col)
         if arr.dtype.kind in "US":
             arr = arr.astype(object)
         if arr.shape != (n,):
