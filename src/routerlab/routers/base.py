@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Self, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from routerlab._spec import parse_spec
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.features.base import Features
@@ -146,32 +147,9 @@ def routers() -> dict[str, type[Router]]:
     return dict(sorted(_REGISTRY.items()))
 
 
-def _coerce(value: str) -> Any:
-    low = value.lower()
-    if low in {"true", "false"}:
-        return low == "true"
-    if low in {"none", "null"}:
-        return None
-    for cast in (int, float):
-        try:
-            return cast(value)
-        except ValueError:
-            pass
-    if "/" in value:  # lists as a/b/c, e.g. mlp:hidden=1024/512/256/128
-        return tuple(_coerce(v) for v in value.split("/"))
-    return value
-
-
 def parse_router_spec(spec: str) -> tuple[str, dict[str, Any]]:
     """``knn:k=10,metric=cosine`` -> ("knn", {"k": 10, "metric": "cosine"})."""
-    name, _, rest = spec.strip().partition(":")
-    params: dict[str, Any] = {}
-    for part in filter(None, rest.split(",")):
-        key, eq, value = part.partition("=")
-        if not eq:
-            raise UsageError(f"bad router option {part!r} in {spec!r}; write name:key=value,key=value")
-        params[key.strip()] = _coerce(value.strip())
-    return name, params
+    return parse_spec(spec, "router")
 
 
 def get_router(spec: str, **overrides: Any) -> Router:

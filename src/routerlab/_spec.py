@@ -1,0 +1,40 @@
+"""Spec strings such as ``knn:k=10,metric=cosine`` or ``tfidf:dim=128``: one parser for routers and encoders."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from routerlab.errors import UsageError
+
+
+def coerce(value: str) -> Any:
+    """Turn an option's text into a bool, None, int, float or ``a/b/c`` tuple; anything else stays text."""
+    low = value.lower()
+    if low in {"true", "false"}:
+        return low == "true"
+    if low in {"none", "null"}:
+        return None
+    for cast in (int, float):
+        try:
+            return cast(value)
+        except ValueError:
+            pass
+    if "/" in value:  # lists as a/b/c, e.g. mlp:hidden=1024/512/256/128
+        return tuple(coerce(v) for v in value.split("/"))
+    return value
+
+
+def parse_spec(spec: str, what: str = "router", *, coerce_values: bool = True) -> tuple[str, dict[str, Any]]:
+    """``name:key=value,key=value`` -> (name, options); ``what`` names the kind in error messages.
+
+    With ``coerce_values=False`` the values stay strings, for callers that coerce by option type
+    (a file path such as ``a/b.npy`` must not become a tuple).
+    """
+    name, _, rest = spec.strip().partition(":")
+    params: dict[str, Any] = {}
+    for part in filter(None, rest.split(",")):
+        key, eq, value = part.partition("=")
+        if not eq:
+            raise UsageError(f"bad {what} option {part!r} in {spec!r}; write name:key=value,key=value")
+        params[key.strip()] = coerce(value.strip()) if coerce_values else value.strip()
+    return name.strip(), params

@@ -1,0 +1,231 @@
+"""Reference routers: random, the oracle r_o and r_o(p) (SPEC 4), and the query-blind single-actor
+policies best-single, largest, smallest, cheapest and fastest (RouterWorld's naive routers).
+
+The query-blind policies always pick one actor, so their selection distribution is that actor's
+one-hot vector (E_p = 0): they are hard-assignment routers in SPEC 4's sense, not score-based ones.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from routerlab.data.table import RoutingTable
+from routerlab.errors import UsageError
+from routerlab.features.base import Features
+from routerlab.metrics.selection import oracle_choice, oracle_distribution, oracle_p_choice
+from routerlab.routers._common import (
+    UNKNOWN_SCORE,
+    FloatMatrix,
+    column_means,
+    expected_actor_cost,
+    expected_actor_latency,
+    finite_rank_scores,
+    observed_rows,
+    one_hot,
+)
+from routerlab.routers.base import Router, register
+
+
+@register
+class RandomRouter(Router):
+    """Uniform random routing. Scores are seeded uniform noise, so the argmax (``choose``) is a
+    uniform random actor per query, the same for the same seed and query order; its selection
+    distribution is uniform over all m actors (it cannot see which cells are observed)."""
+
+    name = "random"
+    summary = "uniform random actor per query (seeded); distribution uniform, E_p = log2 m"
+
+    def _fit(self, train: RoutingTable, features: Features) -> None:
+        pass
+
+    def _scores(self, features: Features) -> npt.ArrayLike:
+        rng = np.random.default_rng([self.seed, 0x52414E44])
+        return rng.random((features.n, len(self.actor_names)))
+
+    def _distribution(self, features: Features) -> npt.ArrayLike:
+        m = len(self.actor_names)
+        return np.full((features.n, m), 1.0 / m)
+
+
+def _oracle_parts(table: RoutingTable) -> tuple[FloatMatrix, npt.NDArray[np.intp], npt.NDArray[np.bool_]]:
+    """(scores with NaN -> -1, oracle choice per query, rows with an observed cell)."""
+    s = np.asarray(table.score, dtype=np.float64)
+    rows = observed_rows(s)
+    choice = np.zeros(s.shape[0], dtype=np.intp)
+    if rows.any():
+        lat = None if table.latency_s is None else table.latency_s[rows]
+        cost = None if table.cost_usd is None else table.cost_usd[rows]
+        choice[rows] = oracle_choice(s[rows], lat, cost)
+    return np.where(np.isnan(s), UNKNOWN_SCORE, s), choice, rows
+
+
+def _oracle_dist(table: RoutingTable) -> FloatMatrix:
+    s = np.asarray(table.score, dtype=np.float64)
+    rows = observed_rows(s)
+    out = np.full(s.shape, 1.0 / s.shape[1])
+    if rows.any():
+        out[rows] = oracle_distribution(s[rows])
+    return out
+
+
+@register
+class OracleRouter(Router):
+    """The oracle r_o (SPEC 4): reads the routed queries' scores and picks a best actor, ties to the
+    fastest, then the cheapest, then the first. Scores are the query's own scores (unobserved -1)
+    with a 1e-6 bonus on the chosen actor so that the argmax follows the tie rule. Distribution:
+    the scores normalised to sum 1 (uniform when all are 0), as RouterEval's code."""
+
+    name = "oracle"
+    summary = "upper bound r_o: the best actor of each query from its test scores (ties: fastest, cheapest)"
+    uses_test_labels = True
+
+    def _fit(self, train: RoutingTable, features: Features) -> None:
+        pass
+
+    def _scores(self, features: Features) -> npt.ArrayLike:
+        filled, choice, _ = _oracle_parts(features.table)
+        return filled + 1e-6 * one_hot(choice, filled.shape[1])
+
+    def _distribution(self, features: Features) -> npt.ArrayLike:
+        return _oracle_dist(features.table)
+
+
+@register
+class OracleP(Router):
+    """r_o(p) (SPEC 4, RouterEval): the oracle's actor with probability ``p``, else an actor drawn
+    uniformly from the query's observed actors; one seeded draw. Scores are the one-hot vector of
+    the drawn actor; distribution ``p * oracle + (1 - p) * uniform``."""
+
+    name = "oracle-p"
+    summary = "r_o(p): the oracle's actor with probability p, else a uniform random one (option p=0.5)"
+    uses_test_labels = True
+    defaults: ClassVar[dict[str, Any]] = {"p": 0.5}
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        p = float(self.params["p"])
+        if not 0.0 <= p <= 1.0:
+            raise UsageError(f"oracle-p: p must lie in [0, 1], got {p}")
+        self.p = p
+
+    def _fit(self, train: RoutingTable, features: Features) -> None:
+        pass
+
+    def _scores(self, features: Features) -> npt.ArrayLike:
+        t = features.table
+        s = np.asarray(t.score, dtype=np.float64)
+        rows = observed_rows(s)
+        m = s.shape[1]
+        rng = np.random.default_rng([self.seed, 0x4F52])
+        # rows with nothing observed: uniform over all actors
+        choice = np.asarray(rng.integers(0, m, size=s.shape[0]), dtype=np.intp)
+        if rows.any():
+            lat = None if t.latency_s is None else t.latency_s[rows]
+            cost = None if t.cost_usd is None else t.cost_usd[rows]
+            choice[rows] = oracle_p_choice(s[rows], self.p, seed=self.seed, latency=lat, cost=cost)
+        return one_hot(choice, m)
+
+    def _distribution(self, features: Features) -> npt.ArrayLike:
+        s = np.asarray(features.table.score, dtype=np.float64)
+        obs = ~np.isnan(s)
+        count = obs.sum(axis=1, keepdims=True)
+        uniform = np.where(count > 0, obs / np.maximum(count, 1), 1.0 / s.shape[1])
+        return np.asarray(self.p * _oracle_dist(features.table) + (1.0 - self.p) * uniform)
+
+
+class _ConstantRouter(Router):
+    """A query-blind router: per-actor scores learned once; picks their argmax (first on ties) for
+    every query; its distribution is the one-hot vector of that actor."""
+
+    _actor_scores: npt.NDArray[np.float64]
+
+    def _fit(self, train: RoutingTable, features: Features) -> None:
+        self._actor_scores = self._per_actor(train)
+
+    def _per_actor(self, train: RoutingTable) -> npt.NDArray[np.float64]:
+        raise NotImplementedError
+
+    @property
+    def actor(self) -> str:
+        """The name of the actor this router always picks."""
+        return self.actor_names[int(np.argmax(self._actor_scores))]
+
+    def _scores(self, features: Features) -> npt.ArrayLike:
+        return np.broadcast_to(self._actor_scores, (features.n, self._actor_scores.shape[0]))
+
+    def _distribution(self, features: Features) -> npt.ArrayLike:
+        return one_hot(np.full(features.n, int(np.argmax(self._actor_scores))), self._actor_scores.shape[0])
+
+
+def _require_known(values: npt.NDArray[np.float64], what: str, router: str) -> None:
+    if np.isnan(values).all():
+        raise UsageError(f"router {router!r} needs {what}, which the table does not give for any actor")
+
+
+@register
+class BestSingle(_ConstantRouter):
+    """Always the actor with the highest mean observed training score (RouterEval's best single
+    model chosen on train); scores are the train means (never-observed actors -1)."""
+
+    name = "best-single"
+    summary = "always the actor with the best mean train score"
+
+    def _per_actor(self, train: RoutingTable) -> npt.NDArray[np.float64]:
+        means = column_means(train.score)
+        return np.where(np.isnan(means), UNKNOWN_SCORE, means)
+
+
+@register
+class Largest(_ConstantRouter):
+    """RouterWorld's Always-Route-To-Largest: the actor with the most parameters (``params_b``);
+    actors of unknown size rank last; ties: first."""
+
+    name = "largest"
+    summary = "always the actor with the most parameters (params_b)"
+
+    def _per_actor(self, train: RoutingTable) -> npt.NDArray[np.float64]:
+        _require_known(train.actors.params_b, "actor sizes (params_b)", self.name)
+        return finite_rank_scores(train.actors.params_b)
+
+
+@register
+class Smallest(_ConstantRouter):
+    """RouterWorld's Always-Route-To-Smallest: the actor with the fewest parameters."""
+
+    name = "smallest"
+    summary = "always the actor with the fewest parameters (params_b)"
+
+    def _per_actor(self, train: RoutingTable) -> npt.NDArray[np.float64]:
+        _require_known(train.actors.params_b, "actor sizes (params_b)", self.name)
+        return finite_rank_scores(train.actors.params_b, higher_is_better=False)
+
+
+@register
+class Cheapest(_ConstantRouter):
+    """Always the actor with the lowest mean training cost per query; without cost, the lowest
+    blended price (input + output price per 1M tokens)."""
+
+    name = "cheapest"
+    summary = "always the cheapest actor (mean train cost, else prices)"
+
+    def _per_actor(self, train: RoutingTable) -> npt.NDArray[np.float64]:
+        cost, _ = expected_actor_cost(train)
+        _require_known(cost, "cost or prices", self.name)
+        return finite_rank_scores(cost, higher_is_better=False)
+
+
+@register
+class Fastest(_ConstantRouter):
+    """Always the actor with the lowest mean training latency; without latency, the lowest
+    ``TTFT + 255 * ITL`` (a nominal 256-token answer)."""
+
+    name = "fastest"
+    summary = "always the fastest actor (mean train latency, else TTFT/ITL)"
+
+    def _per_actor(self, train: RoutingTable) -> npt.NDArray[np.float64]:
+        lat, _ = expected_actor_latency(train)
+        _require_known(lat, "latency or TTFT/ITL", self.name)
+        return finite_rank_scores(lat, higher_is_better=False)

@@ -1,0 +1,275 @@
+"""Learned per-query routers on frozen query vectors: ``linear`` (RouterEval LinearR), ``mlp``
+(RouterEval MLPR / RouterWorld MLP), ``mlc`` (RouterEval MLC), ``naive-bayes`` (RouterWorld Naive
+Bayes) and ``svm`` (linear SVM on the best-actor label).
+
+Every learner trains on observed cells only: NaN cells are left out of the loss (ridge normal
+equations, masked BCE/softmax) or, for single-label classifiers, queries with no observed actor
+are dropped and the label is the best *observed* actor.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from routerlab.data.table import RoutingTable
+from routerlab.errors import UsageError
+from routerlab.features.base import Features
+from routerlab.metrics.selection import oracle_choice, selection_vector
+from routerlab.routers._common import UNKNOWN_SCORE, observed_rows, prior_means
+from routerlab.routers._nn import MaskedMLP
+from routerlab.routers.base import Router, register
+
+
+def _hidden(value: Any) -> tuple[int, ...]:
+    """``hidden`` option: an int, a tuple (``1024/512/256/128`` on the command line), 0 or () = none."""
+    if value is None:
+        return ()
+    if isinstance(value, int | np.integer):
+        return () if int(value) == 0 else (int(value),)
+    if isinstance(value, str):
+        return tuple(int(v) for v in value.replace("x", "/").split("/") if v)
+    return tuple(int(v) for v in value if int(v) > 0)
+
+
+def masked_ridge(
+    X: npt.ArrayLike, Y: npt.ArrayLike, mask: npt.ArrayLike, alpha: float
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Per-column ridge regression of ``Y[:, j]`` on ``X`` over the rows where ``mask[:, j]``; the
+    intercept is not penalised. Closed form on the normal equations; columns sharing a mask share
+    one factorisation, and each column's Gram matrix is built from whichever is fewer, its observed
+    or its unobserved rows. Returns (W (d, m), b (m,)); a never-observed column gets W=0, b=NaN."""
+    x = np.asarray(X, dtype=np.float64)
+    y = np.asarray(Y, dtype=np.float64)
+    msk = np.asarray(mask, dtype=bool)
+    n, d = x.shape
+    m = y.shape[1]
+    mu = x.mean(axis=0)
+    xc = np.hstack([x - mu, np.ones((n, 1))])
+    reg = alpha * np.eye(d + 1)
+    reg[d, d] = 0.0
+    gram = xc.T @ xc
+    rhs = xc.T @ np.where(msk, y, 0.0)
+    coef = np.zeros((d + 1, m))
+    coef[d] = np.nan
+    patterns, inverse = np.unique(msk.T, axis=0, return_inverse=True)
+    for p, pattern in enumerate(patterns):
+        cols = np.flatnonzero(inverse.ravel() == p)
+        n_obs = int(pattern.sum())
+        if n_obs == 0:
+            continue
+        if n_obs == n:
+            g = gram
+        elif n - n_obs < n_obs:
+            miss = xc[~pattern]
+            g = gram - miss.T @ miss
+        else:
+            obs = xc[pattern]
+            g = obs.T @ obs
+        coef[:, cols] = np.linalg.solve(g + reg + 1e-10 * np.eye(d + 1), rhs[:, cols])
+    W = coef[:d]
+    b = coef[d] - mu @ W
+    return W, b
+
+
+@register
+class LinearRouter(Router):
+    """RouterEval LinearR: one linear map from the query vector to a score per actor. Choice: ridge
+    regression of the observed scores (closed form, option ``alpha``=1) instead of the paper's BCE
+    with SGD (batch 1, lr 1e-2, 10 epochs); same model class, deterministic and exact."""
+
+    name = "linear"
+    summary = "RouterEval LinearR: per-actor ridge regression of score on the query vector"
+    defaults: ClassVar[dict[str, Any]] = {"alpha": 1.0}
+
+    _W: npt.NDArray[np.float64]
+    _b: npt.NDArray[np.float64]
+
+    def _fit(self, train: RoutingTable, features: Features) -> None:
+        alpha = float(self.params["alpha"])
+        if alpha <= 0:
+            raise UsageError(f"linear: alpha must be > 0, got {alpha}")
+        W, b = masked_ridge(features.X, train.score, train.observed, alpha)
+        self._W, self._b = W, np.where(np.isnan(b), prior_means(train.score), b)
+
+    def _scores(self, features: Features) -> npt.ArrayLike:
+        return np.asarray(features.X, dtype=np.float64) @ self._W + self._b
+
+
+@register
+class MLPRouter(Router):
+    """RouterEval MLPR: an MLP from the query vector to one sigmoid score per actor, BCE on the
+    observed cells (a numpy MLP: sklearn's MLPRegressor cannot mask unobserved targets). Options:
+    ``hidden`` (default 128; RouterEval 256; RouterWorld ``1024/512/256/128``), ``epochs`` (20),
+    ``lr`` (1e-3, Adam), ``batch_size`` (64), ``weight_decay`` (1e-4). Choice: RouterWorld's MLP is
+    a cross-entropy classifier; here it is the multi-output regressor with RouterWorld's sizes."""
+
+    name = "mlp"
+    summary = "RouterEval MLPR: MLP predicting each actor's score (hidden=128; RouterWorld 1024/512/256/128)"
+    defaults: ClassVar[dict[str, Any]] = {
+        "hidden": 128, "epochs": 20, "lr": 1e-3, "batch_size": 64, "weight_decay": 1e-4,
+    }
+
+    _net: MaskedMLP
+
+    def _fit(self, train: RoutingTable, features: Features) -> None:
+        p = self.params
+        self._net = MaskedMLP(
+            hidden=_hidden(p["hidden"]), loss="bce", epochs=int(p["epochs"]), lr=float(p["lr"]),
+            batch_size=int(p["batch_size"]), weight_decay=float(p["weight_decay"]), seed=self.seed,
+        ).fit(features.X, train.score, train.observed)
+
+    def _scores(self, features: Features) -> npt.ArrayLike:
+        return self._net.predict(features.X)
+
+
+@register
+class MLCRouter(Router):
+    """RouterEval MLC: a classifier trained with every optimal actor of the selection vector (SPEC 4:
+    correct actors, or those within 95% of the best) as a positive class. Choice: one softmax over
+    the observed actors against the selection vector normalised to sum 1 (the paper outputs "a
+    probability distribution"); its probabilities are the scores and the selection distribution.
+    Options: ``hidden`` (default none: a linear classifier), ``epochs`` (10, as the paper),
+    ``lr`` (1e-2), ``batch_size`` (32), ``rel`` (0.95)."""
+
+    name = "mlc"
+    summary = "RouterEval MLC: multi-label classifier on the selection vector (optimal actors)"
+    defaults: ClassVar[dict[str, Any]] = {
+        "hidden": 0, "epochs": 10, "lr": 1e-2, "batch_size": 32, "weight_decay": 1e-4, "rel": 0.95,
+    }
+
+    _net: MaskedMLP
+
+    def _fit(self, train: RoutingTable, features: Features) -> None:
+        p = self.params
+        s = np.asarray(train.score, dtype=np.float64)
+        rows = observed_rows(s)
+        target = np.zeros_like(s)
+        if rows.any():
+            sel = selection_vector(s[rows], rel=float(p["rel"])).astype(np.float64)
+            target[rows] = sel / sel.sum(axis=1, keepdims=True)
+        self._net = MaskedMLP(
+            hidden=_hidden(p["hidden"]), loss="softmax", epochs=int(p["epochs"]), lr=float(p["lr"]),
+            batch_size=int(p["batch_size"]), weight_decay=float(p["weight_decay"]), seed=self.seed,
+        ).fit(features.X, target, ~np.isnan(s))
+
+    def _scores(self, features: Features) -> npt.ArrayLike:
+        return self._net.predict(features.X)
+
+    def _distribution(self, features: Features) -> npt.ArrayLike:
+        return self.scores(features)
+
+
+@register
+class NaiveBayesRouter(Router):
+    """RouterWorld's Naive Bayes on frozen query vectors. Choice: one Gaussian naive Bayes per actor,
+    "correct" vs "wrong", fitted on that actor's observed cells (graded scores act as soft labels);
+    the score is the posterior probability of correct, ties broken by the log-odds. Option
+    ``var_smoothing`` (0.1 times the largest feature variance; sklearn uses 1e-9, far too little for TF-IDF)."""
+
+    name = "naive-bayes"
+    summary = "RouterWorld Naive Bayes: per-actor Gaussian NB posterior that the actor is correct"
+    defaults: ClassVar[dict[str, Any]] = {"var_smoothing": 0.1}
+
+    _coef: dict[str, npt.NDArray[np.float64]]
+
+    def _fit(self, train: RoutingTable, features: Features) -> None:
+        x = np.asarray(features.X, dtype=np.float64)
+        s = np.asarray(train.score, dtype=np.float64)
+        obs = ~np.isnan(s)
+        eps = float(self.params["var_smoothing"]) * max(float(x.var(axis=0).max()), 1e-12)
+        gmean, gvar = x.mean(axis=0), x.var(axis=0) + eps
+        x2 = x * x
+        parts: dict[str, npt.NDArray[np.float64]] = {}
+        for label, w in (("1", np.where(obs, s, 0.0)), ("0", np.where(obs, 1.0 - s, 0.0))):
+            count = w.sum(axis=0)  # (m,)
+            safe = np.maximum(count, 1e-12)[:, None]
+            mean = (w.T @ x) / safe
+            var = (w.T @ x2) / safe - mean**2
+            empty = (count < 1e-12)[:, None]
+            mean = np.where(empty, gmean, mean)
+            var = np.where(empty, gvar, np.maximum(var, 0.0) + eps)
+            parts["inv" + label] = 1.0 / var
+            parts["mu_inv" + label] = mean / var
+            parts["const" + label] = -0.5 * (np.log(2 * np.pi * var).sum(axis=1) + (mean**2 / var).sum(axis=1))
+            parts["count" + label] = count
+        prior = np.log((parts["count1"] + 1.0) / (parts["count0"] + 1.0))
+        self._coef = {
+            "quad": -0.5 * (parts["inv1"] - parts["inv0"]),  # (m, d)
+            "lin": parts["mu_inv1"] - parts["mu_inv0"],
+            "const": parts["const1"] - parts["const0"] + prior,
+        }
+
+    def _scores(self, features: Features) -> npt.ArrayLike:
+        x = np.asarray(features.X, dtype=np.float64)
+        c = self._coef
+        log_odds = (x * x) @ c["quad"].T + x @ c["lin"].T + c["const"][None, :]
+        prob = 0.5 * (1.0 + np.tanh(0.5 * np.clip(log_odds, -700, 700)))
+        scale = np.abs(log_odds).max(axis=1, keepdims=True) + 1.0
+        return np.asarray(prob + 1e-6 * log_odds / scale)
+
+
+@register
+class SVMRouter(Router):
+    """A linear SVM (one-vs-rest) trained on each training query's best observed actor (SPEC 4's
+    oracle label: ties to the fastest, then the cheapest, then the first); scores are the decision
+    values, an actor that is never a label scores below all. Options: ``C`` (1.0); ``solver``:
+    ``liblinear`` (sklearn LinearSVC, exact), ``sgd`` (averaged SGD on the hinge loss, 20 epochs,
+    alpha = 1 / (C n)) or ``auto`` (choice: liblinear up to 200,000 rows x classes, else sgd, since
+    LinearSVC takes ~5 s per class on 30,000 x 384 and real tables have up to 112 actors)."""
+
+    name = "svm"
+    summary = "linear SVM (one-vs-rest) on the best-actor label of each training query"
+    defaults: ClassVar[dict[str, Any]] = {"C": 1.0, "solver": "auto", "max_iter": 2000}
+
+    _classes: npt.NDArray[np.intp]
+    _model: Any
+    solver_used: str
+
+    def _fit(self, train: RoutingTable, features: Features) -> None:
+        from sklearn.linear_model import SGDClassifier
+        from sklearn.svm import LinearSVC
+
+        solver = self.params["solver"]
+        if solver not in ("auto", "liblinear", "sgd"):
+            raise UsageError(f"svm: solver must be auto, liblinear or sgd, got {solver!r}")
+        C = float(self.params["C"])
+        if C <= 0:
+            raise UsageError(f"svm: C must be > 0, got {C}")
+        s = np.asarray(train.score, dtype=np.float64)
+        rows = observed_rows(s)
+        if not rows.any():
+            raise UsageError("svm: the training table has no observed score")
+        lat = None if train.latency_s is None else train.latency_s[rows]
+        cost = None if train.cost_usd is None else train.cost_usd[rows]
+        label = oracle_choice(s[rows], lat, cost)
+        self._classes = np.unique(label)
+        self._model = None
+        n = int(rows.sum())
+        if solver == "auto":
+            solver = "liblinear" if n * self._classes.shape[0] <= 200_000 else "sgd"
+        self.solver_used = solver
+        if self._classes.shape[0] < 2:
+            return
+        if solver == "liblinear":
+            model = LinearSVC(C=C, max_iter=int(self.params["max_iter"]), random_state=self.seed)
+        else:
+            model = SGDClassifier(loss="hinge", alpha=1.0 / (C * n), max_iter=20, tol=None, average=True,
+                                  random_state=self.seed)
+        self._model = model.fit(features.X[rows], label)
+
+    def _scores(self, features: Features) -> npt.ArrayLike:
+        m = len(self.actor_names)
+        out = np.full((features.n, m), UNKNOWN_SCORE)
+        if self._model is None:
+            out[:, self._classes[0]] = 1.0
+            return out
+        dec = np.asarray(self._model.decision_function(features.X), dtype=np.float64)
+        if dec.ndim == 1:
+            dec = np.stack([-dec, dec], axis=1)
+        low = dec.min(axis=1, keepdims=True) - 1.0
+        out = np.broadcast_to(low, (features.n, m)).copy()
+        out[:, self._classes] = dec
+        return out
