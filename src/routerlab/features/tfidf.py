@@ -1,0 +1,79 @@
+"""TF-IDF over word 1-2 grams, reduced by truncated SVD (LSA): fast, deterministic, no torch.
+
+Vocabulary, idf weights and the SVD basis are learned from the training texts only; a word that
+appears only in test queries is ignored, so test queries never shape the space they are routed in.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from routerlab.errors import UsageError
+from routerlab.features.registry import Encoder, encoder
+
+
+@encoder("tfidf")
+class TfidfEncoder(Encoder):
+    """Word 1-2 gram TF-IDF (sublinear tf) -> TruncatedSVD to ``dim`` (capped by the vocabulary) -> L2 norm.
+
+    One-character words (``x``, ``7``) count: in routing queries they carry the domain.
+
+    A text with no word of the training vocabulary gets the zero vector (it cannot be normalised).
+    """
+
+    summary = "TF-IDF word 1-2 grams + truncated SVD, fitted on training texts"
+    version = "1"
+    defaults: ClassVar[dict[str, Any]] = {"dim": 256, "min_df": 1, "max_features": 200_000, "seed": 0}
+    needs_fit = True
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        for key in ("dim", "min_df", "max_features"):
+            value = self.options[key]
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise UsageError(f"encoder 'tfidf' option {key} must be a positive integer, got {value!r}")
+        self._vectorizer: Any = None
+        self._svd: Any = None  # None when the vocabulary is no larger than dim: the tf-idf itself is used
+
+    @property
+    def dim(self) -> int:
+        """The output dimension once fitted: ``min(dim, vocabulary size, number of fit texts)``."""
+        if self._vectorizer is None:
+            raise UsageError("encoder 'tfidf' is used before fit()")
+        if self._svd is not None:
+            return int(self._svd.n_components)
+        return len(self._vectorizer.vocabulary_)
+
+    def _fit(self, texts: list[str]) -> None:
+        from sklearn.decomposition import TruncatedSVD
+        from sklearn.feature_extraction.text import TfidfVectorizer
+        from threadpoolctl import threadpool_limits
+
+        vectorizer = TfidfVectorizer(
+            ngram_range=(1, 2), sublinear_tf=True, min_df=self.options["min_df"], token_pattern=r"(?u)\b\w+\b",
+            max_features=self.options["max_features"], strip_accents="unicode", dtype=np.float32,
+        )
+        try:
+            tfidf = vectorizer.fit_transform(texts)
+        except ValueError as exc:  # empty vocabulary: every text is empty or punctuation
+            raise UsageError(f"encoder 'tfidf' found no words in the {len(texts)} fit texts ({exc})") from exc
+        n_docs, n_terms = tfidf.shape
+        dim = min(int(self.options["dim"]), n_docs)
+        svd = None
+        if n_terms > dim:
+            svd = TruncatedSVD(n_components=dim, algorithm="randomized", n_iter=7, random_state=self.options["seed"])
+            # One BLAS thread: on a small shared machine two threads ran ~5x slower, and one thread
+            # also makes the basis bit-for-bit reproducible.
+            with threadpool_limits(limits=1, user_api="blas"):
+                svd.fit(tfidf)
+        self._vectorizer, self._svd = vectorizer, svd
+
+    def _transform(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        tfidf = self._vectorizer.transform(texts)  # sparse: the projection below is a sparse product, no BLAS
+        X = np.asarray(self._svd.transform(tfidf) if self._svd is not None else tfidf.toarray(), dtype=np.float64)
+        norms = np.linalg.norm(X, axis=1, keepdims=True)
+        X = np.divide(X, norms, out=np.zeros_like(X), where=norms > 1e-12)
+        return np.asarray(X, dtype=np.float32)
