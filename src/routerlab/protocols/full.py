@@ -102,11 +102,14 @@ def evaluate(
     n_boot: int = 1000,
     cache_dir: str | None = None,
     features: tuple[Features, Features] | None = None,
+    skip_inapplicable: bool = False,
 ) -> Evaluation:
     """Fit each router on the train split and evaluate it on the test split (full observability).
 
     ``features`` may carry precomputed (train, test) vectors for the split's train and test queries
     (before incomplete test rows are dropped), so that several evaluations share one encoding pass.
+    With ``skip_inapplicable`` a router that cannot fit this table (e.g. ``fastest`` without latency
+    data) is left out and listed under ``skipped`` with its reason, instead of stopping the run.
     """
     if not router_specs:
         raise UsageError("name at least one router, e.g. --routers oracle,knn,best-single")
@@ -128,10 +131,19 @@ def evaluate(
         if full is not None and kept is None:
             omitted.append(f"{name} metrics omitted: {int(np.isnan(full).sum())} test cells are unknown")
     results = []
+    routers_used = []
+    skipped: dict[str, str] = {}
     for spec in router_specs:
         router = get_router(spec, seed=seed)
         t0 = time.perf_counter()
-        router.fit(train, ftrain)
+        try:
+            router.fit(train, ftrain)
+        except UsageError as exc:
+            if not skip_inapplicable:
+                raise
+            skipped[spec] = str(exc)
+            continue
+        routers_used.append(router)
         t1 = time.perf_counter()
         choice = router.choose(ftest)
         dist = router.distribution(ftest)
@@ -149,7 +161,11 @@ def evaluate(
             selection={a: float(s) for a, s in zip(test.actor_names, shares, strict=True) if s > 0},
             collapsed=bool(collapsed(choice, m)), choice=choice, fit_seconds=t1 - t0, score_seconds=t2 - t1,
         ))
-    bon_choice = oracle_best_of_n(test.score, latency, np.stack([r.choice for r in results]), cost)
+    if not results:
+        raise UsageError(f"no router could be fitted: {skipped}")
+    # Oracle(Best-of-N) (SPEC 5) is over the routers that route without seeing test outcomes
+    fair = [r.choice for r, rt in zip(results, routers_used, strict=True) if not rt.uses_test_labels]
+    bon_choice = oracle_best_of_n(test.score, latency, np.stack(fair or [r.choice for r in results]), cost)
     bon = evaluate_choices(test.score, bon_choice, latency=latency, cost=cost,
                            best_single=int(best), seed=seed, n_boot=n_boot)
     return Evaluation(
@@ -159,7 +175,7 @@ def evaluate(
         encoder=ftrain.encoder, seed=seed, results=results,
         oracle_best_of_n={k: float(v[0]) for k, v in bon.items()},
         test_ids=test.queries.ids, actor_names=test.actor_names, excluded_test_queries=excluded,
-        extra={"notes": omitted} if omitted else {},
+        extra={**({"notes": omitted} if omitted else {}), **({"skipped": skipped} if skipped else {})},
     )
 
 

@@ -14,7 +14,8 @@ DEFAULT_ROUTERS = ("oracle", "random", "best-single", "smallest", "cheapest", "f
 @audit_section("leaderboard", order=30)
 def leaderboard_section(table: RoutingTable, ctx: AuditContext) -> Section:
     specs = list(ctx.options.get("routers", DEFAULT_ROUTERS))
-    ev = evaluate(table, specs, split=ctx.split, encoder=str(ctx.options.get("encoder", "tfidf")), seed=ctx.seed)
+    ev = evaluate(table, specs, split=ctx.split, encoder=str(ctx.options.get("encoder", "tfidf")), seed=ctx.seed,
+                  skip_inapplicable=True)
     figures = plot_evaluation(ev, ctx.out_dir)
     best = max((r for r in ev.results if r.router not in {"oracle", "oracle-p"}), key=lambda r: r.metrics["mu_o"])
     oracle = next((r for r in ev.results if r.router == "oracle"), None)
@@ -31,5 +32,7 @@ def leaderboard_section(table: RoutingTable, ctx: AuditContext) -> Section:
                                                                                "smallest", "cheapest", "fastest"}]
     if collapsed:
         sentences.append(f"Collapsed (one actor takes >= 99% of queries): {', '.join(collapsed)}.")
+    for spec, why in ev.extra.get("skipped", {}).items():
+        sentences.append(f"Skipped `{spec}`: {why}.")
     md = leaderboard_markdown(ev) + "\n\n" + " ".join(sentences)
     return Section("Leaderboard (full observability)", md, ev.to_dict(), figures)
