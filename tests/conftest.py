@@ -7,9 +7,13 @@ they fail: a missing data folder must never turn a red run green.
 from __future__ import annotations
 
 import os
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from routerlab.data.table import RoutingTable
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -28,3 +32,37 @@ def shared_data() -> Path:
             pytest.fail(message + " (ROUTERLAB_REQUIRE_SHARED_DATA=1)")
         pytest.skip(message)
     return path
+
+
+def _llmrouter_paths(root: Path) -> list[Path]:
+    base = root / "llmrouter" / "data"
+    return [base / "dcrouter_preprocessed" / "train.json", base / "dcrouter_preprocessed" / "test.json",
+            base / "example_data" / "query_data" / "default_query_train.jsonl",
+            base / "example_data" / "query_data" / "default_query_test.jsonl",
+            base / "example_data" / "llm_candidates" / "default_llm.json"]
+
+
+REAL_TABLES: dict[str, tuple[str, Callable[[Path], list[Path]]]] = {
+    "llmrouter": ("routerdc", _llmrouter_paths),
+    "routerbench": ("routerbench", lambda r: [r / "routerbench-routerdc" / "datasets" / "routerbench_zs"]),
+    "routeprofile": ("routeprofile", lambda r: [r / "routeprofile" / "route_data" / "routing_test_data.json"]),
+    "mmlu-pro": ("mmlu-pro", lambda r: [r / "mmlu-pro-outputs" / "eval_results"]),
+}
+
+
+@pytest.fixture(scope="session")
+def real_table(shared_data: Path) -> Callable[[str], RoutingTable]:
+    """Import a real table of ../shared/data once per session: ``real_table("llmrouter")``."""
+    from routerlab import read
+
+    cache: dict[str, RoutingTable] = {}
+
+    def get(name: str) -> RoutingTable:
+        if name not in cache:
+            fmt, paths = REAL_TABLES[name]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                cache[name] = read(fmt, *paths(shared_data))
+        return cache[name]
+
+    return get
