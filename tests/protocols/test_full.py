@@ -110,3 +110,23 @@ def test_cli_scaling_and_groups(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert {g["kind"] for g in rec["groups"]} == {"all-strong", "all-weak", "strong-to-weak"}
     for g in rec["groups"]:
         assert len(g["actors"]) == 3
+
+
+def test_cost_sweep_and_paired_comparison() -> None:
+    t = demo(900, seed=4)
+    ev = evaluate(t, ["best-single", "linear", "oracle"], sweep="cost", n_boot=200)
+    lin = next(r for r in ev.results if r.spec == "linear")
+    assert lin.sweep is not None and lin.paired is not None
+    cost, mu = np.array(lin.sweep["cost"]), np.array(lin.sweep["mu_o"])
+    # lambda = 0 is the plain router; a huge lambda buys the cheapest actor for every query
+    assert mu[0] == pytest.approx(lin.metrics["mu_o"])
+    assert cost[-1] <= cost.min() + 1e-12 and cost[0] >= cost[-1]
+    assert 0.0 < lin.sweep["aiq"] <= mu.max() + 1e-9
+    assert lin.paired["versus"] == "best-single"
+    assert lin.paired["ci"][0] <= lin.paired["mu_o_difference"] <= lin.paired["ci"][1]
+    oracle = next(r for r in ev.results if r.spec == "oracle")
+    assert oracle.sweep is None  # a router that reads test outcomes has no utility curve
+    assert oracle.paired is not None and oracle.paired["p_value"] < 0.05
+    with pytest.raises(UsageError, match="sweep"):
+        evaluate(RoutingTable.from_arrays(t.score, actors=t.actor_names, split=t.queries.split, text=t.queries.text),
+                 ["linear"], sweep="cost")

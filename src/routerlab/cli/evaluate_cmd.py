@@ -36,6 +36,10 @@ def evaluate_cmd(
     split: Annotated[str, typer.Option(help="given, random[:F] or ood:DS1,DS2.")] = "given",
     seed: Annotated[int, typer.Option(help="Seed for splits, routers and the bootstrap.")] = 0,
     n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples per interval.")] = 1000,
+    sweep: Annotated[str | None, typer.Option(help="Also sweep lambda in score - lambda * (cost|latency).")] = None,
+    compare_to: Annotated[str, typer.Option("--compare-to", help="Paired bootstrap of every router vs this.")] = (
+        "best-single"
+    ),
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write JSON, per-query choices, plots.")] = None,
 ) -> None:
@@ -45,7 +49,8 @@ def evaluate_cmd(
     from routerlab.routers.base import split_router_list
 
     table = open_table(table_dir)
-    result = evaluate(table, split_router_list(routers), split=split, encoder=encoder, seed=seed, n_boot=n_boot)
+    result = evaluate(table, split_router_list(routers), split=split, encoder=encoder, seed=seed, n_boot=n_boot,
+                      sweep=sweep, compare_to=compare_to)
     if output is not None:
         write_evaluation(result, output)
     if as_json:

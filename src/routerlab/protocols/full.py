@@ -41,12 +41,19 @@ class RouterResult:
     choice: npt.NDArray[np.intp]
     fit_seconds: float
     score_seconds: float
+    sweep: dict[str, Any] | None = None
+    paired: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"router": self.router, "spec": self.spec, "params": self.params, "metrics": self.metrics,
-                "ci": {k: list(v) for k, v in self.ci.items()}, "selection": self.selection,
-                "collapsed": self.collapsed, "fit_seconds": round(self.fit_seconds, 4),
-                "score_seconds": round(self.score_seconds, 4)}
+        out = {"router": self.router, "spec": self.spec, "params": self.params, "metrics": self.metrics,
+               "ci": {k: list(v) for k, v in self.ci.items()}, "selection": self.selection,
+               "collapsed": self.collapsed, "fit_seconds": round(self.fit_seconds, 4),
+               "score_seconds": round(self.score_seconds, 4)}
+        if self.sweep is not None:
+            out["sweep"] = self.sweep
+        if self.paired is not None:
+            out["paired"] = self.paired
+        return out
 
 
 @dataclass
@@ -103,6 +110,9 @@ def evaluate(
     cache_dir: str | None = None,
     features: tuple[Features, Features] | None = None,
     skip_inapplicable: bool = False,
+    sweep: str | None = None,
+    lambdas: npt.ArrayLike | None = None,
+    compare_to: str | None = "best-single",
 ) -> Evaluation:
     """Fit each router on the train split and evaluate it on the test split (full observability).
 
@@ -154,15 +164,20 @@ def evaluate(
         )
         m = test.n_actors
         shares = selection_shares(choice, m)
+        curve = None
+        if sweep is not None and not router.uses_test_labels:
+            curve = _sweep(router, train, ftest, test, sweep, lambdas)
         results.append(RouterResult(
             router=router.name, spec=spec, params=router.describe()["params"],
             metrics={k: float(v[0]) for k, v in values.items()},
             ci={k: (float(v[1]), float(v[2])) for k, v in values.items()},
             selection={a: float(s) for a, s in zip(test.actor_names, shares, strict=True) if s > 0},
             collapsed=bool(collapsed(choice, m)), choice=choice, fit_seconds=t1 - t0, score_seconds=t2 - t1,
+            sweep=curve,
         ))
     if not results:
         raise UsageError(f"no router could be fitted: {skipped}")
+    _paired(results, test, compare_to, seed, n_boot)
     # Oracle(Best-of-N) (SPEC 5) is over the routers that route without seeing test outcomes
     fair = [r.choice for r, rt in zip(results, routers_used, strict=True) if not rt.uses_test_labels]
     bon_choice = oracle_best_of_n(test.score, latency, np.stack(fair or [r.choice for r in results]), cost)
@@ -185,3 +200,43 @@ def _known(matrix: npt.NDArray[np.float32] | None, what: str) -> npt.NDArray[np.
     if matrix is None or np.isnan(matrix).any():
         return None
     return matrix
+
+
+DEFAULT_LAMBDAS = np.concatenate([[0.0], np.geomspace(0.01, 1e4, 31)])
+
+
+def _sweep(router: Any, train: RoutingTable, ftest: Features, test: RoutingTable, by: str,
+           lambdas: npt.ArrayLike | None) -> dict[str, Any]:
+    """Cost- (or latency-) quality curve of one fitted router on the test split, with Pareto and AIQ."""
+    from routerlab.metrics.cost import aiq, pareto_frontier
+    from routerlab.routers.utility import lambda_sweep
+
+    if by not in {"cost", "latency"}:
+        raise UsageError(f"sweep must be 'cost' or 'latency', got {by!r}")
+    truth = test.cost_usd if by == "cost" else test.latency_s
+    if truth is None or np.isnan(truth).any():
+        raise UsageError(f"a {by} sweep needs the test split's {by} for every cell, which this table lacks")
+    grid = DEFAULT_LAMBDAS if lambdas is None else np.asarray(lambdas, dtype=np.float64)
+    sw = lambda_sweep(router, ftest, grid, by=by, train=train)  # type: ignore[arg-type]
+    rows = np.arange(test.n_queries)
+    x = np.array([float(truth[rows, c].mean()) for c in sw.choices])
+    y = np.array([float(test.score[rows, c].mean()) for c in sw.choices])
+    front = pareto_frontier(np.column_stack([x, y]))
+    return {"by": by, "lambdas": sw.lambdas.tolist(), by: x.tolist(), "mu_o": y.tolist(),
+            "pareto": front.tolist(), "aiq": aiq(x, y)}
+
+
+def _paired(results: list[RouterResult], test: RoutingTable, ref_spec: str | None, seed: int, n_boot: int) -> None:
+    """Paired bootstrap of each router's per-query score against the reference router's (SPEC 7)."""
+    from routerlab.metrics.bootstrap import paired_bootstrap
+
+    ref = next((r for r in results if ref_spec is not None and r.spec == ref_spec), None)
+    if ref is None:
+        return
+    rows = np.arange(test.n_queries)
+    base = test.score[rows, ref.choice].astype(np.float64)
+    for r in results:
+        if r is ref:
+            continue
+        cmp = paired_bootstrap(test.score[rows, r.choice].astype(np.float64), base, n_boot=n_boot, seed=seed)
+        r.paired = {"versus": ref.spec, "mu_o_difference": cmp.diff, "ci": [cmp.lo, cmp.hi], "p_value": cmp.p_value}

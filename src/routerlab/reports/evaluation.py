@@ -61,7 +61,24 @@ def leaderboard_text(ev: Evaluation) -> str:
            f"{sp['n_train']} train / {sp['n_test']} test, encoder {ev.encoder}, seed {ev.seed}")
     if ev.excluded_test_queries:
         top += f"; {ev.excluded_test_queries} test queries with unobserved cells left out"
-    return "\n".join([top, line(head), *(line(r) for r in rows)])
+    return "\n".join([top, line(head), *(line(r) for r in rows), *_extras(ev)])
+
+
+def _extras(ev: Evaluation) -> list[str]:
+    """Lines for paired comparisons, sweeps, skipped routers and notes."""
+    out = []
+    for r in ev.results:
+        if r.paired:
+            p = r.paired
+            out.append(f"paired  {r.spec} - {p['versus']}: {p['mu_o_difference']:+.4f} "
+                       f"[{p['ci'][0]:+.4f}, {p['ci'][1]:+.4f}], p = {p['p_value']:.3f}")
+    for r in ev.results:
+        if r.sweep:
+            out.append(f"sweep   {r.spec}: AIQ {r.sweep['aiq']:.4f} over {len(r.sweep['lambdas'])} lambdas "
+                       f"({r.sweep['by']}), {len(r.sweep['pareto'])} Pareto points")
+    out += [f"skipped {k}: {v}" for k, v in ev.extra.get("skipped", {}).items()]
+    out += [f"note    {n}" for n in ev.extra.get("notes", [])]
+    return out
 
 
 def leaderboard_markdown(ev: Evaluation) -> str:
@@ -116,7 +133,25 @@ def plot_evaluation(ev: Evaluation, out_dir: Path) -> list[str]:
     fig.tight_layout()
     save_figure(fig, out_dir / "selection.png")
     plt.close(fig)
-    return ["leaderboard.png", "selection.png"]
+    figures = ["leaderboard.png", "selection.png"]
+    swept = [r for r in ev.results if r.sweep]
+    if swept:
+        by = swept[0].sweep["by"]  # type: ignore[index]
+        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        for r in swept:
+            sw = r.sweep or {}
+            ax.plot(sw[by], sw["mu_o"], marker=".", label=f"{r.spec} (AIQ {sw['aiq']:.3f})")
+        ax.set_xlabel(f"mean {by} per query on test" + (" (USD)" if by == "cost" else " (s)"))
+        ax.set_ylabel("mu_o on test")
+        ax.set_xscale("log")
+        ax.set_title(f"{by.capitalize()}-quality curves (lambda sweep)")
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        save_figure(fig, out_dir / f"{by}_quality.png")
+        plt.close(fig)
+        figures.append(f"{by}_quality.png")
+    return figures
 
 
 def groups_text(record: dict[str, Any]) -> str:
