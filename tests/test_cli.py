@@ -76,3 +76,24 @@ def test_console_script_has_no_traceback(tmp_path: Path) -> None:
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 2
     assert proc.stderr.startswith("routerlab: error:") and "Traceback" not in proc.stderr
+
+
+def test_import_long_with_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = "prompt_id,model_id,label\n1,m1,1\n1,m2,0\n2,m1,0\n2,m2,1\n2,m2,1\n"
+    (tmp_path / "embedllm.csv").write_text(rows)
+    args = ["import", "long", str(tmp_path / "embedllm.csv"), "-o", str(tmp_path / "t"),
+            "-O", "rename=prompt_id=query_id,model_id=actor,label=score"]
+    assert main(args) == 2  # the repeated (2, m2) cell is an error by default, naming the row
+    err = capsys.readouterr().err
+    assert "embedllm.csv" in err and "row 6" in err
+    assert main([*args, "-O", "on_duplicate=last"]) == 0
+    assert capsys.readouterr().out.startswith("wrote ")
+    assert main(["info", str(tmp_path / "t"), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["n_queries"] == 2 and info["actors"] == ["m1", "m2"]
+
+
+def test_import_unknown_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "x.csv").write_text("query_id,actor,score\nq,a,1\n")
+    assert main(["import", "long", str(tmp_path / "x.csv"), "-o", str(tmp_path / "t"), "-O", "bogus=1"]) == 2
+    assert "has no option bogus" in capsys.readouterr().err

@@ -2,14 +2,24 @@
 
 Layout of ``DIR``::
 
-    manifest.json      format version, sizes, content hash, name, meta, routerlab version
+    manifest.json      format version, sizes, content hash, file sizes, name, meta, routerlab version
     queries.parquet    id, text, dataset, split, then metadata columns as ``x.<name>``
     actors.parquet     name, params_b, ttft_ms, itl_ms, input_price, output_price, ``x.<name>``
     <matrix>.parquet   one float32 column ``value``: the (n, m) matrix flattened row-major
 
-A flat column keeps Parquet fast at RouterEval scale (36,000 x 8,500 = 306M cells): writing and
-reading are single vectorised passes with no per-actor columns. The directory is written beside
-the target and renamed into place, so a crash never leaves a half-written table.
+Why this shape, at RouterEval scale (36,000 x 8,500 = 306M cells, 1.2 GB of float32):
+
+- A flat column is one contiguous buffer: writing is a zero-copy view, reading fills a preallocated
+  array row group by row group on several threads, so the peak is the matrix plus a few 16 MiB
+  row groups (reading a whole Arrow table then converting would double it).
+- Matrices with few distinct values (0/1 scores, NaN, rounded grades) are dictionary-encoded: two
+  bits per cell, a 0/1 score matrix of 1.2 GB is ~75 MB on disk and decodes faster than plain
+  floats. Continuous matrices (latency, cost) use byte-stream-split instead. Both with LZ4, the
+  fastest codec to decode in our measurements (benchmarks/bench_store.py).
+- The content hash is computed on a helper thread while the Parquet files are written.
+
+The directory is written beside the target and renamed into place, so a crash never leaves a
+half-written table, and an existing table is replaced only once the new one is complete.
 """
 
 from __future__ import annotations
@@ -18,21 +28,37 @@ import json
 import os
 import shutil
 import tempfile
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from routerlab import __version__
 from routerlab.data.table import ACTOR_NUMERIC_FIELDS, MATRIX_FIELDS, Actors, Queries, RoutingTable
-from routerlab.errors import DataError
+from routerlab.errors import DataError, UsageError
 
 FORMAT = "routerlab-table"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
-_ROW_GROUP = 1 << 24  # values per row group: large groups decode fastest; 64 MiB of float32
+ROW_GROUP = 1 << 22
+"""Values per matrix row group (16 MiB of float32): small enough to decode in parallel with little
+memory on top of the matrix, large enough that per-group overhead does not show."""
+DICTIONARY_MAX_DISTINCT = 1 << 12
+"""Up to this many distinct values in a sample, a matrix is dictionary-encoded (0/1 scores: 2 bits a cell)."""
+COMPRESSIONS = ("lz4", "zstd", "snappy", "none")
+
+
+def _threads() -> int:
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
+# ---------------------------------------------------------------------------------------- columns
 
 
 def _to_arrow_column(values: np.ndarray) -> pa.Array:
@@ -50,10 +76,12 @@ def _frame(base: dict[str, np.ndarray], extra: dict[str, np.ndarray] | Any) -> p
     return pa.table(cols)
 
 
-def _split_extra(tbl: pa.Table, base: list[str]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+def _split_extra(
+    tbl: pa.Table, base: list[str], file: Path
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     missing = [c for c in base if c not in tbl.column_names]
     if missing:
-        raise DataError(f"missing columns {missing}", field=missing[0])
+        raise DataError(f"missing columns {missing}", file=file, field=missing[0])
     core = {c: tbl.column(c).to_numpy(zero_copy_only=False) for c in base}
     extra = {}
     for c in tbl.column_names:
@@ -63,35 +91,66 @@ def _split_extra(tbl: pa.Table, base: list[str]) -> tuple[dict[str, np.ndarray],
     return core, extra
 
 
+def _few_distinct(flat: npt.NDArray[np.float32], sample: int = 1 << 20) -> bool:
+    """Whether a strided sample of the matrix holds few distinct values (then dictionary encoding pays)."""
+    if flat.size == 0:
+        return True
+    part = flat[:: max(1, flat.size // sample)]
+    return int(np.unique(part.view(np.uint32)).size) <= DICTIONARY_MAX_DISTINCT
+
+
+def write_matrix(mat: npt.NDArray[np.float32], file: Path, *, compression: str = "lz4") -> None:
+    """Write one (n, m) matrix as a flat float32 column ``value`` (row-major), in 16 MiB row groups."""
+    flat = np.ascontiguousarray(mat, dtype=np.float32).reshape(-1)
+    few = _few_distinct(flat)
+    pq.write_table(
+        pa.table({"value": pa.array(flat)}),  # a zero-copy view of the numpy buffer
+        str(file),
+        compression=compression,
+        row_group_size=ROW_GROUP,
+        use_dictionary=few,
+        use_byte_stream_split=not few,
+        write_statistics=False,
+    )
+
+
+# ---------------------------------------------------------------------------------------- save
+
+
 def save(table: RoutingTable, path: str | Path, *, compression: str = "lz4") -> Path:
-    """Write ``table`` to directory ``path`` atomically; an existing table there is replaced."""
+    """Write ``table`` to directory ``path`` atomically; an existing table there is replaced.
+
+    ``compression`` applies to the matrices (``lz4``, ``zstd``, ``snappy`` or ``none``); the small
+    query and actor files always use zstd. A directory that is not a routerlab table is never touched.
+    """
+    if compression not in COMPRESSIONS:
+        raise UsageError(f"compression must be one of {COMPRESSIONS}, got {compression!r}")
     target = Path(path)
+    if target.exists() and not target.is_dir():
+        raise DataError("exists and is a file, not a table directory; refusing to overwrite it", file=target)
     if target.exists() and not (target / MANIFEST).exists() and any(target.iterdir()):
         raise DataError("exists and is not a routerlab table directory; refusing to overwrite it", file=target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         q, a = table.queries, table.actors
-        pq.write_table(
-            _frame({"id": q.ids, "text": q.text, "dataset": q.dataset, "split": q.split}, q.extra),
-            tmp / "queries.parquet",
-            compression="zstd",
-        )
-        pq.write_table(
-            _frame({"name": a.names, **{k: getattr(a, k) for k in ACTOR_NUMERIC_FIELDS}}, a.extra),
-            tmp / "actors.parquet",
-            compression="zstd",
-        )
+        jobs: list[Callable[[], object]] = [
+            lambda: table.content_hash,  # hashing overlaps with writing; cached on the table
+            lambda: pq.write_table(
+                _frame({"id": q.ids, "text": q.text, "dataset": q.dataset, "split": q.split}, q.extra),
+                str(tmp / "queries.parquet"),
+                compression="zstd",
+            ),
+            lambda: pq.write_table(
+                _frame({"name": a.names, **{k: getattr(a, k) for k in ACTOR_NUMERIC_FIELDS}}, a.extra),
+                str(tmp / "actors.parquet"),
+                compression="zstd",
+            ),
+        ]
         for key, mat in table.matrices().items():
-            flat = pa.array(np.ascontiguousarray(mat, dtype=np.float32).reshape(-1))
-            pq.write_table(
-                pa.table({"value": flat}),
-                tmp / f"{key}.parquet",
-                compression=compression,
-                row_group_size=_ROW_GROUP,
-                use_dictionary=False,
-                write_statistics=False,
-            )
+            jobs.append(_matrix_job(mat, tmp / f"{key}.parquet", compression))
+        _run_all(jobs)
+        files = sorted(p.name for p in tmp.iterdir())
         manifest = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
@@ -100,12 +159,14 @@ def save(table: RoutingTable, path: str | Path, *, compression: str = "lz4") -> 
             "n_queries": table.n_queries,
             "n_actors": table.n_actors,
             "matrices": sorted(table.matrices()),
+            "matrix_layout": "one float32 column 'value', the (n_queries, n_actors) matrix flattened row-major",
             "content_hash": table.content_hash,
+            "files": {name: (tmp / name).stat().st_size for name in files},
             "meta": table.meta,
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str) + "\n")
         if target.exists():
-            old = target.with_name(f".{target.name}.old-{os.getpid()}")
+            old = target.with_name(f".{target.name}.old-{os.getpid()}-{threading.get_ident()}")
             target.rename(old)
             tmp.rename(target)
             shutil.rmtree(old, ignore_errors=True)
@@ -117,7 +178,23 @@ def save(table: RoutingTable, path: str | Path, *, compression: str = "lz4") -> 
     return target
 
 
+def _matrix_job(mat: npt.NDArray[np.float32], file: Path, compression: str) -> Callable[[], None]:
+    return lambda: write_matrix(mat, file, compression=compression)
+
+
+def _run_all(jobs: list[Callable[[], object]]) -> None:
+    """Run the jobs on a few threads (Arrow and hashlib release the GIL); the first error is raised."""
+    with ThreadPoolExecutor(max_workers=min(_threads(), len(jobs))) as pool:
+        futures: list[Future[object]] = [pool.submit(job) for job in jobs]
+        for f in futures:
+            f.result()
+
+
+# ---------------------------------------------------------------------------------------- load
+
+
 def read_manifest(path: str | Path) -> dict[str, Any]:
+    """The manifest of table directory ``path``, checked for format and version."""
     target = Path(path)
     mfile = target / MANIFEST
     if not target.exists():
@@ -126,32 +203,101 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
         raise DataError(f"not a routerlab table directory (no {MANIFEST}); import data with 'routerlab import'",
                         file=target)
     try:
-        manifest: dict[str, Any] = json.loads(mfile.read_text())
+        manifest = json.loads(mfile.read_text())
     except json.JSONDecodeError as exc:
         raise DataError(f"invalid JSON: {exc.msg}", file=mfile, row=exc.lineno) from None
+    except UnicodeDecodeError:
+        raise DataError("not UTF-8 text", file=mfile) from None
+    if not isinstance(manifest, dict):
+        raise DataError(f"expected a JSON object, got {type(manifest).__name__}", file=mfile)
     if manifest.get("format") != FORMAT:
         raise DataError(f"format is {manifest.get('format')!r}, expected {FORMAT!r}", file=mfile, field="format")
-    if int(manifest.get("format_version", 0)) > FORMAT_VERSION:
+    try:
+        version = int(manifest.get("format_version", 0))
+        n, m = int(manifest["n_queries"]), int(manifest["n_actors"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DataError(f"missing or malformed size/version ({exc})", file=mfile) from None
+    if version > FORMAT_VERSION:
         raise DataError(
             f"written by a newer routerlab (format {manifest['format_version']}); upgrade routerlab",
             file=mfile,
             field="format_version",
         )
+    if n < 0 or m < 0:
+        raise DataError(f"negative size {n} x {m}", file=mfile, field="n_queries")
     return manifest
 
 
-def _read_matrix(file: Path, n: int, m: int) -> np.ndarray:
+def _check_size(file: Path, manifest: dict[str, Any]) -> None:
+    expected = (manifest.get("files") or {}).get(file.name)
+    if not file.exists():
+        raise DataError("missing file of the table", file=file)
+    if expected is not None and file.stat().st_size != int(expected):
+        raise DataError(f"is {file.stat().st_size} bytes but was saved as {expected}; the file was changed or "
+                        "truncated after saving", file=file)
+
+
+def _read_small(file: Path, manifest: dict[str, Any]) -> pa.Table:
+    _check_size(file, manifest)
     try:
-        col = pq.read_table(file, columns=["value"], use_threads=True).column("value")
-    except (OSError, pa.ArrowInvalid, KeyError) as exc:
+        return pq.read_table(str(file))
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise DataError(f"cannot read: {exc}", file=file) from None
+
+
+def read_matrix(file: Path, n: int, m: int, *, threads: int | None = None) -> npt.NDArray[np.float32]:
+    """Read a matrix written by :func:`write_matrix` into a new (n, m) float32 array.
+
+    Row groups are decoded on ``threads`` threads straight into their slice of one preallocated
+    array; any unreadable, short or mistyped file is a :class:`DataError` naming it.
+    """
+    local = threading.local()
+
+    def open_file() -> pq.ParquetFile:
+        pf: pq.ParquetFile | None = getattr(local, "pf", None)
+        if pf is None:
+            pf = local.pf = pq.ParquetFile(str(file))
+        return pf
+
+    try:
+        pf0 = pq.ParquetFile(str(file))
+    except FileNotFoundError:
+        raise DataError("missing matrix file", file=file) from None
+    except (OSError, pa.ArrowInvalid) as exc:
         raise DataError(f"cannot read matrix: {exc}", file=file) from None
-    if len(col) != n * m:
-        raise DataError(f"holds {len(col)} values, expected {n} x {m} = {n * m}", file=file)
-    flat = col.combine_chunks() if col.num_chunks > 1 else col.chunk(0)
-    arr = flat.to_numpy(zero_copy_only=False)
-    if arr.dtype != np.float32:
-        arr = arr.astype(np.float32)
-    return np.array(arr, copy=not arr.flags.writeable).reshape(n, m)
+    md = pf0.metadata
+    schema = pf0.schema_arrow
+    if schema.names != ["value"] or not pa.types.is_floating(schema.field("value").type):
+        raise DataError(f"expected one float column 'value', found {schema}", file=file)
+    if md.num_rows != n * m:
+        raise DataError(f"holds {md.num_rows} values, expected {n} x {m} = {n * m}", file=file)
+    out = np.empty(n * m, dtype=np.float32)
+    starts = np.concatenate([[0], np.cumsum([md.row_group(i).num_rows for i in range(md.num_row_groups)])])
+
+    def read_group(i: int) -> None:
+        col = open_file().read_row_group(i, columns=["value"], use_threads=False).column(0)
+        pos = int(starts[i])
+        for chunk in col.chunks:
+            if chunk.null_count:
+                raise DataError("holds nulls; unobserved cells are stored as NaN", file=file)
+            vals = chunk.to_numpy(zero_copy_only=False)
+            out[pos : pos + vals.size] = vals
+            pos += vals.size
+        if pos != int(starts[i + 1]):
+            raise DataError(f"row group {i} decodes to {pos - int(starts[i])} values", file=file)
+
+    workers = max(1, min(threads or _threads(), md.num_row_groups))
+    try:
+        if workers == 1:
+            for i in range(md.num_row_groups):
+                read_group(i)
+        else:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                for f in [pool.submit(read_group, i) for i in range(md.num_row_groups)]:
+                    f.result()
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise DataError(f"cannot read matrix: {exc}", file=file) from None
+    return out.reshape(n, m)
 
 
 def load(path: str | Path, *, verify: bool = False) -> RoutingTable:
@@ -159,13 +305,9 @@ def load(path: str | Path, *, verify: bool = False) -> RoutingTable:
     target = Path(path)
     manifest = read_manifest(target)
     n, m = int(manifest["n_queries"]), int(manifest["n_actors"])
-    try:
-        qt = pq.read_table(target / "queries.parquet")
-        at = pq.read_table(target / "actors.parquet")
-    except (OSError, pa.ArrowInvalid) as exc:
-        raise DataError(f"cannot read table: {exc}", file=target) from None
-    qcore, qextra = _split_extra(qt, ["id", "text", "dataset", "split"])
-    acore, aextra = _split_extra(at, ["name", *ACTOR_NUMERIC_FIELDS])
+    qfile, afile = target / "queries.parquet", target / "actors.parquet"
+    qcore, qextra = _split_extra(_read_small(qfile, manifest), ["id", "text", "dataset", "split"], qfile)
+    acore, aextra = _split_extra(_read_small(afile, manifest), ["name", *ACTOR_NUMERIC_FIELDS], afile)
     queries = Queries(
         ids=qcore["id"].astype(object),
         text=qcore["text"].astype(object),
@@ -175,20 +317,32 @@ def load(path: str | Path, *, verify: bool = False) -> RoutingTable:
     )
     actors = Actors(
         names=acore["name"].astype(object),
-        **{k: acore[k].astype(np.float64) for k in ACTOR_NUMERIC_FIELDS},
+        params_b=acore["params_b"].astype(np.float64),
+        ttft_ms=acore["ttft_ms"].astype(np.float64),
+        itl_ms=acore["itl_ms"].astype(np.float64),
+        input_price=acore["input_price"].astype(np.float64),
+        output_price=acore["output_price"].astype(np.float64),
         extra=aextra,
     )
-    if len(queries) != n or len(actors) != m:
-        raise DataError(f"manifest says {n} x {m} but files hold {len(queries)} x {len(actors)}", file=target)
+    if len(queries) != n:
+        raise DataError(f"holds {len(queries)} queries but the manifest says {n}", file=qfile)
+    if len(actors) != m:
+        raise DataError(f"holds {len(actors)} actors but the manifest says {m}", file=afile)
+    keys = manifest.get("matrices", ["score"])
+    if not isinstance(keys, list) or "score" not in keys:
+        raise DataError("lists no score matrix", file=target / MANIFEST, field="matrices")
     mats = {}
-    for key in manifest.get("matrices", ["score"]):
+    for key in keys:
         if key not in MATRIX_FIELDS:
             raise DataError(f"unknown matrix {key!r}", file=target / MANIFEST, field="matrices")
-        mats[key] = _read_matrix(target / f"{key}.parquet", n, m)
-    if "score" not in mats:
-        raise DataError("has no score matrix", file=target)
-    table = RoutingTable(queries=queries, actors=actors, name=str(manifest.get("name", target.name)),
-                         meta=dict(manifest.get("meta", {})), **mats)
+        file = target / f"{key}.parquet"
+        _check_size(file, manifest)
+        mats[key] = read_matrix(file, n, m)
+    try:
+        table = RoutingTable(queries=queries, actors=actors, name=str(manifest.get("name", target.name)),
+                             meta=dict(manifest.get("meta", {})), **mats)
+    except DataError as exc:
+        raise DataError(exc.detail, file=target, row=exc.row, field=exc.field) from None
     expected = manifest.get("content_hash")
     if verify and expected and table.content_hash != expected:
         raise DataError(f"content hash {table.content_hash[:12]} does not match the manifest's {expected[:12]}; "

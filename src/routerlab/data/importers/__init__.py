@@ -8,6 +8,7 @@ group; each entry point names such a function and its name is the format name.
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -69,4 +70,12 @@ def read(format: str, *paths: str | Path, **options: Any) -> RoutingTable:
     for p in resolved:
         if not p.exists():
             raise DataError("no such file or directory", file=p)
-    return known[format].fn(resolved, **options)
+    fn = known[format].fn
+    params = inspect.signature(fn).parameters
+    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        accepted = [n for n, p in params.items() if p.kind is p.KEYWORD_ONLY]
+        unknown = sorted(set(options) - set(accepted))
+        if unknown:
+            raise UsageError(f"format {format!r} has no option {', '.join(unknown)}; "
+                             f"options: {', '.join(accepted) or 'none'}")
+    return fn(resolved, **options)
