@@ -1,0 +1,129 @@
+"""Benchmark exact HSE (SPEC 2) against a naive reference, and the greedy coreset.
+
+    .venv/bin/python benchmarks/bench_hse.py            # every size (the naive 8,500 x 3,600 takes minutes)
+    .venv/bin/python benchmarks/bench_hse.py --quick    # small sizes only
+
+Random binary behaviour matrices (float32, P(1) = 0.5, seeded) of N actors x L items. routerlab is
+``routerlab.society.hse(B)`` end to end (input checks, exact packed float32 Gram, distances, Prim MST,
+merge walk). The naive reference is scipy's ``pdist(B, "cosine")`` + ``linkage(d, "single")`` + a
+plain merge walk over the cluster sizes. Timings are wall-clock seconds: best and median of
+``--repeat`` runs (one run for the slow naive cases). The greedy coreset is timed given the distances.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+
+def naive_hse(B: np.ndarray) -> float:
+    from scipy.cluster.hierarchy import linkage
+    from scipy.spatial.distance import pdist
+
+    n = B.shape[0]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        d = np.nan_to_num(pdist(B, "cosine"), nan=1.0)  # zero-norm rule: d = 1
+    Z = linkage(d, "single")
+    sizes = {i: 1 for i in range(n)}
+    s_log = 0.0  # sum of c log2 c over the clusters
+    total, prev = 0.0, 0.0
+    for t, (a, b, h, _) in enumerate(Z):
+        total += (math.log2(n) - s_log / n) * (h - prev)
+        prev = h
+        ca, cb = sizes.pop(int(a)), sizes.pop(int(b))
+        s_log += (ca + cb) * math.log2(ca + cb) - (ca * math.log2(ca) if ca > 1 else 0.0) - (
+            cb * math.log2(cb) if cb > 1 else 0.0)
+        sizes[n + t] = ca + cb
+    return total
+
+
+def timed(fn: Callable[[], Any], repeat: int) -> tuple[list[float], Any]:
+    times, out = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return times, out
+
+
+def fmt(times: list[float] | None) -> str:
+    if not times:
+        return f"{'-':>17s}"
+    return f"{min(times):8.3f} {statistics.median(times):8.3f}"
+
+
+def matrix(n: int, L: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    B = np.empty((n, L), dtype=np.float32)
+    for r0 in range(0, n, 500):  # in blocks: no float64 temporary of the whole matrix
+        B[r0:r0 + 500] = rng.random((min(500, n - r0), L), dtype=np.float32) < 0.5
+    return B
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeat", type=int, default=3, help="runs per routerlab timing (default 3)")
+    ap.add_argument("--naive-repeat", type=int, default=1, help="runs per naive timing (default 1)")
+    ap.add_argument("--quick", action="store_true", help="only 112 x 36,000 and 1,000 x 36,000")
+    ap.add_argument("--skip-naive-large", action="store_true", help="skip the naive 8,500 x 3,600 run")
+    ap.add_argument("--only", default=None, help="comma-separated cases to run, e.g. 8500x36000")
+    args = ap.parse_args(argv)
+
+    from routerlab.society import Society, hse, pairwise_distances
+    from routerlab.society.behaviour import clean
+    from routerlab.society.entropy import hse_from_linkage, linkage_matrix
+    from routerlab.society.selection import greedy_coreset
+
+    cases = [(112, 36_000, True), (1_000, 36_000, True), (8_500, 3_600, not args.skip_naive_large),
+             (8_500, 36_000, False)]
+    if args.quick:
+        cases = cases[:2]
+    if args.only:
+        wanted = {tuple(int(v) for v in c.lower().split("x")) for c in args.only.split(",")}
+        cases = [c for c in cases if (c[0], c[1]) in wanted]
+    print(f"exact HSE (cosine, single linkage) on random binary B; seconds, best and median of "
+          f"{args.repeat} (naive: {args.naive_repeat}); load average {os.getloadavg()[0]:.1f} at start")
+    print(f"{'N x L':>16s} | {'routerlab best  med':>19s} | {'naive best    med':>19s} | {'ratio':>6s} | "
+          f"{'|dHSE|':>8s} | routerlab split: checks + Gram + MST (forms distances) + walk")
+    coreset_inputs: dict[int, Any] = {}
+    for n, L, do_naive in cases:
+        B = matrix(n, L, seed=n + L)
+        rl_times, value = timed(lambda B=B: hse(B), args.repeat)
+        t0 = time.perf_counter()
+        _, _, binary = clean(Society(B, [""] * n))
+        t1 = time.perf_counter()
+        dist = pairwise_distances(B, binary=binary)
+        t2 = time.perf_counter()
+        Z = linkage_matrix(dist)
+        t3 = time.perf_counter()
+        hse_from_linkage(Z, n)
+        t4 = time.perf_counter()
+        nv_times, ref = (timed(lambda B=B: naive_hse(B), args.naive_repeat) if do_naive else (None, None))
+        ratio = f"{min(nv_times) / min(rl_times):6.1f}" if nv_times else f"{'-':>6s}"
+        diff = f"{abs(value - ref):8.1e}" if ref is not None else f"{'-':>8s}"
+        print(f"{n:>6,d} x {L:>7,d} | {fmt(rl_times):>19s} | {fmt(nv_times):>19s} | {ratio} | {diff} | "
+              f"{t1 - t0:.2f} + {t2 - t1:.2f} + {t3 - t2:.2f} + {t4 - t3:.3f}", flush=True)
+        if n in (1_000, 8_500) and L == 36_000:
+            coreset_inputs[n] = dist
+        del B
+    print()
+    print("greedy max-HSE coreset to size 10, given the distances (includes the full society's HSE)")
+    for n, dist in sorted(coreset_inputs.items()):
+        times, cs = timed(lambda dist=dist: greedy_coreset(dist, 10, max_size=10, stop_fraction=None),
+                          args.repeat)
+        print(f"{n:>6,d} actors  | {fmt(times):>19s} | HSE of the 10: {cs.curve[-1].hse:.4f} "
+              f"(normalised {cs.curve[-1].hse_normalized:.4f})", flush=True)
+    print(f"load average {os.getloadavg()[0]:.1f} at the end (2 cores: above ~0.5 others share them)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
