@@ -12,8 +12,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from routerlab.data.table import RoutingTable
+
+# CI replays the same examples every run (no flaky reds) and never fails a test on timing alone.
+settings.register_profile("ci", derandomize=True, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", deadline=None)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -21,6 +28,12 @@ REPO = Path(__file__).resolve().parents[1]
 def _shared_data_dir() -> Path:
     env = os.environ.get("ROUTERLAB_SHARED_DATA")
     return Path(env) if env else REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_feature_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Tests never read or write the user's feature cache (~/.cache/routerlab)."""
+    os.environ["ROUTERLAB_CACHE_DIR"] = str(tmp_path_factory.mktemp("feature-cache"))
 
 
 @pytest.fixture(scope="session")

@@ -24,6 +24,14 @@ def test_audit_on_the_demo_writes_report(tmp_path: Path, capsys: pytest.CaptureF
     assert b["oracle"] > b["best_single"] > b["random"]
     report = (tmp_path / "a" / "report.md").read_text()
     assert "## Bounds" in report and "frontier-235b" in report
+    assert list(record["sections"]) == ["table", "bounds", "diversity", "leaderboard"]
+    lb = record["sections"]["leaderboard"]
+    mu = {r["spec"]: r["metrics"]["mu_o"] for r in lb["results"]}
+    assert mu["oracle"] == pytest.approx(b["oracle"]) and max(mu.values()) == mu["oracle"]
+    # on the demo a router that reads the query beats always calling the best single actor
+    assert max(v for k, v in mu.items() if k != "oracle") > mu["best-single"]
+    for fig in record["sections"]["leaderboard"]["figures"] + record["sections"]["diversity"]["figures"]:
+        assert (tmp_path / "a" / fig).stat().st_size > 1000
 
 
 def test_info_json_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -20,11 +20,23 @@ def import_cmd(
         bool, typer.Option("--trust-pickle", help="Allow reading pickle files (unpickling runs code).")
     ] = False,
     name: Annotated[str | None, typer.Option(help="Name recorded in the table.")] = None,
+    option: Annotated[
+        list[str] | None,
+        typer.Option("--option", "-O", help="Importer option KEY=VALUE, repeatable (e.g. on_duplicate=mean, "
+                     "rename=prompt_id=query_id,model_id=actor,label=score, actors=FILE)."),
+    ] = None,
 ) -> None:
     """Read upstream routing data into a routerlab table directory."""
+    from routerlab._spec import coerce
     from routerlab.data.importers import read
+    from routerlab.errors import UsageError
 
     options: dict[str, object] = {}
+    for item in option or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise UsageError(f"bad --option {item!r}; write KEY=VALUE")
+        options[key.strip()] = value if key.strip() in {"rename", "actors", "name"} else coerce(value)
     if trust_pickle:
         options["trust_pickle"] = True
     table = read(format, *paths, **options)

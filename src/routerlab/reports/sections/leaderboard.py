@@ -7,8 +7,8 @@ from routerlab.protocols.full import evaluate
 from routerlab.reports.audit import AuditContext, Section, audit_section
 from routerlab.reports.evaluation import leaderboard_markdown, plot_evaluation
 
-DEFAULT_ROUTERS = ("oracle", "random", "best-single", "smallest", "cheapest", "fastest", "knn", "linear",
-                   "cluster", "mf")
+DEFAULT_ROUTERS = ("oracle", "random", "best-single", "smallest", "cheapest", "fastest", "knn", "linear", "mlp",
+                   "cluster", "avenger", "mf", "hybrid")
 
 
 @audit_section("leaderboard", order=30)
@@ -21,10 +21,12 @@ def leaderboard_section(table: RoutingTable, ctx: AuditContext) -> Section:
     oracle = next((r for r in ev.results if r.router == "oracle"), None)
     single = next((r for r in ev.results if r.router == "best-single"), None)
     sentences = [f"The best learned or fixed router here is `{best.spec}` with mu_o {best.metrics['mu_o']:.4f}."]
-    if single is not None and best.spec != single.spec:
-        lo, _ = best.ci["mu_o"]
-        verdict = "beats" if lo > single.metrics["mu_o"] else "does not clearly beat"
-        sentences.append(f"It {verdict} always calling the best single actor ({single.metrics['mu_o']:.4f}).")
+    if single is not None and best.spec != single.spec and best.paired is not None:
+        diff, (lo, hi) = best.paired["mu_o_difference"], best.paired["ci"]
+        verdict = "beats" if lo > 0 else "does not clearly beat"
+        sentences.append(f"It {verdict} always calling the best single actor ({single.metrics['mu_o']:.4f}): "
+                         f"paired difference {diff:+.4f} [{lo:+.4f}, {hi:+.4f}] over the same test queries "
+                         f"(optimistic: it was picked as the best of {len(ev.results)} routers on this split).")
     if oracle is not None:
         gap = oracle.metrics["mu_o"] - best.metrics["mu_o"]
         sentences.append(f"The oracle is {gap:.4f} higher: that is what better routing could still win.")
