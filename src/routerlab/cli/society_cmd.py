@@ -34,7 +34,10 @@ def society_report(
         soc, dist, dropped = prepare(table, metric, split=split, nan=nan)  # type: ignore[arg-type]
     notes = [str(w.message) for w in caught]
     div = society.diversity_from_distances(dist, linkage, names=soc.names, n_dropped_items=dropped, notes=notes)
-    record: dict[str, Any] = {"table": getattr(table, "name", "table"), "split": split or "all",
+    from routerlab import __version__
+
+    record: dict[str, Any] = {"table": getattr(table, "name", "table"), "content_hash": table.content_hash,
+                              "routerlab_version": __version__, "split": split or "all",
                               **div.to_dict()}
     cs = None
     if coreset_k is not None:
@@ -76,7 +79,7 @@ def society_report(
 
 @app.command("society")
 def society_cmd(
-    table_dir: Annotated[Path, typer.Argument(help="A table directory (see 'routerlab import').")],
+    table_dir: Annotated[Path | None, typer.Argument(help="A table directory (default: the demo).")] = None,
     metric: Annotated[str, typer.Option(help="cosine, correlation, euclidean or manhattan.")] = "cosine",
     linkage: Annotated[str, typer.Option(help="single, complete or average.")] = "single",
     coreset: Annotated[int | None, typer.Option(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 from typing import Any, ClassVar
 
@@ -109,7 +110,8 @@ class MiniLMEncoder(Encoder):
                 torch.set_num_threads(threads)
             with precision:
                 X = model.encode(texts, batch_size=int(self.options["batch_size"]), convert_to_numpy=True,
-                                 normalize_embeddings=True, show_progress_bar=False)
+                                 normalize_embeddings=True,
+                                 show_progress_bar=len(texts) > 2000 and sys.stderr.isatty())
         finally:
             if threads:
                 torch.set_num_threads(previous)

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from tqdm import tqdm
 
 from routerlab import __version__
 from routerlab.data.splits import Split, make_split
@@ -143,7 +144,7 @@ def evaluate(
     results = []
     routers_used = []
     skipped: dict[str, str] = {}
-    for spec in router_specs:
+    for spec in tqdm(router_specs, desc="routers", unit="router", disable=None, leave=False):
         router = get_router(spec, seed=seed)
         t0 = time.perf_counter()
         try:

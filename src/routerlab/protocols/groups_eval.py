@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tqdm import tqdm
+
 from routerlab.data.splits import make_split
 from routerlab.data.table import RoutingTable
 from routerlab.protocols.full import evaluate, featurize
@@ -23,7 +25,7 @@ def evaluate_groups(
     feats = featurize(train, test, encoder)
     groups = candidate_groups(train, m_values, kinds, draws, seed)
     out = []
-    for g in groups:
+    for g in tqdm(groups, desc="groups", unit="group", disable=None, leave=False):
         ev = evaluate(table.select_actors(g.actors), router_specs, split=sp, encoder=encoder, seed=seed,
                       n_boot=n_boot, features=feats)
         out.append({**g.to_dict(), "evaluation": ev.to_dict()})

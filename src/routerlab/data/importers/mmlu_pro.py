@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
+from tqdm import tqdm
 
 from routerlab.data.importers import importer
 from routerlab.data.importers._common import expand_paths, json_text, warn
@@ -73,7 +74,7 @@ def read_mmlu_pro(paths: list[Path]) -> RoutingTable:
     questions = _Questions()
     models: list[_ModelRows] = []
     seen: dict[str, str] = {}
-    for f in files:
+    for f in tqdm(files, desc="mmlu-pro", unit="file", disable=None, leave=False):
         for name, where, data in _members(f):
             if name in seen:
                 raise DataError(f"model {name!r} is read twice (also from {seen[name]})", file=where)
