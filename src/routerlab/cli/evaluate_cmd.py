@@ -79,7 +79,10 @@ def scaling_cmd(
 
     table = open_table(table_dir)
     curve = scaling_curve(table, make_split(table, split, seed), _ints(m, "--m"), _floats(p, "--p"), samples, seed)
-    record = {"data": {"name": table.name, "content_hash": table.content_hash}, **curve.to_dict()}
+    from routerlab import __version__
+
+    record = {"routerlab_version": __version__, "data": {"name": table.name, "content_hash": table.content_hash},
+              **curve.to_dict()}
     if output is not None:
         output.mkdir(parents=True, exist_ok=True)
         write_json(output / "scaling.json", record)

@@ -6,6 +6,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from routerlab import __version__
 from routerlab.data.splits import make_split
 from routerlab.data.table import RoutingTable
 from routerlab.protocols.full import evaluate, featurize
@@ -29,5 +30,6 @@ def evaluate_groups(
         ev = evaluate(table.select_actors(g.actors), router_specs, split=sp, encoder=encoder, seed=seed,
                       n_boot=n_boot, features=feats)
         out.append({**g.to_dict(), "evaluation": ev.to_dict()})
-    return {"data": {"name": table.name, "content_hash": table.content_hash}, "split": sp.describe(),
+    return {"routerlab_version": __version__, "data": {"name": table.name, "content_hash": table.content_hash},
+            "split": sp.describe(), "encoder": encoder, "routers": router_specs,
             "seed": seed, "draws": draws, "groups": out}
