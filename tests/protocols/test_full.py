@@ -72,6 +72,10 @@ def test_errors() -> None:
         evaluate(t, ["nope"])
     with pytest.raises(UsageError, match="at least one router"):
         evaluate(t, [])
+    with pytest.raises(UsageError, match=r"option k='abc' should be int"):
+        evaluate(t, ["knn:k=abc"])
+    with pytest.raises(UsageError, match=r"option p=True should be int or float"):
+        evaluate(t, ["oracle-p:p=true"])
     no_lat = RoutingTable.from_arrays(t.score, actors=t.actor_names, text=t.queries.text, split=t.queries.split)
     with pytest.raises(UsageError, match="fastest"):
         evaluate(no_lat, ["fastest"])

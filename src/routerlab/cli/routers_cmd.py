@@ -35,5 +35,5 @@ def routers_cmd(
 
 def _show(value: object) -> str:
     if isinstance(value, tuple | list):
-        return "/".join(str(v) for v in value)
+        return "/".join(str(v) for v in value) or "0"
     return str(value)

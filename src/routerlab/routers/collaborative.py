@@ -113,7 +113,7 @@ class HybridRouter(Router):
     name = "hybrid"
     summary = "Hybrid-LLM style: classifier of the fastest correct actor (best actor without latency)"
     defaults: ClassVar[dict[str, Any]] = {
-        "hidden": 0, "epochs": 20, "lr": 1e-3, "batch_size": 64, "weight_decay": 1e-4, "threshold": 0.5,
+        "hidden": (), "epochs": 20, "lr": 1e-3, "batch_size": 64, "weight_decay": 1e-4, "threshold": 0.5,
     }
 
     _net: MaskedMLP

@@ -109,7 +109,7 @@ class MLPRouter(Router):
     name = "mlp"
     summary = "RouterEval MLPR: MLP predicting each actor's score (hidden=128; RouterWorld 1024/512/256/128)"
     defaults: ClassVar[dict[str, Any]] = {
-        "hidden": 128, "epochs": 20, "lr": 1e-3, "batch_size": 64, "weight_decay": 1e-4,
+        "hidden": (128,), "epochs": 20, "lr": 1e-3, "batch_size": 64, "weight_decay": 1e-4,
     }
 
     _net: MaskedMLP
@@ -137,7 +137,7 @@ class MLCRouter(Router):
     name = "mlc"
     summary = "RouterEval MLC: multi-label classifier on the selection vector (optimal actors)"
     defaults: ClassVar[dict[str, Any]] = {
-        "hidden": 0, "epochs": 10, "lr": 1e-2, "batch_size": 32, "weight_decay": 1e-4, "rel": 0.95,
+        "hidden": (), "epochs": 10, "lr": 1e-2, "batch_size": 32, "weight_decay": 1e-4, "rel": 0.95,
     }
 
     _net: MaskedMLP
