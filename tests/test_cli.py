@@ -105,3 +105,12 @@ def test_import_unknown_option(tmp_path: Path, capsys: pytest.CaptureFixture[str
     (tmp_path / "x.csv").write_text("query_id,actor,score\nq,a,1\n")
     assert main(["import", "long", str(tmp_path / "x.csv"), "-o", str(tmp_path / "t"), "-O", "bogus=1"]) == 2
     assert "has no option bogus" in capsys.readouterr().err
+
+
+def test_import_bad_option_type_and_empty_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "x.csv").write_text("query_id,actor,score\n")
+    out = str(tmp_path / "t")
+    assert main(["import", "long", str(tmp_path / "x.csv"), "-o", out, "-O", "batch_rows=abc"]) == 2
+    assert "option batch_rows='abc' should be int" in capsys.readouterr().err
+    assert main(["import", "long", str(tmp_path / "x.csv"), "-o", out]) == 2
+    assert "x.csv: holds no queries" in capsys.readouterr().err

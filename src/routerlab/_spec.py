@@ -38,3 +38,27 @@ def parse_spec(spec: str, what: str = "router", *, coerce_values: bool = True) -
             raise UsageError(f"bad {what} option {part!r} in {spec!r}; write name:key=value,key=value")
         params[key.strip()] = coerce(value.strip()) if coerce_values else value.strip()
     return name.strip(), params
+
+
+def check_option_type(owner: str, key: str, value: Any, default: Any) -> None:
+    """An option must have its default's type (an int is fine where a float is expected; a bare number
+    where a tuple of layer sizes is): a clear UsageError here, never a ValueError deep inside a router or importer."""
+    if default is None or key == "seed":
+        return
+    expected: tuple[type, ...]
+    if isinstance(default, bool):
+        expected = (bool,)
+    elif isinstance(default, int):
+        expected = (int,)
+    elif isinstance(default, float):
+        expected = (int, float)
+    elif isinstance(default, tuple):
+        expected = (tuple, int)
+    else:
+        expected = (type(default),)
+    ok = isinstance(value, expected) and not (isinstance(value, bool) and bool not in expected)
+    if ok and isinstance(value, tuple):
+        ok = all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    if not ok:
+        raise UsageError(f"{owner}: option {key}={value!r} should be "
+                         f"{' or '.join(t.__name__ for t in expected)}, like its default {default!r}")

@@ -40,6 +40,11 @@ def import_cmd(
     if trust_pickle:
         options["trust_pickle"] = True
     table = read(format, *paths, **options)
+    if table.n_queries == 0 or table.n_actors == 0:
+        from routerlab.errors import DataError
+
+        raise DataError(f"holds no {'queries' if table.n_queries == 0 else 'actors'}; nothing to import",
+                        file=paths[0])
     if name:
         from dataclasses import replace
 

@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Self, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from routerlab._spec import parse_spec
+from routerlab._spec import check_option_type, parse_spec
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.features.base import Features
@@ -53,7 +53,7 @@ class Router(ABC):
             raise UsageError(f"router {self.name!r} has no option {sorted(unknown)}; options: "
                              f"{', '.join(sorted(self.defaults)) or 'none'}")
         for key, value in params.items():
-            _check_option(self.name, key, value, self.defaults.get(key))
+            check_option_type(f"router {self.name!r}", key, value, self.defaults.get(key))
         self.params: dict[str, Any] = {**self.defaults, **params}
         self.seed: int = int(params.get("seed", 0))
         self.actor_names: list[str] = []
@@ -117,30 +117,6 @@ class Router(ABC):
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
         return f"{type(self).__name__}({opts})"
-
-
-def _check_option(router: str, key: str, value: Any, default: Any) -> None:
-    """An option must have its default's type (an int is fine where a float is expected; a bare number
-    where a tuple of layer sizes is): a clear UsageError here, never a ValueError inside a router."""
-    if default is None or key == "seed":
-        return
-    expected: tuple[type, ...]
-    if isinstance(default, bool):
-        expected = (bool,)
-    elif isinstance(default, int):
-        expected = (int,)
-    elif isinstance(default, float):
-        expected = (int, float)
-    elif isinstance(default, tuple):
-        expected = (tuple, int)
-    else:
-        expected = (type(default),)
-    ok = isinstance(value, expected) and not (isinstance(value, bool) and bool not in expected)
-    if ok and isinstance(value, tuple):
-        ok = all(isinstance(v, int) and not isinstance(v, bool) for v in value)
-    if not ok:
-        raise UsageError(f"router {router!r}: option {key}={value!r} should be "
-                         f"{' or '.join(t.__name__ for t in expected)}, like its default {default!r}")
 
 
 R = TypeVar("R", bound=type[Router])

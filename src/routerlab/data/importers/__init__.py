@@ -15,6 +15,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
+from routerlab._spec import check_option_type
 from routerlab.data.table import RoutingTable
 from routerlab.errors import DataError, UsageError
 
@@ -78,4 +79,7 @@ def read(format: str, *paths: str | Path, **options: Any) -> RoutingTable:
         if unknown:
             raise UsageError(f"format {format!r} has no option {', '.join(unknown)}; "
                              f"options: {', '.join(accepted) or 'none'}")
+        for key, value in options.items():
+            default = params[key].default
+            check_option_type(f"format {format!r}", key, value, None if default is inspect.Parameter.empty else default)
     return fn(resolved, **options)
