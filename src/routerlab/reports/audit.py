@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from routerlab import __version__
 from routerlab.data.splits import Split, given_split, random_split
 from routerlab.data.table import RoutingTable
@@ -112,7 +114,9 @@ def run_audit(
             raise RouterlabError(f"unknown audit sections {sorted(unknown)}; known: "
                                  f"{', '.join(s.name for s in registered)}")
         registered = [s for s in registered if s.name in only]
-    for reg in registered:
+    bar = tqdm(registered, desc="audit", unit="section", disable=None, leave=False)
+    for reg in bar:
+        bar.set_postfix_str(reg.name)
         sec = reg.fn(table, ctx)
         record["sections"][reg.name] = {"title": sec.title, **sec.data, "figures": sec.figures}
         parts.append(f"## {sec.title}\n\n{sec.markdown.strip()}\n")

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from tqdm import tqdm
 
 from routerlab.errors import UsageError
 from routerlab.society.behaviour import NanRule, SocietyLike
@@ -292,7 +293,10 @@ def greedy_coreset(
         curve.append(point(size))
     in_set = np.zeros(n, dtype=bool)
     in_set[order] = True
+    bar = tqdm(total=limit, initial=len(order), desc="coreset", unit="actor", disable=None if n > 500 else True,
+               leave=False)
     while len(order) < limit:
+        bar.update(1)
         if (len(order) >= k and stop_fraction is not None
                 and curve[-1].hse >= stop_fraction * full_hse - 1e-12 * max(1.0, abs(full_hse))):
             break
@@ -311,6 +315,7 @@ def greedy_coreset(
         if oracle is not None:
             oracle.add(c)
         curve.append(point(len(order)))
+    bar.close()
     s90, s95 = _thresholds(curve, full_hse)
     notes = []
     if s95 is None:
