@@ -13,10 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from routerlab.data.importers import _REGISTRY
 from routerlab.data.importers._common import DataWarning
 from routerlab.data.importers.mmlu_pro import read_mmlu_pro
-from routerlab.data.store import load
 from routerlab.data.table import RoutingTable
 from routerlab.errors import DataError
 from tests.data.importer_checks import assert_names, has_warning, mean_scores, same_cells, warning_texts
@@ -102,17 +100,6 @@ def test_real_warnings_and_speed(real: tuple[RoutingTable, list[str], float]) ->
     assert seconds < 15  # about 3 s on a quiet 2-core machine; generous for a loaded one
 
 
-def test_real_table_survives_save_and_load(real: tuple[RoutingTable, ...], tmp_path: Path) -> None:
-    table = real[0]
-    back = load(table.save(tmp_path / "t"))
-    assert back.content_hash == table.content_hash
-    assert {k: v.tolist() for k, v in back.queries.extra.items()} == {
-        k: v.tolist() for k, v in table.queries.extra.items()
-    }
-
-
-def test_registered() -> None:
-    assert _REGISTRY["mmlu-pro"].fn is read_mmlu_pro
 
 
 # ---------------------------------------------------------------- generated files

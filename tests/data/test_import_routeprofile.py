@@ -11,11 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from routerlab.data.importers import _REGISTRY
 from routerlab.data.importers._common import DataWarning
 from routerlab.data.importers.routeprofile import read_routeprofile
 from routerlab.data.quality import train_test_overlap
-from routerlab.data.store import load
 from routerlab.data.table import RoutingTable
 from routerlab.errors import DataError
 from tests.data.importer_checks import assert_names, has_warning, mean_scores, same_cells, warning_texts
@@ -135,17 +133,6 @@ def test_profile_files_as_paths_give_the_same_table(shared_data: Path, real: tup
     assert t.content_hash == real[0].content_hash
 
 
-def test_real_table_survives_save_and_load(real: tuple[RoutingTable, ...], tmp_path: Path) -> None:
-    table = real[0]
-    back = load(table.save(tmp_path / "t"))
-    assert back.content_hash == table.content_hash
-    assert {k: v.tolist() for k, v in back.queries.extra.items()} == {
-        k: v.tolist() for k, v in table.queries.extra.items()
-    }
-
-
-def test_registered() -> None:
-    assert _REGISTRY["routeprofile"].fn is read_routeprofile
 
 
 # ---------------------------------------------------------------- generated files

@@ -19,7 +19,6 @@ from routerlab.data.importers import _REGISTRY
 from routerlab.data.importers._common import DataWarning
 from routerlab.data.importers.routerbench import read_routerbench
 from routerlab.data.quality import duplicate_texts, train_test_overlap
-from routerlab.data.store import load
 from routerlab.data.table import RoutingTable
 from routerlab.errors import DataError
 from tests.data.importer_checks import assert_names, has_warning, mean_scores, same_cells, warning_texts
@@ -138,17 +137,6 @@ def test_real_warnings(real: tuple[RoutingTable, list[str]]) -> None:
     assert len(texts) == 8
 
 
-def test_real_table_survives_save_and_load(real: tuple[RoutingTable, ...], tmp_path: Path) -> None:
-    table = real[0]
-    back = load(table.save(tmp_path / "t"))
-    assert back.content_hash == table.content_hash
-    assert {k: v.tolist() for k, v in back.queries.extra.items()} == {
-        k: v.tolist() for k, v in table.queries.extra.items()
-    }
-
-
-def test_registered() -> None:
-    assert _REGISTRY["routerbench"].fn is read_routerbench
     assert _REGISTRY["routerbench"].summary.startswith("RouterBench wide layout")
 
 

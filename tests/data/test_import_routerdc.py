@@ -13,11 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from routerlab.data.importers import _REGISTRY
 from routerlab.data.importers._common import DataWarning
 from routerlab.data.importers.routerdc import read_routerdc
 from routerlab.data.quality import quality_report, train_test_overlap
-from routerlab.data.store import load
 from routerlab.data.table import RoutingTable
 from routerlab.errors import DataError
 from tests.data.importer_checks import assert_names, has_warning, mean_scores, same_cells, warning_texts
@@ -159,17 +157,6 @@ def test_real_without_metadata(llmrouter: Path) -> None:
     assert np.isnan(t.actors.input_price).all()
 
 
-def test_real_table_survives_save_and_load(real: tuple[RoutingTable, ...], tmp_path: Path) -> None:
-    table = real[0]
-    back = load(table.save(tmp_path / "t"))
-    assert back.content_hash == table.content_hash
-    assert {k: v.tolist() for k, v in back.queries.extra.items()} == {
-        k: v.tolist() for k, v in table.queries.extra.items()
-    }
-
-
-def test_registered() -> None:
-    assert _REGISTRY["routerdc"].fn is read_routerdc
 
 
 # ---------------------------------------------------------------- generated files
