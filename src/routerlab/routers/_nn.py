@@ -16,8 +16,8 @@ rare TF-IDF terms are not blown up as per-feature z-scores would).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -150,3 +150,23 @@ class MaskedMLP:
         z = z - z.max(axis=1, keepdims=True)
         e = np.exp(z)
         return np.asarray(e / e.sum(axis=1, keepdims=True))
+
+
+def hidden_layers(value: Any) -> tuple[int, ...]:
+    """``hidden`` option: an int, a tuple (``1024/512/256/128`` on the command line), 0 or () = none."""
+    if value is None:
+        return ()
+    if isinstance(value, int | np.integer):
+        return () if int(value) == 0 else (int(value),)
+    if isinstance(value, str):
+        return tuple(int(v) for v in value.replace("x", "/").split("/") if v)
+    return tuple(int(v) for v in value if int(v) > 0)
+
+
+def network_from_options(options: Mapping[str, Any], loss: Literal["bce", "softmax"], seed: int) -> MaskedMLP:
+    """The MaskedMLP a router's ``hidden``/``epochs``/``lr``/``batch_size``/``weight_decay`` options describe."""
+    return MaskedMLP(
+        hidden=hidden_layers(options["hidden"]), loss=loss, epochs=int(options["epochs"]), lr=float(options["lr"]),
+        batch_size=int(options["batch_size"]), weight_decay=float(options["weight_decay"]), seed=seed,
+    )
+

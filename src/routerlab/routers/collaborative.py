@@ -27,9 +27,8 @@ from routerlab.routers._common import (
     prior_means,
     propagate,
 )
-from routerlab.routers._nn import MaskedMLP
+from routerlab.routers._nn import MaskedMLP, network_from_options
 from routerlab.routers.base import Router, register
-from routerlab.routers.linear import _hidden
 
 
 @register
@@ -130,10 +129,7 @@ class HybridRouter(Router):
         label = fastest_correct(s[rows], lat, cost, float(p["threshold"]))
         self.label_kind = "fastest correct" if lat is not None else "best observed"
         target = one_hot(label, s.shape[1])
-        self._net = MaskedMLP(
-            hidden=_hidden(p["hidden"]), loss="softmax", epochs=int(p["epochs"]), lr=float(p["lr"]),
-            batch_size=int(p["batch_size"]), weight_decay=float(p["weight_decay"]), seed=self.seed,
-        ).fit(features.X[rows], target)
+        self._net = network_from_options(p, "softmax", self.seed).fit(features.X[rows], target)
 
     def _scores(self, features: Features) -> npt.ArrayLike:
         return self._net.predict(features.X)

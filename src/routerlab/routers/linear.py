@@ -19,19 +19,8 @@ from routerlab.errors import UsageError
 from routerlab.features.base import Features
 from routerlab.metrics.selection import oracle_choice, selection_vector
 from routerlab.routers._common import UNKNOWN_SCORE, observed_rows, prior_means
-from routerlab.routers._nn import MaskedMLP
+from routerlab.routers._nn import MaskedMLP, network_from_options
 from routerlab.routers.base import Router, register
-
-
-def _hidden(value: Any) -> tuple[int, ...]:
-    """``hidden`` option: an int, a tuple (``1024/512/256/128`` on the command line), 0 or () = none."""
-    if value is None:
-        return ()
-    if isinstance(value, int | np.integer):
-        return () if int(value) == 0 else (int(value),)
-    if isinstance(value, str):
-        return tuple(int(v) for v in value.replace("x", "/").split("/") if v)
-    return tuple(int(v) for v in value if int(v) > 0)
 
 
 def masked_ridge(
@@ -116,10 +105,7 @@ class MLPRouter(Router):
 
     def _fit(self, train: RoutingTable, features: Features) -> None:
         p = self.params
-        self._net = MaskedMLP(
-            hidden=_hidden(p["hidden"]), loss="bce", epochs=int(p["epochs"]), lr=float(p["lr"]),
-            batch_size=int(p["batch_size"]), weight_decay=float(p["weight_decay"]), seed=self.seed,
-        ).fit(features.X, train.score, train.observed)
+        self._net = network_from_options(p, "bce", self.seed).fit(features.X, train.score, train.observed)
 
     def _scores(self, features: Features) -> npt.ArrayLike:
         return self._net.predict(features.X)
@@ -150,10 +136,7 @@ class MLCRouter(Router):
         if rows.any():
             sel = selection_vector(s[rows], rel=float(p["rel"])).astype(np.float64)
             target[rows] = sel / sel.sum(axis=1, keepdims=True)
-        self._net = MaskedMLP(
-            hidden=_hidden(p["hidden"]), loss="softmax", epochs=int(p["epochs"]), lr=float(p["lr"]),
-            batch_size=int(p["batch_size"]), weight_decay=float(p["weight_decay"]), seed=self.seed,
-        ).fit(features.X, target, ~np.isnan(s))
+        self._net = network_from_options(p, "softmax", self.seed).fit(features.X, target, ~np.isnan(s))
 
     def _scores(self, features: Features) -> npt.ArrayLike:
         return self._net.predict(features.X)
