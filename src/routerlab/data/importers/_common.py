@@ -6,9 +6,10 @@ import ast
 import json
 import re
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -76,49 +77,54 @@ def unique_ids(ids: Iterable[str], *, file: Path | str | None = None, field: str
     return out
 
 
-def load_json(path: Path) -> Any:
-    """Read a JSON file; a syntax error names the line."""
+@contextmanager
+def _read_errors(path: Path, expected: str) -> Iterator[None]:
+    """Turn the OS and decoding errors of reading ``path`` into one-line DataErrors naming it."""
     try:
-        with path.open("rb") as fh:
-            return json.load(fh)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"invalid JSON: {exc.msg} (column {exc.colno})", file=path, row=exc.lineno) from None
+        yield
     except UnicodeDecodeError as exc:
         raise DataError(f"not UTF-8 text: {exc.reason}", file=path) from None
-    except RecursionError:
-        raise DataError("invalid JSON: nested too deeply", file=path) from None
     except IsADirectoryError:
-        raise DataError("is a directory, expected a JSON file", file=path) from None
+        raise DataError(f"is a directory, expected {expected}", file=path) from None
     except FileNotFoundError:
         raise DataError("no such file or directory", file=path) from None
     except OSError as exc:
         raise DataError(f"cannot read: {exc.strerror or exc}", file=path) from None
+
+
+def parse_json(fh: IO[bytes], where: str | Path) -> Any:
+    """Parse one JSON document from an open binary file; a syntax error names the line and column."""
+    try:
+        return json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"invalid JSON: {exc.msg} (column {exc.colno})", file=where, row=exc.lineno) from None
+    except UnicodeDecodeError as exc:
+        raise DataError(f"not UTF-8 text: {exc.reason}", file=where) from None
+    except RecursionError:
+        raise DataError("invalid JSON: nested too deeply", file=where) from None
+
+
+def load_json(path: Path) -> Any:
+    """Read a JSON file; a syntax error names the line."""
+    with _read_errors(path, "a JSON file"), path.open("rb") as fh:
+        return parse_json(fh, path)
 
 
 def iter_jsonl(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
     """Yield (line number, object) for each non-empty line of a JSON-lines file."""
-    try:
-        with path.open("r", encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DataError(f"invalid JSON: {exc.msg} (column {exc.colno})", file=path, row=lineno) from None
-                except RecursionError:
-                    raise DataError("invalid JSON: nested too deeply", file=path, row=lineno) from None
-                if not isinstance(obj, dict):
-                    raise DataError(f"expected a JSON object, got {type(obj).__name__}", file=path, row=lineno)
-                yield lineno, obj
-    except UnicodeDecodeError as exc:
-        raise DataError(f"not UTF-8 text: {exc.reason}", file=path) from None
-    except IsADirectoryError:
-        raise DataError("is a directory, expected a JSON-lines file", file=path) from None
-    except FileNotFoundError:
-        raise DataError("no such file or directory", file=path) from None
-    except OSError as exc:
-        raise DataError(f"cannot read: {exc.strerror or exc}", file=path) from None
+    with _read_errors(path, "a JSON-lines file"), path.open("r", encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"invalid JSON: {exc.msg} (column {exc.colno})", file=path, row=lineno) from None
+            except RecursionError:
+                raise DataError("invalid JSON: nested too deeply", file=path, row=lineno) from None
+            if not isinstance(obj, dict):
+                raise DataError(f"expected a JSON object, got {type(obj).__name__}", file=path, row=lineno)
+            yield lineno, obj
 
 
 def as_score(value: Any, *, file: Path | str, row: int, field: str) -> float:

@@ -16,19 +16,18 @@ Rows named in errors: the 1-based item position in the model's list (the line fo
 
 from __future__ import annotations
 
-import json
 import re
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
 from routerlab.data.importers import importer
-from routerlab.data.importers._common import expand_paths, json_text, warn
+from routerlab.data.importers._common import expand_paths, json_text, parse_json, warn
 from routerlab.data.table import Actors, Queries, RoutingTable
 from routerlab.errors import DataError
 
@@ -155,7 +154,7 @@ def _members(path: Path) -> Iterator[tuple[str, str, Any]]:
             raise DataError("file name is not model_outputs_<MODEL>_<k>shots.json", file=path)
         try:
             with path.open("rb") as fh:
-                data = _load(fh, str(path))
+                data = parse_json(fh, str(path))
         except OSError as exc:
             raise DataError(f"cannot read: {exc.strerror or exc}", file=path) from None
         yield name, str(path), data
@@ -174,23 +173,12 @@ def _members(path: Path) -> Iterator[tuple[str, str, Any]]:
                     raise DataError(f"member {member!r}: name is not model_outputs_<MODEL>_<k>shots.json", file=path)
                 where = f"{path}!{member}"
                 with zf.open(member) as fh:
-                    data = _load(fh, where)
+                    data = parse_json(fh, where)
                 yield name, where, data
     except zipfile.BadZipFile as exc:
         raise DataError(f"not a zip file ({exc})", file=path) from None
     except (OSError, EOFError, zipfile.LargeZipFile) as exc:
         raise DataError(f"cannot read the zip ({type(exc).__name__}: {exc})", file=path) from None
-
-
-def _load(fh: IO[bytes], where: str) -> Any:
-    try:
-        return json.load(fh)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"invalid JSON: {exc.msg} (column {exc.colno})", file=where, row=exc.lineno) from None
-    except UnicodeDecodeError as exc:
-        raise DataError(f"not UTF-8 text: {exc.reason}", file=where) from None
-    except RecursionError:
-        raise DataError("invalid JSON: nested too deeply", file=where) from None
 
 
 def _parse_model(name: str, where: str, data: Any, questions: _Questions, notes: list[str]) -> _ModelRows:
