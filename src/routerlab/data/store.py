@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from routerlab import __version__
+from routerlab._atomic import current_umask
 from routerlab.data.table import ACTOR_NUMERIC_FIELDS, MATRIX_FIELDS, Actors, Queries, RoutingTable
 from routerlab.errors import DataError, UsageError
 
@@ -133,6 +134,7 @@ def save(table: RoutingTable, path: str | Path, *, compression: str = "lz4") -> 
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
+        os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp gives 0700; a table follows the umask like mkdir
         q, a = table.queries, table.actors
         jobs: list[Callable[[], object]] = [
             lambda: table.content_hash,  # hashing overlaps with writing; cached on the table

@@ -3,23 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from routerlab._atomic import atomic_write
+
 
 def _atomic(path: Path, write: Callable[[str], None]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write ``path`` through a temp file (mode follows the umask); see :func:`routerlab._atomic.atomic_write`."""
+    atomic_write(path, write)
 
 
 def write_text(path: Path, text: str) -> None:
