@@ -24,6 +24,7 @@ half-written table, and an existing table is replaced only once the new one is c
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -32,7 +33,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -152,6 +153,7 @@ def save(table: RoutingTable, path: str | Path, *, compression: str = "lz4") -> 
         for key, mat in table.matrices().items():
             jobs.append(_matrix_job(mat, tmp / f"{key}.parquet", compression))
         _run_all(jobs)
+        stored_hash = _stored_hash(table, tmp)
         files = sorted(p.name for p in tmp.iterdir())
         manifest = {
             "format": FORMAT,
@@ -162,7 +164,7 @@ def save(table: RoutingTable, path: str | Path, *, compression: str = "lz4") -> 
             "n_actors": table.n_actors,
             "matrices": sorted(table.matrices()),
             "matrix_layout": "one float32 column 'value', the (n_queries, n_actors) matrix flattened row-major",
-            "content_hash": table.content_hash,
+            "content_hash": stored_hash,
             "files": {name: (tmp / name).stat().st_size for name in files},
             "meta": table.meta,
         }
@@ -180,6 +182,28 @@ def save(table: RoutingTable, path: str | Path, *, compression: str = "lz4") -> 
     return target
 
 
+def _label_digest(queries: Queries, actors: Actors) -> str:
+    h = hashlib.sha256()
+    _hash_labels(h, queries, actors)
+    return h.hexdigest()
+
+
+def _stored_hash(table: RoutingTable, tmp: Path) -> str:
+    """The content hash of the table as :func:`load` will read it back from ``tmp``.
+
+    That is ``table.content_hash`` unless a metadata column does not survive Parquet unchanged (a column
+    mixing numbers and strings is stored as JSON text; integers with gaps come back as floats): then it
+    is the hash of the read-back columns with the table's matrices, so that loading verifies.
+    """
+    n, m = table.n_queries, table.n_actors
+    queries, actors = _read_labels(tmp, {"n_queries": n, "n_actors": m})
+    if _label_digest(queries, actors) == _label_digest(table.queries, table.actors):
+        return table.content_hash
+    mats: dict[str, Any] = dict(table.matrices())
+    back = RoutingTable(queries=queries, actors=actors, **mats)
+    return content_hash(back)
+
+
 def _matrix_job(mat: npt.NDArray[np.float32], file: Path, compression: str) -> Callable[[], None]:
     return lambda: write_matrix(mat, file, compression=compression)
 
@@ -190,6 +214,87 @@ def _run_all(jobs: list[Callable[[], object]]) -> None:
         futures: list[Future[object]] = [pool.submit(job) for job in jobs]
         for f in futures:
             f.result()
+
+
+# ---------------------------------------------------------------------------------------- hash
+
+
+class _Hasher(Protocol):
+    def update(self, data: bytes | memoryview, /) -> None: ...
+
+    def hexdigest(self) -> str: ...
+
+
+STRING_CHUNK = 1 << 16
+"""Strings encoded per vectorised step when hashing a text column (bounds the temporary buffer)."""
+
+
+def _hash_strings(h: _Hasher, col: npt.NDArray[Any]) -> None:
+    """Feed ``len(b) as 8 little-endian bytes, then b`` for ``b = str(s).encode()`` of each entry.
+
+    The same bytes as :attr:`RoutingTable.content_hash` feeds, built by Arrow and NumPy a chunk at a
+    time instead of two ``update`` calls per string; a column Arrow cannot take as plain strings
+    (numbers, None, unpaired surrogates) falls back to the per-string loop.
+    """
+    for lo in range(0, len(col), STRING_CHUNK):
+        part = col[lo : lo + STRING_CHUNK]
+        try:
+            arr = pa.array(part, from_pandas=False)  # inferred: only all-str columns come out as string
+        except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeError):
+            arr = None
+        if arr is None or arr.null_count or not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+            for v in part.tolist():
+                b = str(v).encode("utf-8")
+                h.update(len(b).to_bytes(8, "little"))
+                h.update(b)
+            continue
+        k = len(arr)
+        bufs = arr.buffers()
+        width = np.int64 if pa.types.is_large_string(arr.type) else np.int32
+        offsets = np.frombuffer(bufs[1], dtype=width)[arr.offset : arr.offset + k + 1].astype(np.int64)
+        data = (np.frombuffer(bufs[2], dtype=np.uint8)[int(offsets[0]) : int(offsets[-1])]
+                if bufs[2] is not None else np.empty(0, np.uint8))
+        rel = offsets - offsets[0]
+        out = np.empty(8 * k + data.size, dtype=np.uint8)
+        head = rel[:-1] + 8 * np.arange(k, dtype=np.int64)  # where each length prefix starts
+        is_head = np.zeros(out.size, dtype=bool)
+        idx = (head[:, None] + np.arange(8, dtype=np.int64)).reshape(-1)
+        is_head[idx] = True
+        out[idx] = np.diff(rel).astype("<i8").view(np.uint8)
+        out[~is_head] = data
+        h.update(out.data)
+
+
+def _hash_column(h: _Hasher, key: str, col: npt.NDArray[Any]) -> None:
+    h.update(key.encode())
+    if col.dtype == object:
+        _hash_strings(h, col)
+    else:
+        h.update(np.ascontiguousarray(col).tobytes())
+
+
+def _hash_labels(h: _Hasher, queries: Queries, actors: Actors) -> None:
+    """The part of :attr:`RoutingTable.content_hash` before the matrices: query and actor columns."""
+    for key in ("ids", "text", "dataset", "split"):
+        _hash_column(h, "q." + key, getattr(queries, key))
+    for key in sorted(queries.extra):
+        _hash_column(h, "qx." + key, queries.extra[key])
+    _hash_column(h, "a.names", actors.names)
+    for key in ACTOR_NUMERIC_FIELDS:
+        _hash_column(h, "a." + key, getattr(actors, key))
+    for key in sorted(actors.extra):
+        _hash_column(h, "ax." + key, actors.extra[key])
+
+
+def content_hash(table: RoutingTable) -> str:
+    """:attr:`RoutingTable.content_hash` computed with vectorised string hashing (the same digest)."""
+    h = hashlib.sha256()
+    _hash_labels(h, table.queries, table.actors)
+    for key, mat in table.matrices().items():
+        h.update(key.encode())
+        h.update(np.asarray(mat.shape, dtype=np.int64).tobytes())
+        h.update(np.ascontiguousarray(mat).data)
+    return h.hexdigest()
 
 
 # ---------------------------------------------------------------------------------------- load
@@ -247,11 +352,15 @@ def _read_small(file: Path, manifest: dict[str, Any]) -> pa.Table:
         raise DataError(f"cannot read: {exc}", file=file) from None
 
 
-def read_matrix(file: Path, n: int, m: int, *, threads: int | None = None) -> npt.NDArray[np.float32]:
+def read_matrix(
+    file: Path, n: int, m: int, *, threads: int | None = None, hasher: _Hasher | None = None
+) -> npt.NDArray[np.float32]:
     """Read a matrix written by :func:`write_matrix` into a new (n, m) float32 array.
 
     Row groups are decoded on ``threads`` threads straight into their slice of one preallocated
-    array; any unreadable, short or mistyped file is a :class:`DataError` naming it.
+    array; any unreadable, short or mistyped file is a :class:`DataError` naming it. With ``hasher``,
+    the matrix's bytes are fed to it in order, each row group as soon as it is decoded (while the
+    threads decode later ones), so verifying a table costs little more than reading it.
     """
     local = threading.local()
 
@@ -288,24 +397,28 @@ def read_matrix(file: Path, n: int, m: int, *, threads: int | None = None) -> np
         if pos != int(starts[i + 1]):
             raise DataError(f"row group {i} decodes to {pos - int(starts[i])} values", file=file)
 
+    def hash_group(i: int) -> None:
+        if hasher is not None:
+            hasher.update(out[int(starts[i]) : int(starts[i + 1])].data)
+
     workers = max(1, min(threads or _threads(), md.num_row_groups))
     try:
         if workers == 1:
             for i in range(md.num_row_groups):
                 read_group(i)
+                hash_group(i)
         else:
             with ThreadPoolExecutor(max_workers=workers) as pool:
-                for f in [pool.submit(read_group, i) for i in range(md.num_row_groups)]:
+                for i, f in enumerate([pool.submit(read_group, i) for i in range(md.num_row_groups)]):
                     f.result()
+                    hash_group(i)  # hashlib releases the GIL: hashing overlaps the decoding of later groups
     except (OSError, pa.ArrowInvalid) as exc:
         raise DataError(f"cannot read matrix: {exc}", file=file) from None
     return out.reshape(n, m)
 
 
-def load(path: str | Path, *, verify: bool = False) -> RoutingTable:
-    """Read a table written by :func:`save`; ``verify=True`` re-hashes it against the manifest."""
-    target = Path(path)
-    manifest = read_manifest(target)
+def _read_labels(target: Path, manifest: dict[str, Any]) -> tuple[Queries, Actors]:
+    """The queries and actors of table directory ``target``, checked against the manifest's sizes."""
     n, m = int(manifest["n_queries"]), int(manifest["n_actors"])
     qfile, afile = target / "queries.parquet", target / "actors.parquet"
     qcore, qextra = _split_extra(_read_small(qfile, manifest), ["id", "text", "dataset", "split"], qfile)
@@ -330,25 +443,53 @@ def load(path: str | Path, *, verify: bool = False) -> RoutingTable:
         raise DataError(f"holds {len(queries)} queries but the manifest says {n}", file=qfile)
     if len(actors) != m:
         raise DataError(f"holds {len(actors)} actors but the manifest says {m}", file=afile)
+    return queries, actors
+
+
+def load(path: str | Path, *, verify: bool = True) -> RoutingTable:
+    """Read a table written by :func:`save`, checking its content hash against the manifest.
+
+    The hash exists to catch a changed or swapped file (a results file records it), so it is checked
+    by default; the matrices are hashed while their row groups are decoded, which costs little on top
+    of reading. ``verify=False`` trusts the manifest's hash instead (for benchmarks and tools that
+    just re-read a table they wrote).
+    """
+    target = Path(path)
+    manifest = read_manifest(target)
+    n, m = int(manifest["n_queries"]), int(manifest["n_actors"])
+    queries, actors = _read_labels(target, manifest)
     keys = manifest.get("matrices", ["score"])
     if not isinstance(keys, list) or "score" not in keys:
         raise DataError("lists no score matrix", file=target / MANIFEST, field="matrices")
-    mats = {}
     for key in keys:
         if key not in MATRIX_FIELDS:
             raise DataError(f"unknown matrix {key!r}", file=target / MANIFEST, field="matrices")
+    expected = manifest.get("content_hash")
+    hasher = hashlib.sha256() if verify and expected else None
+    if hasher is not None:
+        _hash_labels(hasher, queries, actors)
+    mats = {}
+    for key in MATRIX_FIELDS:  # the hash's order, not the manifest's (sorted) one
+        if key not in keys:
+            continue
         file = target / f"{key}.parquet"
         _check_size(file, manifest)
-        mats[key] = read_matrix(file, n, m)
+        if hasher is not None:
+            hasher.update(key.encode())
+            hasher.update(np.asarray((n, m), dtype=np.int64).tobytes())
+        mats[key] = read_matrix(file, n, m, hasher=hasher)
     try:
         table = RoutingTable(queries=queries, actors=actors, name=str(manifest.get("name", target.name)),
                              meta=dict(manifest.get("meta", {})), **mats)
     except DataError as exc:
         raise DataError(exc.detail, file=target, row=exc.row, field=exc.field) from None
-    expected = manifest.get("content_hash")
-    if verify and expected and table.content_hash != expected:
-        raise DataError(f"content hash {table.content_hash[:12]} does not match the manifest's {expected[:12]}; "
-                        "the files were changed after saving", file=target)
-    if expected and not verify:
-        table.__dict__["content_hash"] = expected  # trust the manifest; cached_property slot
+    if hasher is not None:
+        # the table holds exactly what was hashed unless it derived a matrix on construction
+        actual = hasher.hexdigest() if list(table.matrices()) == list(mats) else table.content_hash
+        if actual != expected:
+            raise DataError(f"content hash {actual[:12]} does not match the manifest's {str(expected)[:12]}; "
+                            "a file of the table was changed or swapped after saving", file=target)
+        table.__dict__["content_hash"] = actual  # cached_property slot
+    elif expected:
+        table.__dict__["content_hash"] = expected  # trust the manifest
     return table
