@@ -70,10 +70,10 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 import pyarrow.json as pjson
 import pyarrow.parquet as pq
-from tqdm import tqdm
 
 from routerlab.data.table import ACTOR_NUMERIC_FIELDS, MATRIX_FIELDS, Actors, Queries, RoutingTable
 from routerlab.errors import DataError, UsageError
+from routerlab.progress import Progress
 
 REQUIRED: tuple[str, ...] = ("query_id", "actor", "score")
 """Columns every long file has (after renaming)."""
@@ -942,7 +942,7 @@ def read_long(
     ``on_duplicate``: a second row for the same cell is an error (default), replaces the first
     (``"last"``: the whole cell, every column), or is averaged with it (``"mean"``, per column over
     the non-missing values). ``batch_rows`` bounds the rows processed at once; results do not depend
-    on it. ``progress=None`` shows a bar only on a terminal.
+    on it. ``progress=None`` shows progress on stderr (a bar on a terminal, lines elsewhere); False hides it.
     """
     if on_duplicate not in ON_DUPLICATE:
         raise UsageError(f"on_duplicate must be one of {ON_DUPLICATE}, got {on_duplicate!r}")
@@ -967,14 +967,14 @@ def read_long(
     mapping = column_map(columns, rename)
     sources = [_open_source(p, mapping, i) for i, p in enumerate(files)]
     actor_info = read_actors(side[0]) if side else None
-    disable = None if progress is None else not progress
+    enabled = progress
 
     # pass 1: ids only
     qv = _Vocab()
     av = _Vocab(actor_info[0] if actor_info else ())
     id_fields = ["query_id", "actor", *(["dataset"] if qualify_ids else [])]
     all_fields = ["query_id", "actor", *QUERY_ATTRS, *CELL_FIELDS]
-    with tqdm(desc="long: ids", unit="row", unit_scale=True, disable=disable, leave=False) as bar:
+    with Progress("long: ids", unit="row", unit_scale=True, enabled=enabled) as bar:
         for src in sources:
             # JSON is parsed whole anyway: read every key to learn which columns the file has
             with closing(_prefetch(_batches(src, all_fields if src.json else id_fields, batch_rows))) as it:
@@ -1003,7 +1003,7 @@ def read_long(
 
     # pass 2: everything
     total = sum(s.rows for s in sources)
-    with tqdm(total=total, desc="long: cells", unit="row", unit_scale=True, disable=disable) as bar:
+    with Progress("long: cells", total, unit="row", unit_scale=True, enabled=enabled) as bar:
         for i, src in enumerate(sources):
             src.after_others = any(s.rows for s in sources[:i])
             with closing(_prefetch(_batches(src, all_fields, batch_rows))) as it:

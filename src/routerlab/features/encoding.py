@@ -23,6 +23,7 @@ from routerlab.errors import UsageError
 from routerlab.features.base import Features
 from routerlab.features.cache import VectorCache, default_cache_dir
 from routerlab.features.registry import Encoder, fit_set_hash, get_encoder, text_list
+from routerlab.progress import task
 
 FitOn = RoutingTable | Split | Iterable[str] | npt.NDArray[Any]
 
@@ -81,8 +82,9 @@ def encode(
     fingerprint = enc.fingerprint(fit_hash)
 
     def compute(items: list[str]) -> npt.NDArray[np.float32]:
-        ready = _fitted(enc, fingerprint, fit_texts, fit_hash)
-        return ready.transform(items)
+        with task(f"features: encoding {len(items)} texts with {enc.spec}"):
+            ready = _fitted(enc, fingerprint, fit_texts, fit_hash)
+            return ready.transform(items)
 
     if cache:
         store = VectorCache(default_cache_dir() if cache_dir is None else Path(cache_dir), enc.name, fingerprint)

@@ -8,13 +8,13 @@ router and its settings, the data name and hash, the split, the seed and the rou
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from tqdm import tqdm
 
 from routerlab import __version__
 from routerlab.data.splits import Split, make_split
@@ -25,7 +25,8 @@ from routerlab.metrics.bounds import best_single_actor
 from routerlab.metrics.latency import oracle_best_of_n
 from routerlab.metrics.registry import evaluate_choices
 from routerlab.metrics.selection import collapsed, selection_shares
-from routerlab.routers.base import get_router
+from routerlab.progress import track
+from routerlab.routers.base import Router, get_router
 
 
 @dataclass
@@ -113,7 +114,7 @@ def evaluate(
     skip_inapplicable: bool = False,
     sweep: str | None = None,
     lambdas: npt.ArrayLike | None = None,
-    compare_to: str | None = "best-single",
+    compare_to: str | None = "auto",
 ) -> Evaluation:
     """Fit each router on the train split and evaluate it on the test split (full observability).
 
@@ -121,11 +122,22 @@ def evaluate(
     (before incomplete test rows are dropped), so that several evaluations share one encoding pass.
     With ``skip_inapplicable`` a router that cannot fit this table (e.g. ``fastest`` without latency
     data) is left out and listed under ``skipped`` with its reason, instead of stopping the run.
+    Every router is built and checked against the training split before any is trained, so a bad
+    option or an inapplicable router costs no training time. ``compare_to`` names the router of the
+    run the others are compared with (paired bootstrap); "auto" is best-single when it is in the run,
+    None switches the comparison off.
     """
     if not router_specs:
         raise UsageError("name at least one router, e.g. --routers oracle,knn,best-single")
+    if compare_to == "auto":
+        compare_to = "best-single" if "best-single" in router_specs else None
+    if compare_to is not None and compare_to not in router_specs:
+        raise UsageError(f"compare_to {compare_to!r} is not a router of this run ({', '.join(router_specs)})")
+    if sweep is not None and sweep not in {"cost", "latency"}:
+        raise UsageError(f"sweep must be 'cost' or 'latency', got {sweep!r}")
     sp = split if isinstance(split, Split) else make_split(table, split, seed)
     train, test = sp.apply(table)
+    chosen, skipped = applicable_routers(router_specs, train, seed, skip_inapplicable)
     keep = complete_rows(test)
     excluded = int((~keep).sum())
     if not keep.any():
@@ -143,9 +155,7 @@ def evaluate(
             omitted.append(f"{name} metrics omitted: {int(np.isnan(full).sum())} test cells are unknown")
     results = []
     routers_used = []
-    skipped: dict[str, str] = {}
-    for spec in tqdm(router_specs, desc="routers", unit="router", disable=None, leave=False):
-        router = get_router(spec, seed=seed)
+    for spec, router in track(chosen, "evaluate: router", unit="router", label=lambda item: item[0]):
         t0 = time.perf_counter()
         try:
             router.fit(train, ftrain)
@@ -171,7 +181,7 @@ def evaluate(
         results.append(RouterResult(
             router=router.name, spec=spec, params=router.describe()["params"],
             metrics={k: float(v[0]) for k, v in values.items()},
-            ci={k: (float(v[1]), float(v[2])) for k, v in values.items()},
+            ci={k: interval(v[0], v[1], v[2]) for k, v in values.items()},
             selection={a: float(s) for a, s in zip(test.actor_names, shares, strict=True) if s > 0},
             collapsed=bool(collapsed(choice, m)), choice=choice, fit_seconds=t1 - t0, score_seconds=t2 - t1,
             sweep=curve,
@@ -193,6 +203,37 @@ def evaluate(
         test_ids=test.queries.ids, actor_names=test.actor_names, excluded_test_queries=excluded,
         extra={**({"notes": omitted} if omitted else {}), **({"skipped": skipped} if skipped else {})},
     )
+
+
+def applicable_routers(specs: list[str], train: RoutingTable, seed: int, skip_inapplicable: bool = False
+                       ) -> tuple[list[tuple[str, Router]], dict[str, str]]:
+    """Build every router of ``specs`` and check it can be trained on ``train``, before any training:
+    a bad spec is always an error; an inapplicable router is an error, or with ``skip_inapplicable``
+    left out and returned in ``skipped`` (spec -> reason)."""
+    chosen: list[tuple[str, Router]] = []
+    skipped: dict[str, str] = {}
+    for spec in specs:
+        router = get_router(spec, seed=seed)
+        try:
+            router.check_applicable(train)
+        except UsageError as exc:
+            if not skip_inapplicable:
+                raise
+            skipped[spec] = str(exc)
+            continue
+        chosen.append((spec, router))
+    if not chosen:
+        raise UsageError(f"no router can be trained on this table: {skipped}")
+    return chosen, skipped
+
+
+def interval(estimate: float, lo: float, hi: float) -> tuple[float, float]:
+    """A bootstrap interval, or (NaN, NaN) = undefined when it does not contain its own estimate (too
+    few resamples, or a skewed statistic): such an interval would mislead rather than inform."""
+    est, low, high = float(estimate), float(lo), float(hi)
+    if math.isfinite(est) and not (low - 1e-12 <= est <= high + 1e-12):
+        return math.nan, math.nan
+    return low, high
 
 
 def _known(matrix: npt.NDArray[np.float32] | None, what: str) -> npt.NDArray[np.float32] | None:
@@ -240,4 +281,5 @@ def _paired(results: list[RouterResult], test: RoutingTable, ref_spec: str | Non
         if r is ref:
             continue
         cmp = paired_bootstrap(test.score[rows, r.choice].astype(np.float64), base, n_boot=n_boot, seed=seed)
-        r.paired = {"versus": ref.spec, "mu_o_difference": cmp.diff, "ci": [cmp.lo, cmp.hi], "p_value": cmp.p_value}
+        r.paired = {"versus": ref.spec, "mu_o_difference": cmp.diff, "ci": list(interval(cmp.diff, cmp.lo, cmp.hi)),
+                    "p_value": cmp.p_value}

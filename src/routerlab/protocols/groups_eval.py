@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from tqdm import tqdm
-
 from routerlab import __version__
 from routerlab.data.splits import make_split
 from routerlab.data.table import RoutingTable
-from routerlab.protocols.full import evaluate, featurize
+from routerlab.progress import task, track
+from routerlab.protocols.full import applicable_routers, evaluate, featurize
 from routerlab.protocols.groups import KINDS, candidate_groups
 
 
@@ -23,10 +22,12 @@ def evaluate_groups(
     """
     sp = make_split(table, split, seed)
     train, test = sp.apply(table)
+    applicable_routers(router_specs, train, seed)  # bad or inapplicable routers fail before any encoding
     feats = featurize(train, test, encoder)
-    groups = candidate_groups(train, m_values, kinds, draws, seed)
+    with task(f"groups: drawing candidate groups ({draws} draws each)"):
+        groups = candidate_groups(train, m_values, kinds, draws, seed)
     out = []
-    for g in tqdm(groups, desc="groups", unit="group", disable=None, leave=False):
+    for g in track(groups, "groups: evaluating", unit="group", label=lambda g: f"{g.kind} m={g.m}"):
         ev = evaluate(table.select_actors(g.actors), router_specs, split=sp, encoder=encoder, seed=seed,
                       n_boot=n_boot, features=feats)
         out.append({**g.to_dict(), "evaluation": ev.to_dict()})

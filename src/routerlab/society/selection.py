@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from tqdm import tqdm
 
 from routerlab.errors import UsageError
+from routerlab.progress import Progress
 from routerlab.society.behaviour import NanRule, SocietyLike
 from routerlab.society.distances import Distances, as_distances, binary_gram, is_binary, pairwise_distances
 from routerlab.society.entropy import (
@@ -293,8 +293,7 @@ def greedy_coreset(
         curve.append(point(size))
     in_set = np.zeros(n, dtype=bool)
     in_set[order] = True
-    bar = tqdm(total=limit, initial=len(order), desc="coreset", unit="actor", disable=None if n > 500 else True,
-               leave=False)
+    bar = Progress("coreset", limit, initial=len(order), unit="actor", enabled=None if n > 500 else False)
     while len(order) < limit:
         bar.update(1)
         if (len(order) >= k and stop_fraction is not None

@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from routerlab.data.importers import importer
 from routerlab.data.importers._common import expand_paths, json_text, parse_json, warn
 from routerlab.data.table import Actors, Queries, RoutingTable
 from routerlab.errors import DataError
+from routerlab.progress import track
 
 _NAME = re.compile(r"^model_outputs_(?P<model>.+?)(?:_\d+shots?)?$", re.I)
 OUTPUT_KEYS = ("generated_text", "model_outputs")
@@ -73,7 +73,7 @@ def read_mmlu_pro(paths: list[Path]) -> RoutingTable:
     questions = _Questions()
     models: list[_ModelRows] = []
     seen: dict[str, str] = {}
-    for f in tqdm(files, desc="mmlu-pro", unit="file", disable=None, leave=False):
+    for f in track(files, "mmlu-pro: reading", unit="file", label=lambda f: f.name):
         for name, where, data in _members(f):
             if name in seen:
                 raise DataError(f"model {name!r} is read twice (also from {seen[name]})", file=where)

@@ -1,0 +1,1 @@
+"""Reports: the audit, its sections, progress and atomic outputs."""
