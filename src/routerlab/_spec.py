@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from typing import Any
 
 from routerlab.errors import UsageError
@@ -62,3 +64,77 @@ def check_option_type(owner: str, key: str, value: Any, default: Any) -> None:
     if not ok:
         raise UsageError(f"{owner}: option {key}={value!r} should be "
                          f"{' or '.join(t.__name__ for t in expected)}, like its default {default!r}")
+
+
+# ---------------------------------------------------------------------------- option constraints
+class Interval:
+    """A numeric range an option must lie in, e.g. ``Interval(int, 1, None)`` (k >= 1) or
+    ``Interval(float, 0, None, closed="neither")`` (lr > 0). ``None`` bounds are open-ended; NaN is
+    always refused and +-inf unless ``allow_inf``. ``kind=int`` refuses a float; ``kind=float`` takes an int.
+    A tuple value (``hidden=1024/512``) is checked element by element."""
+
+    def __init__(
+        self, kind: type, low: float | None, high: float | None, *, closed: str = "both", allow_inf: bool = False,
+    ) -> None:
+        if closed not in {"both", "left", "right", "neither"}:
+            raise ValueError(f"closed must be both, left, right or neither, got {closed!r}")
+        self.kind, self.low, self.high, self.closed, self.allow_inf = kind, low, high, closed, allow_inf
+
+    def describe(self) -> str:
+        """The range in words, e.g. ``an integer >= 1`` or ``a number in (0, 1]``."""
+        what = "an integer" if self.kind is int else "a finite number" if not self.allow_inf else "a number"
+        left_in = self.closed in {"both", "left"}
+        right_in = self.closed in {"both", "right"}
+        if self.low is not None and self.high is not None:
+            return f"{what} in {'[' if left_in else '('}{self.low:g}, {self.high:g}{']' if right_in else ')'}"
+        if self.low is not None:
+            return f"{what} {'>=' if left_in else '>'} {self.low:g}"
+        if self.high is not None:
+            return f"{what} {'<=' if right_in else '<'} {self.high:g}"
+        return what
+
+    def accepts(self, value: Any) -> bool:
+        """Whether ``value`` (a number, or a tuple of numbers) lies in the range."""
+        if isinstance(value, tuple):
+            return all(self.accepts(v) for v in value)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        if self.kind is int and not isinstance(value, int):
+            return False
+        v = float(value)
+        if math.isnan(v) or (math.isinf(v) and not self.allow_inf):
+            return False
+        if self.low is not None and (v < self.low or (v == self.low and self.closed in {"right", "neither"})):
+            return False
+        if self.high is None:
+            return True
+        return not (v > self.high or (v == self.high and self.closed in {"left", "neither"}))
+
+
+class Options:
+    """A closed set of allowed values, e.g. ``Options({"cosine", "euclidean"})``."""
+
+    def __init__(self, allowed: set[Any] | frozenset[Any]) -> None:
+        self.allowed = frozenset(allowed)
+
+    def describe(self) -> str:
+        return "one of " + ", ".join(sorted(str(v) for v in self.allowed))
+
+    def accepts(self, value: Any) -> bool:
+        try:
+            return value in self.allowed
+        except TypeError:  # unhashable
+            return False
+
+
+Constraint = Interval | Options
+
+
+def check_constraints(owner: str, params: Mapping[str, Any], constraints: Mapping[str, Constraint]) -> None:
+    """Every option named in ``constraints`` must satisfy its constraint: one UsageError naming the owner,
+    the option, the value and the allowed range, never a traceback or a silent nonsense result later."""
+    for key, rule in constraints.items():
+        if key in params and not rule.accepts(params[key]):
+            value = params[key]
+            shown = "/".join(str(v) for v in value) if isinstance(value, tuple) else repr(value)
+            raise UsageError(f"{owner}: option {key}={shown} is out of range; it must be {rule.describe()}")

@@ -23,6 +23,8 @@ import numpy as np
 import numpy.typing as npt
 from threadpoolctl import threadpool_limits
 
+from routerlab._spec import Constraint, Interval
+
 F32 = npt.NDArray[np.float32]
 Loss = Literal["bce", "softmax"]
 
@@ -152,6 +154,17 @@ class MaskedMLP:
         return np.asarray(e / e.sum(axis=1, keepdims=True))
 
 
+# Ranges of the options ``network_from_options`` reads, shared by every router built on MaskedMLP.
+# A hidden width of 0 means "no layer"; widths above 65,536 would only exhaust memory.
+NETWORK_CONSTRAINTS: dict[str, Constraint] = {
+    "hidden": Interval(int, 0, 65_536),
+    "epochs": Interval(int, 1, None),
+    "lr": Interval(float, 0, None, closed="neither"),
+    "batch_size": Interval(int, 1, None),
+    "weight_decay": Interval(float, 0, None),
+}
+
+
 def hidden_layers(value: Any) -> tuple[int, ...]:
     """``hidden`` option: an int, a tuple (``1024/512/256/128`` on the command line), 0 or () = none."""
     if value is None:
@@ -166,7 +179,7 @@ def hidden_layers(value: Any) -> tuple[int, ...]:
 def network_from_options(options: Mapping[str, Any], loss: Literal["bce", "softmax"], seed: int) -> MaskedMLP:
     """The MaskedMLP a router's ``hidden``/``epochs``/``lr``/``batch_size``/``weight_decay`` options describe."""
     return MaskedMLP(
-        hidden=hidden_layers(options["hidden"]), loss=loss, epochs=int(options["epochs"]), lr=float(options["lr"]),
-        batch_size=int(options["batch_size"]), weight_decay=float(options["weight_decay"]), seed=seed,
+        hidden=hidden_layers(options["hidden"]), loss=loss, epochs=options["epochs"], lr=options["lr"],
+        batch_size=options["batch_size"], weight_decay=options["weight_decay"], seed=seed,
     )
 

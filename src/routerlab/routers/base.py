@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Self, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from routerlab._spec import check_option_type, parse_spec
+from routerlab._spec import Constraint, Interval, check_constraints, check_option_type, parse_spec
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.features.base import Features
@@ -46,15 +46,20 @@ class Router(ABC):
     summary: ClassVar[str] = ""
     uses_test_labels: ClassVar[bool] = False  # True only for bounds such as the oracle
     defaults: ClassVar[dict[str, Any]] = {}
+    # The allowed range of every option in ``defaults`` (scikit-learn's ``_parameter_constraints``):
+    # checked once here, so a router body can trust its options. Every option must have one.
+    constraints: ClassVar[dict[str, Constraint]] = {}
 
     def __init__(self, **params: Any) -> None:
         unknown = set(params) - set(self.defaults) - {"seed"}
         if unknown:
             raise UsageError(f"router {self.name!r} has no option {sorted(unknown)}; options: "
                              f"{', '.join(sorted(self.defaults)) or 'none'}")
+        owner = f"router {self.name!r}"
         for key, value in params.items():
-            check_option_type(f"router {self.name!r}", key, value, self.defaults.get(key))
+            check_option_type(owner, key, value, self.defaults.get(key))
         self.params: dict[str, Any] = {**self.defaults, **params}
+        check_constraints(owner, self.params, {**self.constraints, "seed": _SEED})
         self.seed: int = int(params.get("seed", 0))
         self.actor_names: list[str] = []
         self._fitted = False
@@ -66,6 +71,7 @@ class Router(ABC):
             raise UsageError(f"{features.n} feature rows for {train.n_queries} training queries")
         if train.n_queries == 0:
             raise UsageError(f"router {self.name!r} cannot fit on an empty training set")
+        self.check_applicable(train)
         self.actor_names = train.actor_names
         self._fit(train, features)
         self._fitted = True
@@ -94,6 +100,12 @@ class Router(ABC):
         """The chosen actor per query: argmax of the scores (first on ties)."""
         return np.asarray(self.scores(features).argmax(axis=1), dtype=np.intp)
 
+    def check_applicable(self, train: RoutingTable) -> None:
+        """Raise a UsageError saying why this router cannot be trained on ``train`` (``cheapest``
+        without costs or prices, a ``k`` larger than the training set, ...); cheap, so a protocol
+        checks every router of a run before training any. ``fit`` calls it too. Default: any table."""
+        return None
+
     # -- for subclasses --------------------------------------------------------------
     @abstractmethod
     def _fit(self, train: RoutingTable, features: Features) -> None: ...
@@ -117,6 +129,18 @@ class Router(ABC):
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
         return f"{type(self).__name__}({opts})"
+
+
+_SEED = Interval(int, 0, None)  # numpy's SeedSequence refuses negative seeds
+
+
+def check_at_most_train(router: Router, key: str, train: RoutingTable) -> None:
+    """A count option (``k`` neighbours or clusters) may not exceed the training queries: with more, the
+    router would silently fall back to fewer and report a setting it did not use."""
+    k = int(router.params[key])
+    if k > train.n_queries:
+        raise UsageError(f"router {router.name!r}: option {key}={k} is larger than the training set "
+                         f"({train.n_queries} queries); use {key} <= {train.n_queries}")
 
 
 R = TypeVar("R", bound=type[Router])

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from routerlab._spec import Constraint, Interval
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.features.base import Features
@@ -103,13 +104,11 @@ class OracleP(Router):
     summary = "r_o(p): the oracle's actor with probability p, else a uniform random one (option p=0.5)"
     uses_test_labels = True
     defaults: ClassVar[dict[str, Any]] = {"p": 0.5}
+    constraints: ClassVar[dict[str, Constraint]] = {"p": Interval(float, 0, 1)}
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
-        p = float(self.params["p"])
-        if not 0.0 <= p <= 1.0:
-            raise UsageError(f"oracle-p: p must lie in [0, 1], got {p}")
-        self.p = p
+        self.p = float(self.params["p"])
 
     def _fit(self, train: RoutingTable, features: Features) -> None:
         pass
@@ -161,7 +160,7 @@ class _ConstantRouter(Router):
 
 
 def _require_known(values: npt.NDArray[np.float64], what: str, router: str) -> None:
-    if np.isnan(values).all():
+    if values.size == 0 or np.isnan(values).all():
         raise UsageError(f"router {router!r} needs {what}, which the table does not give for any actor")
 
 
@@ -186,8 +185,10 @@ class Largest(_ConstantRouter):
     name = "largest"
     summary = "always the actor with the most parameters (params_b)"
 
-    def _per_actor(self, train: RoutingTable) -> npt.NDArray[np.float64]:
+    def check_applicable(self, train: RoutingTable) -> None:
         _require_known(train.actors.params_b, "actor sizes (params_b)", self.name)
+
+    def _per_actor(self, train: RoutingTable) -> npt.NDArray[np.float64]:
         return finite_rank_scores(train.actors.params_b)
 
 
@@ -198,8 +199,10 @@ class Smallest(_ConstantRouter):
     name = "smallest"
     summary = "always the actor with the fewest parameters (params_b)"
 
-    def _per_actor(self, train: RoutingTable) -> npt.NDArray[np.float64]:
+    def check_applicable(self, train: RoutingTable) -> None:
         _require_known(train.actors.params_b, "actor sizes (params_b)", self.name)
+
+    def _per_actor(self, train: RoutingTable) -> npt.NDArray[np.float64]:
         return finite_rank_scores(train.actors.params_b, higher_is_better=False)
 
 
@@ -211,10 +214,11 @@ class Cheapest(_ConstantRouter):
     name = "cheapest"
     summary = "always the cheapest actor (mean train cost, else prices)"
 
+    def check_applicable(self, train: RoutingTable) -> None:
+        _require_known(expected_actor_cost(train)[0], "cost or prices", self.name)
+
     def _per_actor(self, train: RoutingTable) -> npt.NDArray[np.float64]:
-        cost, _ = expected_actor_cost(train)
-        _require_known(cost, "cost or prices", self.name)
-        return finite_rank_scores(cost, higher_is_better=False)
+        return finite_rank_scores(expected_actor_cost(train)[0], higher_is_better=False)
 
 
 @register
@@ -225,7 +229,8 @@ class Fastest(_ConstantRouter):
     name = "fastest"
     summary = "always the fastest actor (mean train latency, else TTFT/ITL)"
 
+    def check_applicable(self, train: RoutingTable) -> None:
+        _require_known(expected_actor_latency(train)[0], "latency or TTFT/ITL", self.name)
+
     def _per_actor(self, train: RoutingTable) -> npt.NDArray[np.float64]:
-        lat, _ = expected_actor_latency(train)
-        _require_known(lat, "latency or TTFT/ITL", self.name)
-        return finite_rank_scores(lat, higher_is_better=False)
+        return finite_rank_scores(expected_actor_latency(train)[0], higher_is_better=False)

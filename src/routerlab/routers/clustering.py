@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from routerlab._spec import Constraint, Interval, Options
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.features.base import Features
@@ -26,7 +27,7 @@ from routerlab.routers._common import (
     propagate,
     softmax_rows,
 )
-from routerlab.routers.base import Router, register
+from routerlab.routers.base import Router, check_at_most_train, register
 
 
 def _kmeans(X: npt.ArrayLike, k: int, seed: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.intp]]:
@@ -64,15 +65,19 @@ class ClusterRouter(Router):
     name = "cluster"
     summary = "RouterEval C-RoBERTa: k-means (k=3), best actor of the nearest cluster"
     defaults: ClassVar[dict[str, Any]] = {"k": 3, "temperature": 1.0}
+    constraints: ClassVar[dict[str, Constraint]] = {
+        "k": Interval(int, 1, None), "temperature": Interval(float, 0, None, closed="neither"),
+    }
 
     _centres: FloatMatrix
     _means: FloatMatrix
     _scale: float
 
+    def check_applicable(self, train: RoutingTable) -> None:
+        check_at_most_train(self, "k", train)
+
     def _fit(self, train: RoutingTable, features: Features) -> None:
-        if int(self.params["k"]) < 1 or float(self.params["temperature"]) <= 0:
-            raise UsageError("cluster: k must be >= 1 and temperature > 0")
-        self._centres, labels = _kmeans(features.X, int(self.params["k"]), self.seed)
+        self._centres, labels = _kmeans(features.X, self.params["k"], self.seed)
         prior = prior_means(train.score)
         self._means = _cluster_means(labels, train.score, self._centres.shape[0], prior)
         self._means = self._means + 1e-6 * prior[None, :]  # ties: the better actor overall
@@ -103,21 +108,26 @@ class AvengerRouter(Router):
     name = "avenger"
     summary = "RouterWorld Avenger: k-means 64, per-cluster L-DCG rankings, top-11 clusters vote (beta 3)"
     defaults: ClassVar[dict[str, Any]] = {"k": 64, "top": 11, "beta": 3.0, "rank_by": "auto", "threshold": 0.5}
+    constraints: ClassVar[dict[str, Constraint]] = {
+        "k": Interval(int, 1, None), "top": Interval(int, 1, None), "beta": Interval(float, 0, None),
+        "rank_by": Options({"auto", "ldcg", "accuracy"}), "threshold": Interval(float, 0, 1),
+    }
 
     _centres: FloatMatrix
     _votes: FloatMatrix
     _first: npt.NDArray[np.intp]
     ranked_by: str
 
+    def check_applicable(self, train: RoutingTable) -> None:
+        check_at_most_train(self, "k", train)
+        if self.params["rank_by"] == "ldcg" and train.latency_s is None:
+            raise UsageError("router 'avenger': rank_by=ldcg needs latency in the training table")
+
     def _fit(self, train: RoutingTable, features: Features) -> None:
         p = self.params
-        if p["rank_by"] not in ("auto", "ldcg", "accuracy"):
-            raise UsageError(f"avenger: rank_by must be auto, ldcg or accuracy, got {p['rank_by']!r}")
         use_ldcg = p["rank_by"] == "ldcg" or (p["rank_by"] == "auto" and train.latency_s is not None)
-        if use_ldcg and train.latency_s is None:
-            raise UsageError("avenger: rank_by=ldcg needs latency in the training table")
         x = l2_normalize(features.X)
-        centres, labels = _kmeans(x, int(p["k"]), self.seed)
+        centres, labels = _kmeans(x, p["k"], self.seed)
         self._centres = np.asarray(l2_normalize(centres), dtype=np.float64)
         score = np.asarray(train.score, dtype=np.float64)
         if use_ldcg:
@@ -138,7 +148,7 @@ class AvengerRouter(Router):
         """(n, k) cluster weights: softmax(-beta * cosine distance) over the top nearest, 0 elsewhere."""
         dist = 1.0 - l2_normalize(features.X).astype(np.float64) @ self._centres.T
         k = self._centres.shape[0]
-        top = min(int(self.params["top"]), k)
+        top = min(self.params["top"], k)  # top > k: every cluster votes
         keep = np.argpartition(dist, top - 1, axis=1)[:, :top] if top < k else np.tile(np.arange(k), (dist.shape[0], 1))
         logits = np.full(dist.shape, -np.inf)
         np.put_along_axis(logits, keep, -float(self.params["beta"]) * np.take_along_axis(dist, keep, axis=1), axis=1)

@@ -13,6 +13,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
+from routerlab._spec import Constraint, Interval
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.features.base import Features
@@ -27,8 +28,8 @@ from routerlab.routers._common import (
     prior_means,
     propagate,
 )
-from routerlab.routers._nn import MaskedMLP, network_from_options
-from routerlab.routers.base import Router, register
+from routerlab.routers._nn import NETWORK_CONSTRAINTS, MaskedMLP, network_from_options
+from routerlab.routers.base import Router, check_at_most_train, register
 
 
 @register
@@ -42,6 +43,10 @@ class MFRouter(Router):
     name = "mf"
     summary = "matrix factorisation (EmbedLLM/RouteLLM MF): projected query embedding x actor embedding"
     defaults: ClassVar[dict[str, Any]] = {"dim": 16, "epochs": 300, "lr": 0.01, "l2": 1e-4}
+    constraints: ClassVar[dict[str, Constraint]] = {
+        "dim": Interval(int, 1, 65_536), "epochs": Interval(int, 1, None),
+        "lr": Interval(float, 0, None, closed="neither"), "l2": Interval(float, 0, None),
+    }
 
     _P: npt.NDArray[np.float32]
     _V: npt.NDArray[np.float32]
@@ -51,9 +56,7 @@ class MFRouter(Router):
 
     def _fit(self, train: RoutingTable, features: Features) -> None:
         p = self.params
-        dim, epochs, lr, l2 = int(p["dim"]), int(p["epochs"]), float(p["lr"]), float(p["l2"])
-        if dim < 1 or epochs < 1 or lr <= 0:
-            raise UsageError("mf: dim and epochs must be >= 1 and lr > 0")
+        dim, epochs, lr, l2 = p["dim"], p["epochs"], float(p["lr"]), float(p["l2"])
         x = np.asarray(features.X, dtype=np.float32)
         self._mean = x.mean(axis=0)
         std = float((x - self._mean).std())
@@ -114,16 +117,19 @@ class HybridRouter(Router):
     defaults: ClassVar[dict[str, Any]] = {
         "hidden": (), "epochs": 20, "lr": 1e-3, "batch_size": 64, "weight_decay": 1e-4, "threshold": 0.5,
     }
+    constraints: ClassVar[dict[str, Constraint]] = {**NETWORK_CONSTRAINTS, "threshold": Interval(float, 0, 1)}
 
     _net: MaskedMLP
     label_kind: str
+
+    def check_applicable(self, train: RoutingTable) -> None:
+        if not observed_rows(train.score).any():
+            raise UsageError("router 'hybrid': the training table has no observed score")
 
     def _fit(self, train: RoutingTable, features: Features) -> None:
         p = self.params
         s = np.asarray(train.score, dtype=np.float64)
         rows = observed_rows(s)
-        if not rows.any():
-            raise UsageError("hybrid: the training table has no observed score")
         lat = None if train.latency_s is None else train.latency_s[rows]
         cost = None if train.cost_usd is None else train.cost_usd[rows]
         label = fastest_correct(s[rows], lat, cost, float(p["threshold"]))
@@ -152,6 +158,10 @@ class GraphRouter(Router):
     name = "graph"
     summary = "GraphRouter-spirit: query-actor score graph + kNN query graph, label propagation"
     defaults: ClassVar[dict[str, Any]] = {"k": 10, "hops": 2, "alpha": 0.5, "prior_weight": 0.1}
+    constraints: ClassVar[dict[str, Constraint]] = {
+        "k": Interval(int, 1, None), "hops": Interval(int, 0, None), "alpha": Interval(float, 0, 1),
+        "prior_weight": Interval(float, 0, None),
+    }
 
     _X: npt.NDArray[np.float32]
     _smooth: FloatMatrix
@@ -159,20 +169,21 @@ class GraphRouter(Router):
     _last: LastScores
 
     def _edges(self, query: npt.ArrayLike, exclude_self: bool) -> sp.csr_matrix:
-        idx, sim = nearest(query, self._X, int(self.params["k"]), "cosine", exclude_self=exclude_self)
+        idx, sim = nearest(query, self._X, self.params["k"], "cosine", exclude_self=exclude_self)
         return neighbour_matrix(idx, np.maximum(sim, 0.0) + 1e-6, self._X.shape[0])
+
+    def check_applicable(self, train: RoutingTable) -> None:
+        check_at_most_train(self, "k", train)
 
     def _fit(self, train: RoutingTable, features: Features) -> None:
         p = self.params
-        if int(p["k"]) < 1 or int(p["hops"]) < 0 or not 0.0 <= float(p["alpha"]) <= 1.0:
-            raise UsageError("graph: k >= 1, hops >= 0 and 0 <= alpha <= 1 are required")
         self._last = LastScores()
         self._X = features.X
         s = np.asarray(train.score, dtype=np.float64)
         obs = ~np.isnan(s)
         self._prior = prior_means(s)
         F = np.where(obs, s, self._prior[None, :])
-        hops = int(p["hops"]) if features.n > 1 else 0
+        hops = p["hops"] if features.n > 1 else 0
         if hops:
             W = self._edges(features.X, exclude_self=True)
             deg = np.asarray(W.sum(axis=1)).ravel()

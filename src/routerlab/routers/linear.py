@@ -14,12 +14,13 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from routerlab._spec import Constraint, Interval, Options
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.features.base import Features
 from routerlab.metrics.selection import oracle_choice, selection_vector
 from routerlab.routers._common import UNKNOWN_SCORE, observed_rows, prior_means
-from routerlab.routers._nn import MaskedMLP, network_from_options
+from routerlab.routers._nn import NETWORK_CONSTRAINTS, MaskedMLP, network_from_options
 from routerlab.routers.base import Router, register
 
 
@@ -72,15 +73,13 @@ class LinearRouter(Router):
     name = "linear"
     summary = "RouterEval LinearR: per-actor ridge regression of score on the query vector"
     defaults: ClassVar[dict[str, Any]] = {"alpha": 1.0}
+    constraints: ClassVar[dict[str, Constraint]] = {"alpha": Interval(float, 0, None, closed="neither")}
 
     _W: npt.NDArray[np.float64]
     _b: npt.NDArray[np.float64]
 
     def _fit(self, train: RoutingTable, features: Features) -> None:
-        alpha = float(self.params["alpha"])
-        if alpha <= 0:
-            raise UsageError(f"linear: alpha must be > 0, got {alpha}")
-        W, b = masked_ridge(features.X, train.score, train.observed, alpha)
+        W, b = masked_ridge(features.X, train.score, train.observed, float(self.params["alpha"]))
         self._W, self._b = W, np.where(np.isnan(b), prior_means(train.score), b)
 
     def _scores(self, features: Features) -> npt.ArrayLike:
@@ -100,6 +99,7 @@ class MLPRouter(Router):
     defaults: ClassVar[dict[str, Any]] = {
         "hidden": (128,), "epochs": 20, "lr": 1e-3, "batch_size": 64, "weight_decay": 1e-4,
     }
+    constraints: ClassVar[dict[str, Constraint]] = NETWORK_CONSTRAINTS
 
     _net: MaskedMLP
 
@@ -125,6 +125,7 @@ class MLCRouter(Router):
     defaults: ClassVar[dict[str, Any]] = {
         "hidden": (), "epochs": 10, "lr": 1e-2, "batch_size": 32, "weight_decay": 1e-4, "rel": 0.95,
     }
+    constraints: ClassVar[dict[str, Constraint]] = {**NETWORK_CONSTRAINTS, "rel": Interval(float, 0, 1)}
 
     _net: MaskedMLP
 
@@ -155,6 +156,7 @@ class NaiveBayesRouter(Router):
     name = "naive-bayes"
     summary = "RouterWorld Naive Bayes: per-actor Gaussian NB posterior that the actor is correct"
     defaults: ClassVar[dict[str, Any]] = {"var_smoothing": 0.1}
+    constraints: ClassVar[dict[str, Constraint]] = {"var_smoothing": Interval(float, 0, None, closed="neither")}
 
     _coef: dict[str, npt.NDArray[np.float64]]
 
@@ -206,25 +208,27 @@ class SVMRouter(Router):
     name = "svm"
     summary = "linear SVM (one-vs-rest) on the best-actor label of each training query"
     defaults: ClassVar[dict[str, Any]] = {"C": 1.0, "solver": "auto", "max_iter": 2000}
+    constraints: ClassVar[dict[str, Constraint]] = {
+        "C": Interval(float, 0, None, closed="neither"), "solver": Options({"auto", "liblinear", "sgd"}),
+        "max_iter": Interval(int, 1, None),
+    }
 
     _classes: npt.NDArray[np.intp]
     _model: Any
     solver_used: str
+
+    def check_applicable(self, train: RoutingTable) -> None:
+        if not observed_rows(train.score).any():
+            raise UsageError("router 'svm': the training table has no observed score")
 
     def _fit(self, train: RoutingTable, features: Features) -> None:
         from sklearn.linear_model import SGDClassifier
         from sklearn.svm import LinearSVC
 
         solver = self.params["solver"]
-        if solver not in ("auto", "liblinear", "sgd"):
-            raise UsageError(f"svm: solver must be auto, liblinear or sgd, got {solver!r}")
         C = float(self.params["C"])
-        if C <= 0:
-            raise UsageError(f"svm: C must be > 0, got {C}")
         s = np.asarray(train.score, dtype=np.float64)
         rows = observed_rows(s)
-        if not rows.any():
-            raise UsageError("svm: the training table has no observed score")
         lat = None if train.latency_s is None else train.latency_s[rows]
         cost = None if train.cost_usd is None else train.cost_usd[rows]
         label = oracle_choice(s[rows], lat, cost)
@@ -237,7 +241,7 @@ class SVMRouter(Router):
         if self._classes.shape[0] < 2:
             return
         if solver == "liblinear":
-            model = LinearSVC(C=C, max_iter=int(self.params["max_iter"]), random_state=self.seed)
+            model = LinearSVC(C=C, max_iter=self.params["max_iter"], random_state=self.seed)
         else:
             model = SGDClassifier(loss="hinge", alpha=1.0 / (C * n), max_iter=20, tol=None, average=True,
                                   random_state=self.seed)

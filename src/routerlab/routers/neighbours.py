@@ -13,11 +13,11 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from routerlab._spec import Constraint, Interval, Options
 from routerlab.data.table import RoutingTable
-from routerlab.errors import UsageError
 from routerlab.features.base import Features
 from routerlab.routers._common import LastScores, nearest, neighbour_matrix, prior_means, propagate
-from routerlab.routers.base import Router, register
+from routerlab.routers.base import Router, check_at_most_train, register
 
 # Tie-break between actors with equal neighbour means: a tiny bonus proportional to the actor's train
 # mean, so a tie goes to the better actor overall instead of the first column.
@@ -34,18 +34,17 @@ class KNNRouter(Router):
     name = "knn"
     summary = "mean score of each actor on the k nearest train queries (cosine, k=5)"
     defaults: ClassVar[dict[str, Any]] = {"k": 5, "metric": "cosine", "weighted": False}
+    constraints: ClassVar[dict[str, Constraint]] = {
+        "k": Interval(int, 1, None), "metric": Options({"cosine", "euclidean"}), "weighted": Options({True, False}),
+    }
 
     _X: npt.NDArray[np.float32]
     _score: npt.NDArray[np.float64]
     _prior: npt.NDArray[np.float64]
     _last: LastScores
 
-    def __init__(self, **params: Any) -> None:
-        super().__init__(**params)
-        if int(self.params["k"]) < 1:
-            raise UsageError(f"{self.name}: k must be >= 1, got {self.params['k']}")
-        if self.params["metric"] not in ("cosine", "euclidean"):
-            raise UsageError(f"{self.name}: metric must be cosine or euclidean, got {self.params['metric']!r}")
+    def check_applicable(self, train: RoutingTable) -> None:
+        check_at_most_train(self, "k", train)
 
     def _fit(self, train: RoutingTable, features: Features) -> None:
         self._last = LastScores()
@@ -57,7 +56,7 @@ class KNNRouter(Router):
         cached = self._last.get(features)
         if cached is not None:
             return cached
-        idx, sim = nearest(features.X, self._X, int(self.params["k"]), self.params["metric"])
+        idx, sim = nearest(features.X, self._X, self.params["k"], self.params["metric"])
         if self.params["weighted"]:
             # cosine in [-1, 1] -> (0, 2]; euclidean -d^2 -> 1 / (1 + d)
             w = sim + 1.0 + 1e-9 if self.params["metric"] == "cosine" else 1.0 / (1.0 + np.sqrt(-np.minimum(sim, 0)))
