@@ -24,22 +24,23 @@ from routerlab.metrics.curves import (
 
 
 def test_call_rate_curve_by_hand() -> None:
-    s = np.array([0.9, 0.1, 0.5, 0.1])  # stable sort: 1, 3 (tie kept in order), 2, 0
+    s = np.array([0.9, 0.1, 0.5, 0.1])  # by score: {1, 3} (a tie group), 2, 0
     small = np.array([1.0, 0.0, 1.0, 1.0])
     large = np.array([1.0, 1.0, 0.0, 1.0])
     curve = call_rate_curve(s, small, large, grid=5)
-    # k = 0..4 queries to the large model; large - small in sorted order: +1, 0, -1, 0
-    # Phi = (3 + [0, 1, 1, 0, 0]) / 4
+    # k = 0..4 queries to the large model; large - small: tie group {+1, 0}, then -1, then 0.
+    # k = 1 sends half the tie group: expected gain (1 + 0) / 2. Phi = (3 + [0, .5, 1, 0, 0]) / 4
     np.testing.assert_allclose(curve.x, [0, 0.25, 0.5, 0.75, 1])
-    np.testing.assert_allclose(curve.phi, [0.75, 1.0, 1.0, 0.75, 0.75])
-    assert curve.at(0.125) == pytest.approx(0.875)  # linear between grid points
+    np.testing.assert_allclose(curve.phi, [0.75, 0.875, 1.0, 0.75, 0.75])
+    assert curve.at(0.125) == pytest.approx(0.8125)  # linear between grid points
+    assert curve.convention == "routerlab" and curve.model_means is None
 
 
 def test_call_rate_grid_uses_exact_floor() -> None:
     n = 100  # Phi(x) = share sent to the large model when small = 0 and large = 1
     curve = call_rate_curve(np.arange(n, dtype=float), np.zeros(n), np.ones(n))
     np.testing.assert_allclose(curve.phi, np.arange(101) / 100)
-    assert curve.phi[29] == pytest.approx(0.29)  # floor(0.29 * 100) = 29, not float's 28
+    assert curve.phi[29] == pytest.approx(0.29)  # floor(29 * 100 / 100) = 29, not float's int(.29 * 100) = 28
     odd = call_rate_curve(np.arange(7, dtype=float), np.zeros(7), np.ones(7))
     np.testing.assert_allclose(odd.phi * 7, (np.arange(101) * 7) // 100)  # floor(x * 7)
 

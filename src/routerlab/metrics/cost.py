@@ -1,5 +1,6 @@
 """Cost and latency of a router's choices, cost-aware utility decisions, the cost-quality curve,
-its Pareto frontier and RouterBench's AIQ (SPEC 1, 4; SPEC is silent on the last three, see each).
+its Pareto frontier and AIQ (SPEC 1, 4; SPEC 6 names RouterBench's AIQ as the ``routerbench``
+convention, routerlab's own normalisation is the default; SPEC is silent on the rest, see each).
 
 Cost and latency cells are NaN where unknown (SPEC 1): a chosen unknown cell raises ``ValueError``
 naming the query, unless ``nan_policy="omit"`` (mean over the queries whose chosen cell is known).
@@ -8,10 +9,12 @@ naming the query, unless ``nan_policy="omit"`` (mean over the queries whose chos
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
+from routerlab.errors import UsageError
 from routerlab.metrics._arrays import (
     FloatArray,
     IntArray,
@@ -142,30 +145,83 @@ def _upper_hull(x: FloatArray, y: FloatArray) -> IntArray:
     return np.asarray(hull, dtype=np.intp)
 
 
-def aiq(cost: npt.ArrayLike, quality: npt.ArrayLike) -> float:
-    """RouterBench's Average Improvement in Quality: the area under the non-decreasing convex hull
-    of the (cost, quality) points, the cost axis normalised to [0, 1] by [min, max] of the points.
+AiqConvention = Literal["routerlab", "routerbench"]
 
-    Definition used here (SPEC is silent): normalise c' = (c - c_min) / (c_max - c_min); take the upper
-    (concave) convex hull of the points from the best point at c' = 0 up to the highest-quality point;
-    right of it the curve stays flat at the highest quality (a costlier budget can always buy the best
-    point), so it is non-decreasing. AIQ = the integral of that curve over [0, 1], i.e. its mean
-    quality. When all costs are equal the curve is the constant max quality.
+
+def aiq(
+    cost: npt.ArrayLike,
+    quality: npt.ArrayLike,
+    convention: AiqConvention = "routerlab",
+    max_cost: float | None = None,
+) -> float:
+    """RouterBench's Average Improvement in Quality: the mean height of the non-decreasing convex hull
+    of the (cost, quality) points over a cost range (SPEC 6 names the peer convention; the default is
+    routerlab's own, SPEC being silent). The two differ in the range of costs averaged over:
+
+    - ``routerlab``: costs normalised to [0, 1] by [min, max] of the points (``max_cost`` widens the
+      right end); the upper convex hull from the best point at the cheapest cost up to the highest-quality
+      point, flat after it; AIQ = its integral over [0, 1]. All costs equal: the best quality.
+    - ``routerbench``: ``routerbench_hull`` extended flat to ``max_cost`` (default its own largest cost;
+      pass the largest ``routerbench_hull`` cost over the routers compared), area from the cheapest cost,
+      divided by ``max_cost`` (not by the range: a curve far from cost 0 scores low).
     """
+    if convention not in ("routerlab", "routerbench"):
+        raise UsageError(f"aiq: convention must be 'routerlab' or 'routerbench', got {convention!r}")
     c = as_vector(cost, "cost")
     q = as_vector(quality, "quality", c.size)
     p = _as_points(np.column_stack([c, q]))
     if not len(p):
         raise ValueError("aiq needs at least one point")
-    span = p[:, 0].max() - p[:, 0].min()
+    if convention == "routerbench":
+        hull = routerbench_hull(p[:, 0], p[:, 1])
+        end = float(hull[-1, 0])
+        right = end if max_cost is None else float(max_cost)
+        if right < end:
+            raise UsageError(f"aiq: max_cost {right} is below the hull's largest cost {end}")
+        if right <= 0:
+            raise UsageError(f"aiq: the routerbench convention divides by the largest cost, which is {right}")
+        ext = np.vstack([hull, [right, hull[-1, 1]]])
+        return float(np.sum(np.diff(ext[:, 0]) * (ext[1:, 1] + ext[:-1, 1]) / 2.0)) / right
+    lo, hi = p[:, 0].min(), p[:, 0].max()
+    if max_cost is not None:
+        if max_cost < hi:
+            raise UsageError(f"aiq: max_cost {max_cost} is below the largest cost {hi}")
+        hi = float(max_cost)
+    span = hi - lo
     if span == 0:
         return float(p[:, 1].max())
-    x = (p[:, 0] - p[:, 0].min()) / span
+    x = (p[:, 0] - lo) / span
     order = np.lexsort((-p[:, 1], x))
     x, y = x[order], p[order, 1]
-    hull = _upper_hull(x, y)
-    hx, hy = x[hull], y[hull]
+    hull_idx = _upper_hull(x, y)
+    hx, hy = x[hull_idx], y[hull_idx]
     top = int(np.argmax(hy))  # first vertex of the highest quality
     hx, hy = hx[: top + 1], hy[: top + 1]
     area = float(np.sum(np.diff(hx) * (hy[1:] + hy[:-1]) / 2.0))
     return area + float(hy[-1] * (1.0 - hx[-1]))
+
+
+def routerbench_hull(cost: npt.ArrayLike, quality: npt.ArrayLike) -> FloatArray:
+    """RouterBench's non-decreasing convex hull as (cost, quality) rows by cost (its evaluation/AIQ.py,
+    read, not copied): the first and last point of numpy's default argsort by cost (ties at either end
+    in that order); at every cost strictly between, the upper convex hull's height; the last point kept
+    only when not below its predecessor; then each row lower than the row before it (before removal)
+    dropped. RouterBench's code fails when no cost lies strictly between the ends; routerlab then keeps
+    first and last (a single cost: its best quality)."""
+    c = as_vector(cost, "cost")
+    p = _as_points(np.column_stack([c, as_vector(quality, "quality", c.size)]))
+    if not len(p):
+        raise ValueError("routerbench_hull needs at least one point")
+    first, last = p[np.argsort(p[:, 0])[[0, -1]]]  # numpy's default kind, as RouterBench
+    if first[0] == last[0]:
+        return np.array([[first[0], p[:, 1].max()]])
+    order = np.lexsort((-p[:, 1], p[:, 0]))
+    x, y = p[order, 0], p[order, 1]
+    vertices = _upper_hull(x, y)
+    inner = np.unique(x[(x > first[0]) & (x < last[0])])
+    rows = [first, *np.column_stack([inner, np.interp(inner, x[vertices], y[vertices])])]
+    if not inner.size or last[1] >= rows[-1][1]:
+        rows.append(last)
+    hull = np.array(rows, dtype=np.float64)
+    keep = np.concatenate(([True], hull[1:, 1] >= hull[:-1, 1]))
+    return np.asarray(hull[keep], dtype=np.float64)
