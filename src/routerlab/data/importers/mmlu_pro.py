@@ -12,6 +12,8 @@ carry another version of a question (different answer key, text or options): eac
 against the answer in its own file, the metadata comes from the first file read (files sorted by name),
 the difference is counted in a warning and ``answer_differs`` marks the questions whose answer key differs.
 Rows named in errors: the 1-based item position in the model's list (the line for a JSON syntax error).
+Entries of a list that are not records (bare strings, numbers, lists: some real files hold category names
+or totals between the records) are skipped with one warning per file; a file with no record is an error.
 """
 
 from __future__ import annotations
@@ -181,9 +183,36 @@ def _members(path: Path) -> Iterator[tuple[str, str, Any]]:
         raise DataError(f"cannot read the zip ({type(exc).__name__}: {exc})", file=path) from None
 
 
+def _records(name: str, where: str, data: list[Any], notes: list[str]) -> tuple[list[Any], list[int] | None]:
+    """The entries of a model's list that are question records (JSON objects), and their 1-based positions
+    when some were left out (None when all are records).
+
+    Some real result files hold bare strings or totals between the records (category names, counts): they
+    are skipped with one warning per file, and a file with entries but not one record is an error.
+    """
+    records = [r for r in data if isinstance(r, dict)]
+    skipped = len(data) - len(records)
+    if not skipped:
+        return data, None
+    first = next(r for r in data if not isinstance(r, dict))
+    example = repr(first) if len(repr(first)) <= 40 else repr(first)[:37] + "..."
+    if not records:
+        raise DataError(f"holds no question records: none of its {len(data)} entries is a JSON object "
+                        f"(first: {example})", file=where)
+    notes.append(
+        warn(
+            f"model {name!r}: skipped {skipped} of {len(data)} entries that are not question records "
+            f"(JSON objects), e.g. {example}",
+            file=where,
+        )
+    )
+    return records, [i + 1 for i, r in enumerate(data) if isinstance(r, dict)]
+
+
 def _parse_model(name: str, where: str, data: Any, questions: _Questions, notes: list[str]) -> _ModelRows:
     if not isinstance(data, list):
         raise DataError(f"expected a JSON list of question rows, got {type(data).__name__}", file=where)
+    data, positions = _records(name, where, data, notes)
     try:  # fast path: whole columns at once; any surprise falls back to the row-by-row check
         qid_list = [r["question_id"] for r in data]
         answers = [r["answer"] for r in data]
@@ -198,7 +227,7 @@ def _parse_model(name: str, where: str, data: Any, questions: _Questions, notes:
     except (KeyError, TypeError):
         ok = False
     if not ok:
-        _check_rows(data, where)
+        _check_rows(data, where, positions)
         raise DataError("unexpected row content", file=where)  # _check_rows names the row; kept for safety
     qids = np.array(qid_list, dtype=np.int64)
     correct = np.fromiter((p == a for p, a in zip(preds, answers, strict=True)), dtype=np.float32, count=len(data))
@@ -206,7 +235,8 @@ def _parse_model(name: str, where: str, data: Any, questions: _Questions, notes:
     uniq, counts = np.unique(qids, return_counts=True)
     if (counts > 1).any():
         dup = int(uniq[counts > 1][0])
-        second = int(np.flatnonzero(qids == dup)[1]) + 1
+        second = int(np.flatnonzero(qids == dup)[1])
+        second = positions[second] if positions is not None else second + 1
         raise DataError(f"question_id {dup} repeats in one model's file", file=where, row=second, field="question_id")
     for q, r in zip(qid_list, data, strict=True):
         questions.add(q, r)
@@ -222,10 +252,13 @@ def _parse_model(name: str, where: str, data: Any, questions: _Questions, notes:
     return _ModelRows(name, where, qids, correct, nulls, "/".join(keys))
 
 
-def _check_rows(data: list[Any], where: str) -> None:
-    """Row by row: raise a DataError naming the first row and field that is not as expected."""
+def _check_rows(data: list[Any], where: str, positions: list[int] | None = None) -> None:
+    """Row by row: raise a DataError naming the first row and field that is not as expected.
+
+    Rows are named by ``positions`` (their place in the file's list) when non-records were left out.
+    """
     for i, r in enumerate(data):
-        row = i + 1
+        row = positions[i] if positions is not None else i + 1
         if not isinstance(r, dict):
             raise DataError(f"expected an object, got {type(r).__name__}", file=where, row=row)
         for key in ("question_id", "question", "answer", "pred"):
