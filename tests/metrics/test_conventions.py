@@ -211,6 +211,11 @@ def test_aiq_routerbench_flat_extension_and_dropped_points() -> None:
     assert aiq(cost, quality, max_cost=6) == pytest.approx(0.5 * (0.5 + 0.9) / 6 + 0.9 * 5 / 6)
     with pytest.raises(UsageError, match="below"):
         aiq(cost, quality, convention="routerbench", max_cost=0.5)
+    # the cheapest point is the best: the hull is (0, .9) alone and RouterBench divides 0 by 0
+    np.testing.assert_array_equal(routerbench_hull([0, 1], [0.9, 0.5]), [[0, 0.9]])
+    with pytest.raises(UsageError, match="max_cost > 0"):
+        aiq([0, 1], [0.9, 0.5], convention="routerbench")
+    assert aiq([0, 1], [0.9, 0.5], convention="routerbench", max_cost=2) == pytest.approx(0.9)
     with pytest.raises(UsageError, match="convention"):
         aiq(cost, quality, convention="routellm")  # type: ignore[arg-type]
 

@@ -179,7 +179,10 @@ def aiq(
         if right < end:
             raise UsageError(f"aiq: max_cost {right} is below the hull's largest cost {end}")
         if right <= 0:
-            raise UsageError(f"aiq: the routerbench convention divides by the largest cost, which is {right}")
+            raise UsageError(
+                f"aiq: the routerbench convention divides by the largest cost, here {right}; "
+                "pass max_cost > 0 (the largest cost over the routers compared)"
+            )
         ext = np.vstack([hull, [right, hull[-1, 1]]])
         return float(np.sum(np.diff(ext[:, 0]) * (ext[1:, 1] + ext[:-1, 1]) / 2.0)) / right
     lo, hi = p[:, 0].min(), p[:, 0].max()

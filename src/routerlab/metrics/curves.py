@@ -147,9 +147,12 @@ def _routerxbench_curve(s: FloatArray, small: FloatArray, large: FloatArray) -> 
 
 
 def _routellm_curve(s: FloatArray, small: FloatArray, large: FloatArray, bins: int) -> CallRateCurve:
-    """RouteLLM's threshold points, sorted by call rate. Its thresholds are pandas' qcut edges, i.e.
-    np.percentile (linear) at np.linspace(0, 1, bins + 1) * 100 of the strong-win rate; RouteLLM's code
-    stops when two edges coincide (qcut's "bin edges must be unique"), here the point simply repeats."""
+    """RouteLLM's threshold points, sorted by call rate. Its thresholds are pandas' qcut edges as pandas 2
+    computes them, np.percentile (linear) at np.linspace(0, 1, bins + 1) * 100 of the strong-win rate
+    (pandas 3 nudges the deciles that are not exact in binary up by one ulp, which only matters when one
+    lands exactly on a data point). RouteLLM's code stops when two edges coincide (qcut's "bin edges must
+    be unique"); here the point simply repeats. Accuracy stays in the scores' own scale (RouteLLM's x 100
+    changes neither APGR nor CPT beyond rounding)."""
     n = s.size
     win = -s  # RouteLLM's strong-win rate: higher sends to the strong (large) model
     thresholds = np.percentile(win, np.linspace(0, 1, bins + 1) * 100.0)
