@@ -1,7 +1,8 @@
 """The ``routerlab`` command: thin parsing and printing over the Python API.
 
 Each command lives in a module of this package named after it and registers itself on ``app``.
-User errors (:class:`routerlab.errors.RouterlabError`) print one line and exit with code 2.
+User errors (:class:`routerlab.errors.RouterlabError`) and command-line usage errors (an unknown
+option, a number out of range) print one line and exit with code 2.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import warnings
 from typing import Any
 
 import typer
+from typer._click import exceptions as click  # typer vendors click; its usage errors live here
 
 from routerlab.errors import RouterlabError
 
@@ -22,6 +24,22 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from routerlab import __version__
+
+        typer.echo(f"routerlab {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True, metavar="",
+                                 help="Print the routerlab version and exit."),
+) -> None:
+    """Measure whether LLM routing is accurate, cheap, fast, robust and meaningful, on real data."""
 
 
 def _show_warning(
@@ -46,17 +64,28 @@ def main(argv: list[str] | None = None) -> int:
     warnings.showwarning = _show_warning
     command = typer.main.get_command(app)
     try:
-        # standalone mode: usage errors print click's message and exit 2 through SystemExit
-        command.main(args=argv, prog_name="routerlab", standalone_mode=True)
+        # not standalone: click's usage errors come here, to be printed as one line like ours
+        rv = command.main(args=argv, prog_name="routerlab", standalone_mode=False)
+        return rv if isinstance(rv, int) else 0
     except RouterlabError as exc:
         print(f"routerlab: error: {exc}", file=sys.stderr)
         return 2
+    except click.NoArgsIsHelpError as exc:
+        exc.show()  # a bare group or command prints its help
+        return exc.exit_code
+    except click.ClickException as exc:
+        where = f" (see '{exc.ctx.command_path} -h')" if isinstance(exc, click.UsageError) and exc.ctx else ""
+        message = " ".join(exc.format_message().split())
+        print(f"routerlab: error: {message}{where}", file=sys.stderr)
+        return exc.exit_code
+    except typer.Abort:
+        print("routerlab: interrupted", file=sys.stderr)
+        return 130
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except KeyboardInterrupt:
         print("routerlab: interrupted", file=sys.stderr)
         return 130
-    return 0
 
 
 def run() -> None:

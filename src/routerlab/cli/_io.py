@@ -1,12 +1,33 @@
-"""Small shared pieces of the CLI: opening a table argument, printing JSON."""
+"""Small shared pieces of the CLI: opening a table argument, printing JSON, checking an output path."""
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
+import typer
+from typer.models import OptionInfo
+
 from routerlab.data.table import RoutingTable
+from routerlab.errors import UsageError
+
+# Seeds are 32-bit: numpy refuses negative seeds, and some seeded draws pack the seed into an int64 array.
+SEED_MAX = 2**32 - 1
+
+
+def seed_option(help_text: str = "Seed for splits, draws, routers and the bootstrap.") -> OptionInfo:
+    """The ``--seed`` option every command shares: an integer in 0..2^32-1 (a usage error otherwise)."""
+    option: OptionInfo = typer.Option(min=0, max=SEED_MAX, help=help_text)
+    return option
+
+
+def json_option(help_text: str = "Print one JSON object instead of text.") -> OptionInfo:
+    """A plain ``--json`` flag (no ``<bool>`` in the help)."""
+    option: OptionInfo = typer.Option("--json", metavar="", help=help_text)
+    return option
 
 
 def open_table(path: Path | None) -> RoutingTable:
@@ -24,3 +45,39 @@ def print_json(obj: Any) -> None:
     from routerlab.reports.files import dumps
 
     sys.stdout.write(dumps(obj) + "\n")
+
+
+def _probe_writable(directory: Path) -> bool:
+    """Whether a file can be created (and removed) in ``directory``: actually tries, since ``os.access``
+    says yes to everything for root."""
+    try:
+        fd, name = tempfile.mkstemp(prefix=".routerlab-probe-", dir=directory)
+    except OSError:
+        return False
+    os.close(fd)
+    try:
+        os.unlink(name)
+    except OSError:
+        return False
+    return True
+
+
+def check_output_dir(path: Path, *, option: str = "-o") -> None:
+    """Refuse, before any data is loaded or computed, an output directory that cannot be written: an
+    existing file (or a path under one), a directory without write permission, or a new path whose
+    nearest existing parent cannot be written. One UsageError naming the path."""
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{option} {path}: is an existing file, not a directory")
+    probe = path
+    while not probe.exists():
+        if probe.is_symlink():  # a dangling link: the directory could never be created through it
+            raise UsageError(f"{option} {path}: {probe} is a broken symbolic link")
+        parent = probe.parent
+        if parent == probe:
+            break
+        probe = parent
+    if not probe.is_dir():
+        raise UsageError(f"{option} {path}: cannot create a directory under {probe}, which is a file")
+    if not _probe_writable(probe):
+        where = "" if probe == path else f" (its nearest existing parent {probe} is not writable)"
+        raise UsageError(f"{option} {path}: cannot write there{where}")

@@ -17,9 +17,12 @@ def import_cmd(
     paths: Annotated[list[Path], typer.Argument(help="Upstream files or folders, read as they are.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Directory to write the table to.")],
     trust_pickle: Annotated[
-        bool, typer.Option("--trust-pickle", help="Allow reading pickle files (unpickling runs code).")
+        bool, typer.Option("--trust-pickle", metavar="", help="Allow reading pickle files (unpickling runs code).")
     ] = False,
     name: Annotated[str | None, typer.Option(help="Name recorded in the table.")] = None,
+    force: Annotated[
+        bool, typer.Option("--force", metavar="", help="Replace a table already in the output directory.")
+    ] = False,
     option: Annotated[
         list[str] | None,
         typer.Option("--option", "-O", help="Importer option KEY=VALUE, repeatable (e.g. on_duplicate=mean, "
@@ -31,6 +34,7 @@ def import_cmd(
     from routerlab.data.importers import read
     from routerlab.errors import UsageError
 
+    _check_output(output, force)
     options: dict[str, object] = {}
     for item in option or []:
         key, eq, value = item.partition("=")
@@ -50,10 +54,37 @@ def import_cmd(
 
         table = replace(table, name=name)
     table.save(output)
+    import numpy as np
+
+    from routerlab.reports.text import observed_share
+
+    observed = int(np.count_nonzero(~np.isnan(table.score)))
     typer.echo(
         f"wrote {output}: {table.n_queries} queries x {table.n_actors} actors, "
-        f"{table.observed_fraction:.1%} observed, hash {table.content_hash[:12]}"
+        f"{observed_share(observed, table.score.size)}, hash {table.content_hash[:12]}"
     )
+
+
+def _check_output(output: Path, force: bool) -> None:
+    """Refuse, before any reading, an output that is a file or a non-empty directory (a table only with --force).
+
+    With ``--force`` an existing table is replaced atomically by the save; a directory holding other
+    files is never overwritten (the save refuses it too).
+    """
+    from routerlab.data.store import MANIFEST
+    from routerlab.errors import DataError
+
+    if not output.exists():
+        return
+    if not output.is_dir():
+        raise DataError("exists and is not a directory; choose a new directory for the table", file=output)
+    if (output / MANIFEST).exists():
+        if not force:
+            raise DataError("already holds a routerlab table; pass --force to replace it", file=output)
+        return
+    if any(output.iterdir()):
+        raise DataError("exists and is not empty (not a routerlab table); choose a new or empty directory",
+                        file=output)
 
 
 @app.command("formats")
@@ -68,13 +99,16 @@ def formats_cmd() -> None:
 @app.command("info")
 def info_cmd(
     table_dir: Annotated[Path | None, typer.Argument(help="A table directory (default: the demo).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", metavar="", help="Print one JSON object.")] = False,
 ) -> None:
     """Describe a table: sizes, datasets, splits, coverage, duplicates and train/test leaks."""
+    import numpy as np
+
     from routerlab.data.quality import quality_report
 
     table = open_table(table_dir)
     info = table.describe()
+    info["unobserved_cells"] = int(np.count_nonzero(np.isnan(table.score)))
     info["quality"] = quality_report(table)
     if as_json:
         print_json(info)

@@ -1,56 +1,129 @@
-"""``routerlab evaluate``, ``routerlab scaling`` and ``routerlab groups``: the full-observability protocols."""
+"""``routerlab evaluate``, ``routerlab scaling`` and ``routerlab groups``: the full-observability protocols.
+
+Every option is checked before any data is loaded or any router trained: numbers by their typer ranges
+(one usage line, exit 2), lists and router names by the helpers below.
+"""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from routerlab.cli import app
-from routerlab.cli._io import open_table, print_json
+from routerlab.cli._io import check_output_dir, json_option, open_table, print_json, seed_option
 from routerlab.errors import UsageError
 
+# The fewest resamples for a 95% percentile interval whose 2.5% and 97.5% tails each hold at least one
+# resample (alpha / 2 * n_boot >= 1); fewer would make the interval bounds a single arbitrary resample.
+MIN_BOOT = 40
+MAX_BOOT = 1_000_000
+MAX_DRAWS = 1_000_000
+MAX_SAMPLES = 100_000
 
-def _ints(text: str, what: str) -> list[int]:
+TABLE_HELP = "A table directory (default: the embedded demo benchmark)."
+SPLIT_HELP = "Train/test split: given, random[:F] (seeded) or ood:DS1,DS2."
+ENCODER_HELP = "Query encoder: tfidf, minilm or precomputed:path=FILE."
+NBOOT_HELP = f"Bootstrap resamples per 95% interval ({MIN_BOOT}..{MAX_BOOT:,})."
+
+
+def positive_ints(text: str, what: str) -> list[int]:
+    """``2,3,5`` -> [2, 3, 5]: a non-empty list of integers >= 1."""
+    parts = [x.strip() for x in text.split(",") if x.strip()]
+    if not parts:
+        raise UsageError(f"{what} needs at least one integer >= 1, got {text!r}")
     try:
-        return [int(x) for x in text.split(",") if x.strip()]
+        values = [int(x) for x in parts]
     except ValueError:
-        raise UsageError(f"{what} must be comma-separated integers, got {text!r}") from None
+        raise UsageError(f"{what} must be comma-separated integers >= 1, got {text!r}") from None
+    bad = [v for v in values if v < 1]
+    if bad:
+        raise UsageError(f"{what} must be integers >= 1, got {', '.join(map(str, bad))}")
+    return values
 
 
-def _floats(text: str, what: str) -> list[float]:
+def probabilities(text: str, what: str) -> list[float]:
+    """``0,0.5,1`` -> [0.0, 0.5, 1.0]: a non-empty list of finite numbers in [0, 1]."""
+    parts = [x.strip() for x in text.split(",") if x.strip()]
+    if not parts:
+        raise UsageError(f"{what} needs at least one probability in [0, 1], got {text!r}")
     try:
-        return [float(x) for x in text.split(",") if x.strip()]
+        values = [float(x) for x in parts]
     except ValueError:
-        raise UsageError(f"{what} must be comma-separated numbers, got {text!r}") from None
+        raise UsageError(f"{what} must be comma-separated numbers in [0, 1], got {text!r}") from None
+    bad = [x for x, v in zip(parts, values, strict=True) if not (math.isfinite(v) and 0.0 <= v <= 1.0)]
+    if bad:
+        raise UsageError(f"{what} must be numbers in [0, 1], got {', '.join(bad)}")
+    return values
+
+
+def check_pool_sizes(m_values: list[int], n_actors: int, what: str = "--m") -> None:
+    """Pool sizes cannot exceed the table's actors (checked once the table is loaded)."""
+    bad = [m for m in m_values if m > n_actors]
+    if bad:
+        raise UsageError(f"{what} {', '.join(map(str, bad))} larger than the table's {n_actors} actors")
+
+
+def router_specs(text: str) -> list[str]:
+    """The ``--routers`` list, each router instantiated once so that an unknown name or a bad option is an
+    error before any data is loaded."""
+    from routerlab.routers.base import get_router, split_router_list
+
+    specs = split_router_list(text)
+    if not specs:
+        raise UsageError("--routers needs at least one router, e.g. --routers oracle,knn,best-single")
+    for spec in specs:
+        get_router(spec)
+    return specs
+
+
+def reference_router(compare_to: str, specs: list[str]) -> str | None:
+    """``--compare-to``: 'none' switches the paired comparison off, 'auto' is best-single when it is in the
+    run (else off); any other value must be one of the run's router specs."""
+    if compare_to == "none":
+        return None
+    if compare_to == "auto":
+        return "best-single" if "best-single" in specs else None
+    if compare_to not in specs:
+        raise UsageError(f"--compare-to {compare_to!r} is not a router of this run ({', '.join(specs)}); "
+                         "name one of them, or 'none'")
+    return compare_to
 
 
 @app.command("evaluate")
 def evaluate_cmd(
-    table_dir: Annotated[Path | None, typer.Argument(help="A table directory (default: the demo).")] = None,
+    table_dir: Annotated[Path | None, typer.Argument(help=TABLE_HELP)] = None,
     routers: Annotated[str, typer.Option("--routers", help="Comma-separated router specs, e.g. oracle,knn:k=10.")] = (
         "oracle,random,best-single,knn"
     ),
-    encoder: Annotated[str, typer.Option(help="Query encoder: tfidf, minilm or precomputed:path=FILE.")] = "tfidf",
-    split: Annotated[str, typer.Option(help="given, random[:F] or ood:DS1,DS2.")] = "given",
-    seed: Annotated[int, typer.Option(help="Seed for splits, routers and the bootstrap.")] = 0,
-    n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples per interval.")] = 1000,
-    sweep: Annotated[str | None, typer.Option(help="Also sweep lambda in score - lambda * (cost|latency).")] = None,
-    compare_to: Annotated[str, typer.Option("--compare-to", help="Paired bootstrap of every router vs this.")] = (
-        "best-single"
-    ),
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write JSON, per-query choices, plots.")] = None,
+    encoder: Annotated[str, typer.Option(help=ENCODER_HELP)] = "tfidf",
+    split: Annotated[str, typer.Option(help=SPLIT_HELP)] = "given",
+    seed: Annotated[int, seed_option()] = 0,
+    n_boot: Annotated[int, typer.Option("--n-boot", min=MIN_BOOT, max=MAX_BOOT, help=NBOOT_HELP)] = 1000,
+    sweep: Annotated[str | None, typer.Option(
+        help="Also sweep lambda in score - lambda * penalty: cost or latency.")] = None,
+    compare_to: Annotated[str, typer.Option(
+        "--compare-to", help="Paired bootstrap of every router against this router of the run; 'auto' = "
+                             "best-single when it is in the run, 'none' = off.")] = "auto",
+    as_json: Annotated[bool, json_option()] = False,
+    output: Annotated[Path | None, typer.Option(
+        "-o", "--output", help="Directory for the JSON record, per-query choices and plots.")] = None,
 ) -> None:
     """Train routers on the train split and evaluate them on the test split, every metric with a 95% CI."""
     from routerlab.protocols.full import evaluate
     from routerlab.reports.evaluation import leaderboard_text, write_evaluation
-    from routerlab.routers.base import split_router_list
 
+    specs = router_specs(routers)
+    reference = reference_router(compare_to, specs)
+    if sweep is not None and sweep not in {"cost", "latency"}:
+        raise UsageError(f"--sweep must be cost or latency, got {sweep!r}")
+    if output is not None:
+        check_output_dir(output)
     table = open_table(table_dir)
-    result = evaluate(table, split_router_list(routers), split=split, encoder=encoder, seed=seed, n_boot=n_boot,
-                      sweep=sweep, compare_to=compare_to)
+    result = evaluate(table, specs, split=split, encoder=encoder, seed=seed, n_boot=n_boot,
+                      sweep=sweep, compare_to=reference)
     if output is not None:
         write_evaluation(result, output)
     if as_json:
@@ -63,13 +136,15 @@ def evaluate_cmd(
 
 @app.command("scaling")
 def scaling_cmd(
-    table_dir: Annotated[Path | None, typer.Argument(help="A table directory (default: the demo).")] = None,
-    m: Annotated[str, typer.Option("--m", help="Pool sizes, comma-separated.")] = "2,3,5",
-    p: Annotated[str, typer.Option("--p", help="Oracle probabilities p of r_o(p).")] = "0,0.25,0.5,0.75,1",
-    samples: Annotated[int, typer.Option(help="Random actor subsets per pool size.")] = 100,
-    split: Annotated[str, typer.Option(help="given, random[:F] or ood:DS1,DS2.")] = "given",
-    seed: Annotated[int, typer.Option()] = 0,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    table_dir: Annotated[Path | None, typer.Argument(help=TABLE_HELP)] = None,
+    m: Annotated[str, typer.Option("--m", help="Pool sizes, comma-separated integers >= 1.")] = "2,3,5",
+    p: Annotated[str, typer.Option(
+        "--p", help="Oracle probabilities p of r_o(p), comma-separated, each in [0, 1].")] = "0,0.25,0.5,0.75,1",
+    samples: Annotated[int, typer.Option(
+        min=1, max=MAX_SAMPLES, help="Random actor subsets per pool size.")] = 100,
+    split: Annotated[str, typer.Option(help=SPLIT_HELP)] = "given",
+    seed: Annotated[int, seed_option("Seed for the split and the actor subsets.")] = 0,
+    as_json: Annotated[bool, json_option()] = False,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write scaling.json and scaling.png.")] = None,
 ) -> None:
     """Model-level scaling curve: mu_o of r_o(p) and the best single actor against pool size (SPEC 4)."""
@@ -77,8 +152,12 @@ def scaling_cmd(
     from routerlab.protocols.scaling import plot_scaling, scaling_curve
     from routerlab.reports.evaluation import write_json
 
+    m_values, p_values = positive_ints(m, "--m"), probabilities(p, "--p")
+    if output is not None:
+        check_output_dir(output)
     table = open_table(table_dir)
-    curve = scaling_curve(table, make_split(table, split, seed), _ints(m, "--m"), _floats(p, "--p"), samples, seed)
+    check_pool_sizes(m_values, table.n_actors)
+    curve = scaling_curve(table, make_split(table, split, seed), m_values, p_values, samples, seed)
     from routerlab import __version__
 
     record = {"routerlab_version": __version__, "data": {"name": table.name, "content_hash": table.content_hash},
@@ -98,27 +177,31 @@ def scaling_cmd(
 
 @app.command("groups")
 def groups_cmd(
-    table_dir: Annotated[Path | None, typer.Argument(help="A table directory (default: the demo).")] = None,
-    m: Annotated[str, typer.Option("--m", help="Group sizes, comma-separated.")] = "3,5",
-    routers: Annotated[str, typer.Option("--routers", help="Routers to evaluate on each group.")] = (
+    table_dir: Annotated[Path | None, typer.Argument(help=TABLE_HELP)] = None,
+    m: Annotated[str, typer.Option("--m", help="Group sizes, comma-separated integers >= 1.")] = "3,5",
+    routers: Annotated[str, typer.Option("--routers", help="Comma-separated router specs evaluated on each group.")] = (
         "oracle,random,best-single,knn"
     ),
-    draws: Annotated[int, typer.Option(help="Random draws per group; the best train oracle is kept.")] = 1000,
-    encoder: Annotated[str, typer.Option()] = "tfidf",
-    split: Annotated[str, typer.Option()] = "given",
-    seed: Annotated[int, typer.Option()] = 0,
-    n_boot: Annotated[int, typer.Option("--n-boot")] = 1000,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
-    output: Annotated[Path | None, typer.Option("-o", "--output")] = None,
+    draws: Annotated[int, typer.Option(
+        min=1, max=MAX_DRAWS, help="Random draws per group; the one with the best train oracle is kept.")] = 1000,
+    encoder: Annotated[str, typer.Option(help=ENCODER_HELP)] = "tfidf",
+    split: Annotated[str, typer.Option(help=SPLIT_HELP)] = "given",
+    seed: Annotated[int, seed_option()] = 0,
+    n_boot: Annotated[int, typer.Option("--n-boot", min=MIN_BOOT, max=MAX_BOOT, help=NBOOT_HELP)] = 1000,
+    as_json: Annotated[bool, json_option()] = False,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Directory to write groups.json to.")] = None,
 ) -> None:
     """Candidate groups (all-strong, all-weak, strong-to-weak; SPEC 4), every router evaluated on each."""
     from routerlab.protocols.groups_eval import evaluate_groups
     from routerlab.reports.evaluation import groups_text, write_json
-    from routerlab.routers.base import split_router_list
 
+    m_values, specs = positive_ints(m, "--m"), router_specs(routers)
+    if output is not None:
+        check_output_dir(output)
     table = open_table(table_dir)
-    record = evaluate_groups(table, _ints(m, "--m"), split_router_list(routers), draws=draws, encoder=encoder,
-                             split=split, seed=seed, n_boot=n_boot)
+    check_pool_sizes(m_values, table.n_actors)
+    record = evaluate_groups(table, m_values, specs, draws=draws, encoder=encoder, split=split, seed=seed,
+                             n_boot=n_boot)
     if output is not None:
         output.mkdir(parents=True, exist_ok=True)
         write_json(output / "groups.json", record)

@@ -12,7 +12,8 @@ from routerlab.cli._io import print_json
 
 @app.command("routers")
 def routers_cmd(
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object: name -> summary, options.")] = False,
+    as_json: Annotated[bool, typer.Option(
+        "--json", metavar="", help="Print one JSON object: name -> summary, options and their ranges.")] = False,
 ) -> None:
     """List the routers (built-in and plugins), with their options; use them as name:key=value."""
     from routerlab.routers import routers
@@ -20,7 +21,9 @@ def routers_cmd(
     known = routers()
     if as_json:
         print_json({
-            name: {"summary": cls.summary, "options": dict(cls.defaults), "uses_test_labels": cls.uses_test_labels}
+            name: {"summary": cls.summary, "options": dict(cls.defaults),
+                   "ranges": {k: rule.describe() for k, rule in cls.constraints.items()},
+                   "uses_test_labels": cls.uses_test_labels}
             for name, cls in known.items()
         })
         return

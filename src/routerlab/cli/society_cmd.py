@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from routerlab.cli import app
-from routerlab.cli._io import open_table, print_json
+from routerlab.cli._io import check_output_dir, json_option, open_table, print_json, seed_option
 
 CURVE_MAX = 100  # the greedy curve runs to every actor, or to this many on larger pools
 
@@ -83,20 +83,26 @@ def society_cmd(
     metric: Annotated[str, typer.Option(help="cosine, correlation, euclidean or manhattan.")] = "cosine",
     linkage: Annotated[str, typer.Option(help="single, complete or average.")] = "single",
     coreset: Annotated[int | None, typer.Option(
-        "--coreset", help="Greedy max-HSE coreset of K actors, with the curve and the 90/95% sizes.")] = None,
+        "--coreset", min=1, help="Greedy max-HSE coreset of K actors, with the curve and the 90/95% sizes.")] = None,
     alpha: Annotated[float, typer.Option(
-        help="Joint criterion: alpha * normHSE + (1 - alpha) * oracle accuracy (with --coreset).")] = 1.0,
+        help="Joint criterion: alpha * normHSE + (1 - alpha) * oracle accuracy (with --coreset), in [0, 1].")] = 1.0,
     by: Annotated[list[str] | None, typer.Option(
         "--by", help="Also the specialist society of this item partition (dataset or a query column); "
                      "repeat for several, whose union is reported too.")] = None,
     split: Annotated[str, typer.Option(help="Queries whose scores are the behaviour vectors; 'all' for "
                                             "every query.")] = "train",
     nan: Annotated[str, typer.Option(help="Unobserved cells: drop (the item), zero, or raise.")] = "drop",
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: Annotated[bool, json_option()] = False,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Directory for the PNG plots.")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the random-subset baseline in the plot.")] = 0,
+    seed: Annotated[int, seed_option("Seed of the random-subset baseline in the plot.")] = 0,
 ) -> None:
     """Society diversity (HSE, SPEC 2): is the pool diverse enough for routing to mean anything?"""
+    if not 0.0 <= alpha <= 1.0:  # NaN fails too
+        from routerlab.errors import UsageError
+
+        raise UsageError(f"--alpha must be a number in [0, 1], got {alpha}")
+    if output is not None:
+        check_output_dir(output)
     table = open_table(table_dir)
     by_cols = [c for item in (by or []) for c in item.split(",") if c]
     record = society_report(table, metric=metric, linkage=linkage, coreset_k=coreset, alpha=alpha,

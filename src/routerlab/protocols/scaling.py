@@ -64,6 +64,13 @@ def scaling_curve(
     bad = [m for m in m_values if not 1 <= m <= n_actors]
     if bad:
         raise UsageError(f"pool sizes {bad} are outside 1..{n_actors} actors")
+    if not m_values or not list(p_values):
+        raise UsageError("the scaling curve needs at least one pool size m and one probability p")
+    bad_p = [p for p in p_values if not 0.0 <= p <= 1.0]  # NaN fails the comparison too
+    if bad_p:
+        raise UsageError(f"probabilities p {bad_p} are outside [0, 1]")
+    if samples < 1:
+        raise UsageError(f"samples must be >= 1, got {samples}")
     score = test.score.astype(np.float64)
     complete = ~np.isnan(score).any(axis=1)
     if not complete.any():
