@@ -10,6 +10,8 @@ The public entry points are the routing table and its readers::
 
 from __future__ import annotations
 
+from typing import Any
+
 __version__ = "0.1.0"
 
 from routerlab.data.importers import read
@@ -17,3 +19,15 @@ from routerlab.data.store import load
 from routerlab.data.table import Actors, Queries, RoutingTable, concat
 
 __all__ = ["Actors", "Queries", "RoutingTable", "__version__", "concat", "load", "read"]
+
+_LAZY_SUBMODULES = frozenset({"datasets", "metrics", "routers", "society", "features", "reports", "protocols", "cli"})
+
+
+def __getattr__(name: str) -> Any:
+    """``routerlab.datasets``, ``routerlab.metrics``, ... after a plain ``import routerlab``, imported on first use
+    so that ``import routerlab`` stays light (no torch, no plotting)."""
+    if name in _LAZY_SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,8 +5,38 @@ from __future__ import annotations
 from typing import Any
 
 
+def _observed_cells(info: dict[str, Any]) -> tuple[int, int]:
+    """(observed, total) score cells of a ``describe()`` record: the exact count when it carries one."""
+    total = int(info["n_queries"]) * int(info["n_actors"])
+    if "unobserved_cells" in info:
+        return total - int(info["unobserved_cells"]), total
+    return round(float(info["observed_fraction"]) * total), total
+
+
 def _counts(d: dict[str, int]) -> str:
     return ", ".join(f"{k or '(none)'} {v}" for k, v in d.items()) or "-"
+
+
+def observed_share(observed: int, total: int, noun: str = "") -> str:
+    """``99.99% of <noun> observed (12 unobserved)``: never rounds to 100% or 0% when that is not exact.
+
+    The percentage gets as many decimals as it needs to differ from 100 and 0, and a partly observed
+    table always gives its count of unobserved cells.
+    """
+    of = f" of {noun}" if noun else ""
+    missing = total - observed
+    if total <= 0:
+        return f"no {noun or 'cells'}"
+    if missing == 0:
+        return f"100%{of} observed"
+    if observed == 0:
+        return f"0%{of} observed (all {total:,} unobserved)"
+    pct = 100.0 * observed / total
+    for decimals in range(1, 12):
+        text = f"{pct:.{decimals}f}"
+        if float(text) not in (0.0, 100.0):
+            break
+    return f"{text}%{of} observed ({missing:,} unobserved)"
 
 
 def info_text(info: dict[str, Any]) -> str:
@@ -15,7 +45,7 @@ def info_text(info: dict[str, Any]) -> str:
     lines = [
         f"table        {info['name']}  (hash {info['content_hash'][:12]})",
         f"size         {info['n_queries']} queries x {info['n_actors']} actors, "
-        f"{info['observed_fraction']:.2%} of score cells observed",
+        + observed_share(*_observed_cells(info), "score cells"),
         f"datasets     {_counts(info['datasets'])}",
         f"splits       {_counts(info['splits'])}",
         f"columns      tokens {'yes' if info['has_tokens'] else 'no'}, latency "

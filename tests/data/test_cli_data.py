@@ -1,0 +1,104 @@
+"""``routerlab import -o`` refuses to overwrite, observed shares are printed truthfully, and the
+documented ``import routerlab; routerlab.datasets.demo()`` works."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from routerlab.cli import main
+from routerlab.data.store import MANIFEST
+from routerlab.data.table import RoutingTable
+from routerlab.reports.text import info_text, observed_share
+
+CSV = "query_id,actor,score\nq1,a,1\nq1,b,0\nq2,a,0\n"
+
+
+def _csv(tmp_path: Path, text: str = CSV) -> str:
+    path = tmp_path / "x.csv"
+    path.write_text(text)
+    return str(path)
+
+
+def test_import_refuses_an_existing_table_unless_forced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src, out = _csv(tmp_path), tmp_path / "t"
+    assert main(["import", "long", src, "-o", str(out)]) == 0
+    before = json.loads((out / MANIFEST).read_text())["content_hash"]
+    capsys.readouterr()
+    _csv(tmp_path, CSV + "q2,b,1\n")
+    assert main(["import", "long", src, "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(out) in err and "already holds a routerlab table" in err
+    assert "--force" in err
+    assert json.loads((out / MANIFEST).read_text())["content_hash"] == before  # untouched
+    assert main(["import", "long", src, "-o", str(out), "--force"]) == 0
+    assert json.loads((out / MANIFEST).read_text())["content_hash"] != before
+    assert "100% observed" in capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t", "x.csv"]  # no temp or old copy left
+
+
+def test_import_refuses_a_file_or_a_non_empty_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = _csv(tmp_path)
+    afile = tmp_path / "out.txt"
+    afile.write_text("mine")
+    assert main(["import", "long", src, "-o", str(afile)]) == 2
+    assert "out.txt: exists and is not a directory" in capsys.readouterr().err
+    assert afile.read_text() == "mine"
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.md").write_text("mine")
+    for extra in ([], ["--force"]):
+        assert main(["import", "long", src, "-o", str(other), *extra]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "other" in err and "not empty" in err
+        assert [p.name for p in other.iterdir()] == ["notes.md"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["import", "long", src, "-o", str(empty)]) == 0  # an empty directory is fine
+    assert (empty / MANIFEST).exists()
+
+
+def test_observed_share_never_rounds_to_all_or_nothing() -> None:
+    assert observed_share(120308, 120320, "score cells") == "99.99% of score cells observed (12 unobserved)"
+    assert observed_share(10**9 - 1, 10**9) == "99.9999999% observed (1 unobserved)"
+    assert observed_share(1, 10**9).startswith("0.0000001% observed")
+    assert observed_share(5, 5) == "100% observed"
+    assert observed_share(0, 5) == "0% observed (all 5 unobserved)"
+    assert observed_share(3, 4) == "75.0% observed (1 unobserved)"
+
+
+def test_import_and_info_print_unobserved_cells(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    score = np.ones((2000, 6), dtype=np.float32)
+    score[:12, 0] = np.nan  # 12 of 12,000 unobserved: 99.9% would be true, 100.0% would not
+    rows = ["query_id,actor,score"] + [
+        f"q{i},a{j},{'' if np.isnan(score[i, j]) else 1}" for i in range(2000) for j in range(6)]
+    src = _csv(tmp_path, "\n".join(rows) + "\n")
+    assert main(["import", "long", src, "-o", str(tmp_path / "t")]) == 0
+    out = capsys.readouterr().out
+    assert "99.9% observed (12 unobserved)" in out and "100.0%" not in out
+    assert main(["info", str(tmp_path / "t")]) == 0
+    out = capsys.readouterr().out
+    assert "99.9% of score cells observed (12 unobserved)" in out
+    assert main(["info", str(tmp_path / "t"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["unobserved_cells"] == 12
+
+
+def test_info_text_without_exact_count() -> None:
+    t = RoutingTable.from_arrays(np.array([[1.0, np.nan]] + [[1.0, 1.0]] * 9999), actors=["a", "b"])
+    info = t.describe()
+    assert "99.995% of score cells observed (1 unobserved)" in info_text(info)
+
+
+def test_documented_api_after_plain_import() -> None:
+    code = ("import sys, routerlab; t = routerlab.datasets.demo(200); assert t.n_queries == 200; "
+            "print('torch' in sys.modules, 'pandas' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
+    code = "import sys, routerlab; print('routerlab.datasets' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"  # loaded lazily, on first use
