@@ -54,8 +54,9 @@ def test_alpha_and_plots(table_dir: Path, tmp_path: Path, capsys: pytest.Capture
     assert out["coreset"]["alpha"] == 0.3
     assert "objective" in out["coreset"]["curve"][1]
     names = sorted(p.name for p in (tmp_path / "plots").iterdir())
-    assert names == ["society_curve.png", "society_dendrogram.png"]
-    for p in (tmp_path / "plots").iterdir():
+    assert names == ["society.json", "society_curve.png", "society_dendrogram.png"]
+    assert json.loads((tmp_path / "plots" / "society.json").read_text())["coreset"]["alpha"] == 0.3
+    for p in (tmp_path / "plots").glob("*.png"):
         assert p.read_bytes()[:4] == b"\x89PNG"
 
 

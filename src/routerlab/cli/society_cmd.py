@@ -10,6 +10,7 @@ import typer
 
 from routerlab.cli import app
 from routerlab.cli._io import check_output_dir, json_option, open_table, print_json, seed_option
+from routerlab.progress import task
 
 CURVE_MAX = 100  # the greedy curve runs to every actor, or to this many on larger pools
 
@@ -23,13 +24,13 @@ def society_report(
     from routerlab import society
     from routerlab.errors import UsageError
     from routerlab.society.entropy import check_linkage, prepare
-    from routerlab.society.selection import greedy_coreset, random_subsets_curve
+    from routerlab.society.selection import greedy_coreset
 
     society.d_max(metric, 1)  # validates the metric before any work
     check_linkage(linkage)
     if nan not in ("drop", "zero", "raise"):
         raise UsageError(f"unknown NaN rule {nan!r}; use drop, zero or raise")
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught, task(f"society: {metric} distances between the actors"):
         warnings.simplefilter("always")
         soc, dist, dropped = prepare(table, metric, split=split, nan=nan)  # type: ignore[arg-type]
     notes = [str(w.message) for w in caught]
@@ -62,19 +63,40 @@ def society_report(
         record["specialists_union"] = {"by": list(by or []), "n_experts": udiv.n_actors, "hse": udiv.hse,
                                        "hse_normalized": udiv.hse_normalized}
     if out_dir is not None:
-        from routerlab.reports.society_plots import plot_coreset_curve, plot_dendrogram
-
-        out_dir.mkdir(parents=True, exist_ok=True)
-        if cs is None and div.n_actors >= 2:
-            cs = greedy_coreset(dist, min(div.n_actors, 2), linkage, names=soc.names, full_hse=div.hse,
-                                stop_fraction=None, max_size=min(div.n_actors, CURVE_MAX))
-        figures = [plot_dendrogram(div, out_dir / "society_dendrogram.png").name]
-        if cs is not None:
-            n_curve = len(cs.curve)
-            rnd = random_subsets_curve(dist, range(1, n_curve + 1), linkage, n_draws=30, seed=seed)
-            figures.append(plot_coreset_curve(cs, out_dir / "society_curve.png", rnd).name)
-        record["figures"] = [str(out_dir / f) for f in figures]
+        write_society(record, div, cs, dist, out_dir, seed, linkage, _title(table))
     return record
+
+
+def _title(table: Any) -> str:
+    from routerlab.data.table import RoutingTable
+    from routerlab.reports.audit import display_name
+
+    return display_name(table) if isinstance(table, RoutingTable) else str(getattr(table, "name", "society"))
+
+
+def write_society(record: dict[str, Any], div: Any, cs: Any, dist: Any, out_dir: Path, seed: int, linkage: str,
+                  name: str) -> None:
+    """Publish society.json (the record, with ``figures`` and ``files``) and the two plots into ``out_dir``,
+    atomically: an interrupted run leaves ``out_dir`` as it was."""
+    from routerlab._atomic import atomic_directory
+    from routerlab.reports.files import write_json
+    from routerlab.reports.society_plots import plot_coreset_curve, plot_dendrogram
+    from routerlab.society.selection import greedy_coreset, random_subsets_curve
+
+    if cs is None and div.n_actors >= 2:
+        cs = greedy_coreset(dist, min(div.n_actors, 2), linkage, names=div.names, full_hse=div.hse,
+                            stop_fraction=None, max_size=min(div.n_actors, CURVE_MAX))
+    with atomic_directory(out_dir) as tmp:
+        figures = [plot_dendrogram(div, tmp / "society_dendrogram.png", title=f"{name}: {div.n_actors} actors, "
+                                   f"HSE {div.hse:.3f} (normalised {div.hse_normalized:.3f})").name]
+        if cs is not None:
+            with task("society: random-subset baseline (30 draws per size)"):
+                rnd = random_subsets_curve(dist, range(1, len(cs.curve) + 1), linkage, n_draws=30, seed=seed)
+            figures.append(plot_coreset_curve(cs, tmp / "society_curve.png", rnd,
+                                              title=f"Diminishing returns of diversity: {name}").name)
+        record["figures"] = [str(out_dir / f) for f in figures]
+        record["files"] = [str(out_dir / f) for f in ("society.json", *figures)]
+        write_json(tmp / "society.json", record)
 
 
 @app.command("society")
@@ -110,6 +132,8 @@ def society_cmd(
                             seed=seed)
     if as_json:
         print_json(record)
+        for f in record.get("files", []):
+            typer.echo(f"wrote {f}", err=True)
         return
     typer.echo(f"{record['n_actors']} actors, {record['n_items']} items ({record['metric']} distance, "
                f"{record['linkage']} linkage)")
@@ -127,5 +151,5 @@ def society_cmd(
         typer.echo(f"union of the specialists: {u['n_experts']} experts, HSE {u['hse']:.4f}")
     for note in record.get("notes", []):
         typer.echo(f"note: {note}")
-    for f in record.get("figures", []):
+    for f in record.get("files", []):
         typer.echo(f"wrote {f}")

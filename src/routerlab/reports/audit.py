@@ -2,8 +2,12 @@
 
 A section is a function ``(table, ctx) -> Section`` registered with :func:`audit_section`; every
 module in :mod:`routerlab.reports.sections` is imported on first use, so a new capability adds its
-section by adding one module there. The audit writes ``report.md`` and ``audit.json`` (atomically)
-plus any figures the sections make, and records table hash, split, seed and version (SPEC 7).
+section by adding one module there. Every section reads the same split: its test side is the
+*evaluable* set (queries with every actor's score observed), computed once here, so the bounds and
+the leaderboard can never disagree on the queries they score. The audit writes into a temporary
+directory beside the target and publishes it at the end (``report.md`` and ``audit.json`` last), so
+an interrupted run leaves no half-written report; it records table hash, split, seed and version
+(SPEC 7), and closes the report with a glossary of every metric it shows.
 """
 
 from __future__ import annotations
@@ -15,28 +19,37 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from routerlab import __version__
+from routerlab._atomic import atomic_directory
 from routerlab.data.splits import Split, given_split, random_split
 from routerlab.data.table import RoutingTable
-from routerlab.errors import RouterlabError
+from routerlab.errors import RouterlabError, UsageError
+from routerlab.progress import track
 from routerlab.reports.files import write_json, write_text
+
+SYNTHETIC_SUFFIX = " (synthetic demo benchmark)"
 
 
 @dataclass
 class Section:
-    """One part of the report: Markdown for people, ``data`` for machines, figure file names."""
+    """One part of the report: Markdown for people, ``data`` for machines, figure file names, and the
+    glossary terms (keys of :data:`GLOSSARY`) its Markdown shows."""
 
     title: str
     markdown: str
     data: dict[str, Any] = field(default_factory=dict)
     figures: list[str] = field(default_factory=list)
+    terms: list[str] = field(default_factory=list)
 
 
 @dataclass
 class AuditContext:
-    """What every section shares: where to write, the train/test split and the seed."""
+    """What every section shares: where to write (a temporary directory, published at the end), the
+    evaluated split and its tables, the seed and the options.
+
+    ``split.test`` and ``test`` hold only the evaluable test queries (every actor's score observed);
+    ``excluded_test_queries`` counts those left out of the audit's split for an unobserved score.
+    """
 
     out_dir: Path
     split: Split
@@ -44,6 +57,7 @@ class AuditContext:
     train: RoutingTable
     test: RoutingTable
     options: dict[str, Any] = field(default_factory=dict)
+    excluded_test_queries: int = 0
 
 
 SectionFn = Callable[[RoutingTable, AuditContext], Section]
@@ -58,6 +72,55 @@ class _Registered:
 
 _SECTIONS: dict[str, _Registered] = {}
 
+GLOSSARY: dict[str, tuple[str, str]] = {
+    "full observability": ("full observability", "routers are trained on every actor's score for every training "
+                           "query, and evaluated on the test queries' full (hidden) scores (SPEC 1)"),
+    "oracle": ("oracle", "mean over the test queries of the best actor's score: what a perfect router would "
+               "reach (SPEC 4)"),
+    "best single actor": ("best single actor", "the actor with the highest mean score on the training split, "
+                          "always called: the baseline a router must beat (SPEC 4)"),
+    "random": ("random", "mean over the test queries of the mean actor score: a uniformly random choice, in "
+               "expectation (SPEC 4)"),
+    "mu_o": ("mu_o", "mean score of the actors a router chose, over the test queries; scores are in [0, 1], "
+             "higher is better (SPEC 4)"),
+    "95% CI": ("95% CI", "percentile bootstrap interval over 1,000 resamples of the test queries (SPEC 7)"),
+    "paired difference": ("paired difference", "a router's mu_o minus the best single actor's on the same test "
+                          "queries, with a paired bootstrap 95% interval; a router 'beats' the best single "
+                          "actor only when the whole interval is above 0 (SPEC 7)"),
+    "v_b": ("V_B", "mu_o divided by the best single actor's mean score on the same test queries (that actor "
+            "picked on train); above 1 beats always calling it (SPEC 4)"),
+    "e_p": ("E_p", "mean entropy, in bits, of the router's selection distribution per query: 0 = certain of "
+            "one actor, log2(m) = uniform over m actors (SPEC 4)"),
+    "acc_at_1": ("Acc@1", "share of test queries where the chosen actor is correct, i.e. scores >= 0.5 "
+                 "(SPEC 5)"),
+    "acc_at_1_l": ("Acc@1-L", "share of test queries where the chosen actor is the fastest correct one "
+                   "(SPEC 5)"),
+    "dcg": ("DCG", "1 / log2(r + 1) for the chosen actor's rank r among the correct actors ordered by "
+            "latency (fastest = 1), 0 when it is wrong; mean over test queries (SPEC 5)"),
+    "l_dcg": ("L-DCG", "DCG times the fastest correct actor's latency over the chosen actor's latency: right "
+              "and fastest scores 1 (SPEC 5)"),
+    "mean_cost": ("mean cost", "mean cost of the chosen actors' answers, in USD per query (SPEC 1)"),
+    "mean_latency": ("mean latency", "mean latency of the chosen actors' answers, in seconds per query "
+                     "(SPEC 1: TTFT + (output tokens - 1) * ITL when derived from tokens)"),
+    "collapsed": ("collapsed", "one actor takes >= 99% of the test queries (SPEC 5); expected of fixed "
+                  "routers such as best-single, a warning sign for a learned one"),
+    "oracle best-of-N": ("oracle best-of-N", "per query, the best actor among those picked by the evaluated "
+                         "routers that do not read test outcomes: what combining them could reach (SPEC 5)"),
+    "hse": ("HSE", "hierarchic social entropy: the area under H(h), the entropy in bits of the actors' "
+            "cluster sizes at distance level h; in bits x distance units, 0 = identical actors (SPEC 2)"),
+    "hse_normalized": ("normalised HSE", "HSE / (log2(N) * largest possible distance), in [0, 1]; 1 = every "
+                       "pair of the N actors maximally different (SPEC 2)"),
+    "coreset": ("coreset", "the greedy max-HSE subset; its 90% / 95% sizes are the first sizes whose HSE "
+                "reaches that share of the whole pool's (SPEC 2)"),
+    "specialists": ("specialists", "one perfect binary expert per dataset (1 on its dataset, 0 elsewhere): "
+                    "the most complementary pool of that size (SPEC 2)"),
+    "duplicates": ("duplicates", "queries whose text repeats an earlier query's text"),
+    "leaks": ("leaks", "evaluated test queries whose exact text also occurs in the training split: a learned "
+              "router's score on them is optimistic"),
+}
+"""Every term the report may show (key -> label, meaning with unit and SPEC section); the report's
+glossary lists those its sections used, in order of appearance."""
+
 
 def audit_section(name: str, order: int) -> Callable[[SectionFn], SectionFn]:
     """Register a report section; sections appear in ascending ``order``."""
@@ -70,11 +133,27 @@ def audit_section(name: str, order: int) -> Callable[[SectionFn], SectionFn]:
 
 
 def sections() -> list[_Registered]:
+    """Every registered section, in report order (importing the section modules first)."""
     from routerlab.reports import sections as pkg
 
     for mod in pkgutil.iter_modules(pkg.__path__):
         importlib.import_module(f"{pkg.__name__}.{mod.name}")
     return sorted(_SECTIONS.values(), key=lambda s: (s.order, s.name))
+
+
+def section_names() -> list[str]:
+    """The names ``--only`` accepts, in report order."""
+    return [s.name for s in sections()]
+
+
+def is_synthetic_demo(table: RoutingTable) -> bool:
+    """True for routerlab's embedded demo benchmark (generated, not real data)."""
+    return "synthetic demo" in str(table.meta.get("source", ""))
+
+
+def display_name(table: RoutingTable) -> str:
+    """The table's name for titles, marked when it is the synthetic demo."""
+    return table.name + (SYNTHETIC_SUFFIX if is_synthetic_demo(table) else "")
 
 
 def audit_split(table: RoutingTable, seed: int) -> Split:
@@ -85,42 +164,117 @@ def audit_split(table: RoutingTable, seed: int) -> Split:
         return random_split(table, 0.2, seed)
 
 
+def evaluable_split(table: RoutingTable, split: Split) -> tuple[Split, int]:
+    """``split`` with its test side cut to the queries whose every actor score is observed (the set the
+    leaderboard can evaluate), and how many test queries were left out."""
+    from routerlab.protocols.full import complete_rows
+
+    keep = complete_rows(table.select_queries(split.test))
+    kept = Split(split.train, split.test[keep], split.kind, split.seed, dict(split.params))
+    return kept, int(split.test.size - kept.test.size)
+
+
 def run_audit(
     table: RoutingTable, out_dir: str | Path, *, seed: int = 0, only: list[str] | None = None,
     options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Run every registered section (or those named in ``only``) and write the report to ``out_dir``."""
+    """Run every registered section (or those named in ``only``) and publish the report to ``out_dir``.
+
+    Everything is written into a temporary directory beside ``out_dir`` and published at the end; an
+    exception (Ctrl-C included) leaves ``out_dir`` as it was. The record's ``files`` lists what was written.
+    """
+    registered = sections()
+    if only:
+        unknown = sorted(set(only) - {s.name for s in registered})
+        if unknown:
+            raise UsageError(f"unknown audit section {', '.join(map(repr, unknown))}; known: "
+                             f"{', '.join(s.name for s in registered)}")
+        registered = [s for s in registered if s.name in only]
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    split = audit_split(table, seed)
+    split, excluded = evaluable_split(table, audit_split(table, seed))
+    if split.test.size == 0:
+        raise UsageError("no test query has every actor's score observed; nothing can be audited")
     train, test = split.apply(table)
-    ctx = AuditContext(out, split, seed, train, test, dict(options or {}))
     record: dict[str, Any] = {
         "routerlab_version": __version__,
-        "table": {"name": table.name, "content_hash": table.content_hash,
-                  "n_queries": table.n_queries, "n_actors": table.n_actors},
-        "split": split.describe(),
+        "table": {"name": table.name, "content_hash": table.content_hash, "n_queries": table.n_queries,
+                  "n_actors": table.n_actors, "synthetic": is_synthetic_demo(table)},
+        "split": {**split.describe(), "excluded_test_queries": excluded},
         "seed": seed,
         "sections": {},
     }
-    parts = [f"# routerlab audit: {table.name}\n",
-             f"Table hash `{table.content_hash[:16]}`, split {split.kind} "
-             f"({split.train.size} train / {split.test.size} test queries), seed {seed}, "
-             f"routerlab {__version__}.\n"]
-    registered = sections()
-    if only:
-        unknown = set(only) - {s.name for s in registered}
-        if unknown:
-            raise RouterlabError(f"unknown audit sections {sorted(unknown)}; known: "
-                                 f"{', '.join(s.name for s in registered)}")
-        registered = [s for s in registered if s.name in only]
-    bar = tqdm(registered, desc="audit", unit="section", disable=None, leave=False)
-    for reg in bar:
-        bar.set_postfix_str(reg.name)
-        sec = reg.fn(table, ctx)
-        record["sections"][reg.name] = {"title": sec.title, **sec.data, "figures": sec.figures}
-        parts.append(f"## {sec.title}\n\n{sec.markdown.strip()}\n")
-        parts.extend(f"![{f}]({f})\n" for f in sec.figures)
-    write_text(out / "report.md", "\n".join(parts))
-    write_json(out / "audit.json", record)
+    left_out = (f"; {excluded} more test queries are left out because some actor's score on them is "
+                "unobserved, so no router's choice on them could be scored" if excluded else "")
+    parts = [f"# routerlab audit: {display_name(table)}\n",
+             f"Table hash `{table.content_hash[:16]}`, seed {seed}, routerlab {__version__}. "
+             f"Split {split.kind} ({_split_recipe(split)}): {split.train.size} train queries; every section "
+             f"evaluates the same {split.test.size} test queries{left_out}.\n"]
+    if is_synthetic_demo(table):
+        parts.append("This is routerlab's **synthetic** demo benchmark, generated from a seed: none of it is "
+                     "real data. Pass a table directory to audit real data.\n")
+    terms: list[str] = []
+    with atomic_directory(out) as tmp:
+        ctx = AuditContext(tmp, split, seed, train, test, dict(options or {}), excluded)
+        for reg in track(registered, "audit: section", unit="section", label=lambda r: r.name):
+            sec = reg.fn(table, ctx)
+            record["sections"][reg.name] = {"title": sec.title, **sec.data, "figures": sec.figures}
+            parts.append(f"## {sec.title}\n\n{sec.markdown.strip()}\n")
+            parts.extend(f"![{f}]({f})\n" for f in sec.figures)
+            terms += [t for t in sec.terms if t not in terms]
+        if terms:
+            parts.append(glossary_markdown(terms))
+        record["files"] = [*sorted(p.name for p in tmp.iterdir()), "audit.json", "report.md"]
+        write_text(tmp / "report.md", "\n".join(parts))
+        write_json(tmp / "audit.json", record)
     return record
+
+
+def _split_recipe(split: Split) -> str:
+    """How the audit's split was made, in words."""
+    if split.kind == "random":
+        frac = float(split.params.get("test_fraction", 0.2))
+        strat = ", stratified by dataset" if split.params.get("stratified") else ""
+        return (f"the table has no train/test labels, so a seeded random {1 - frac:.0%}/{frac:.0%} split by "
+                f"query{strat}, seed {split.seed}")
+    if split.kind == "given":
+        return f"the table's own split column, '{split.params.get('test_split', 'test')}' rows tested"
+    return ", ".join(f"{k} {v}" for k, v in split.params.items()) or split.kind
+
+
+def glossary_markdown(terms: list[str]) -> str:
+    """The closing "What the numbers mean" section: one line per term the report showed."""
+    lines = []
+    for key in terms:
+        if key in GLOSSARY:
+            label, text = GLOSSARY[key]
+            field_name = f" (`{key}` in audit.json)" if key != label else ""
+            lines.append(f"- **{label}**{field_name}: {text}.")
+    return "## What the numbers mean\n\n" + "\n".join(lines) + "\n"
+
+
+def audit_summary(record: dict[str, Any], out_dir: Path) -> list[str]:
+    """A few lines for the terminal: table, split, headline numbers and the files written."""
+    t, sp, secs = record["table"], record["split"], record["sections"]
+    name = t["name"] + (SYNTHETIC_SUFFIX if t.get("synthetic") else "")
+    lines = [f"audit of {name}: {t['n_queries']} queries x {t['n_actors']} actors, hash {t['content_hash'][:12]}",
+             f"split {sp['kind']}: {sp['n_train']} train / {sp['n_test']} test queries evaluated"
+             + (f" ({sp['excluded_test_queries']} left out: unobserved scores)" if sp["excluded_test_queries"]
+                else "")]
+    if "table" in secs:
+        q = secs["table"].get("quality", {})
+        lines.append(f"leaks: {q.get('train_test_overlap', 0)} test queries share their text with a training "
+                     f"query; duplicates: {q.get('duplicate_texts', 0)}")
+    if "bounds" in secs:
+        b = secs["bounds"]
+        lines.append(f"oracle {b['oracle']:.4f}, best single actor {b['best_single_actor']} {b['best_single']:.4f}, "
+                     f"random {b['random']:.4f}")
+    if "leaderboard" in secs and secs["leaderboard"].get("headline"):
+        lines.append(secs["leaderboard"]["headline"])
+    if "diversity" in secs and "hse_normalized" in secs["diversity"]:
+        d = secs["diversity"]
+        lines.append(f"diversity: normalised HSE {d['hse_normalized']:.3f} over {d['n_actors']} actors"
+                     + (f"; 90% of it with {d['coreset']['size_90']}" if d.get("coreset", {}).get("size_90")
+                        else ""))
+    others = [f for f in record.get("files", []) if f != "report.md"]
+    lines.append(f"wrote {out_dir / 'report.md'} (the report) and beside it: {', '.join(others)}")
+    return lines

@@ -7,12 +7,15 @@ from typing import Any
 
 import numpy as np
 
-from routerlab.protocols.full import Evaluation
+from routerlab.protocols.full import Evaluation, RouterResult
 from routerlab.reports.files import save_figure, write_json, write_parquet
 
 __all__ = ["groups_text", "leaderboard_markdown", "leaderboard_text", "write_evaluation", "write_json"]
 
 _COLUMNS = ("mu_o", "v_b", "e_p", "acc_at_1", "acc_at_1_l", "dcg", "l_dcg", "mean_cost", "mean_latency")
+LABELS = {"mu_o": "mu_o", "v_b": "V_B", "e_p": "E_p (bits)", "acc_at_1": "Acc@1", "acc_at_1_l": "Acc@1-L",
+          "dcg": "DCG", "l_dcg": "L-DCG", "mean_cost": "mean cost (USD/query)", "mean_latency": "mean latency (s)"}
+"""Column headings of the Markdown leaderboard, with units (the report's glossary explains each)."""
 
 
 def _fmt(v: float | None, key: str) -> str:
@@ -23,15 +26,24 @@ def _fmt(v: float | None, key: str) -> str:
     return f"{v:.4f}"
 
 
-def _columns(ev: Evaluation) -> list[str]:
+def metric_columns(ev: Evaluation) -> list[str]:
+    """The metrics the leaderboard shows for this run, in column order (those every router lacks are left out)."""
     present = set().union(*(r.metrics for r in ev.results)) if ev.results else set()
     return [c for c in _COLUMNS if c in present]
+
+
+_columns = metric_columns
+
+
+def ranked(ev: Evaluation) -> list[RouterResult]:
+    """The routers in leaderboard order: best mu_o first, ties in run order. Tables and figures share it."""
+    return sorted(ev.results, key=lambda r: -r.metrics.get("mu_o", float("-inf")))
 
 
 def leaderboard_rows(ev: Evaluation) -> list[list[str]]:
     cols = _columns(ev)
     rows = []
-    for r in sorted(ev.results, key=lambda r: -r.metrics.get("mu_o", float("-inf"))):
+    for r in ranked(ev):
         lo, hi = r.ci.get("mu_o", (float("nan"), float("nan")))
         row = [r.spec, f"{r.metrics['mu_o']:.4f} [{lo:.3f}, {hi:.3f}]"]
         row += [_fmt(r.metrics.get(c), c) for c in cols if c != "mu_o"]
@@ -82,15 +94,18 @@ def _extras(ev: Evaluation) -> list[str]:
 
 
 def leaderboard_markdown(ev: Evaluation) -> str:
-    head = _header(ev)
+    """The leaderboard as a Markdown table (headings with units), best router first."""
+    head = [LABELS.get(h, h) for h in _header(ev)]
+    head[1] = "mu_o [95% CI]"
     rows = leaderboard_rows(ev)
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     out += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(out)
 
 
-def write_evaluation(ev: Evaluation, out_dir: Path) -> list[str]:
-    """Write evaluation.json, choices.parquet (one row per test query, one column per router) and plots."""
+def write_evaluation(ev: Evaluation, out_dir: Path, name: str | None = None) -> list[str]:
+    """Write evaluation.json, choices.parquet (one row per test query, one column per router) and plots;
+    returns the names of the files written."""
     import pyarrow as pa
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -100,24 +115,30 @@ def write_evaluation(ev: Evaluation, out_dir: Path) -> list[str]:
     for r in ev.results:
         cols[r.spec] = pa.array(names[r.choice].tolist())
     write_parquet(out_dir / "choices.parquet", pa.table(cols))
-    return plot_evaluation(ev, out_dir)
+    return ["evaluation.json", "choices.parquet", *plot_evaluation(ev, out_dir, name)]
 
 
-def plot_evaluation(ev: Evaluation, out_dir: Path) -> list[str]:
-    """leaderboard.png (mu_o with 95% CIs) and selection.png (share of test queries per actor)."""
+def plot_evaluation(ev: Evaluation, out_dir: Path, name: str | None = None) -> list[str]:
+    """leaderboard.png (mu_o with 95% CIs) and selection.png (share of test queries per actor), both with
+    the routers in leaderboard order from the top; a cost- or latency-quality plot when the run swept.
+    ``name`` titles the figures (default: the table's name)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    res = sorted(ev.results, key=lambda r: r.metrics["mu_o"])
+    title = name or ev.data["name"]
+    res = ranked(ev)
+    labels = [r.spec for r in res]
     fig, ax = plt.subplots(figsize=(6.4, 0.35 * len(res) + 1.5))
     mu = np.array([r.metrics["mu_o"] for r in res])
     lo = np.array([r.ci["mu_o"][0] for r in res])
     hi = np.array([r.ci["mu_o"][1] for r in res])
-    ax.barh([r.spec for r in res], mu, xerr=[mu - lo, hi - mu], color="#4c72b0", capsize=3)
+    err = np.nan_to_num(np.vstack([mu - lo, hi - mu]), nan=0.0)  # an undefined interval draws no bar
+    ax.barh(labels, mu, xerr=err, color="#4c72b0", capsize=3)
+    ax.invert_yaxis()  # best router on top, as in the table
     ax.set_xlabel("mu_o on test (95% bootstrap CI)")
-    ax.set_title(f"Leaderboard: {ev.data['name']}")
+    ax.set_title(f"Leaderboard: {title}", fontsize=10)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     save_figure(fig, out_dir / "leaderboard.png")
@@ -125,11 +146,12 @@ def plot_evaluation(ev: Evaluation, out_dir: Path) -> list[str]:
 
     shares = np.array([[r.selection.get(a, 0.0) for a in ev.actor_names] for r in res])
     fig, ax = plt.subplots(figsize=(0.5 * len(ev.actor_names) + 3, 0.35 * len(res) + 2))
-    im = ax.imshow(shares, aspect="auto", cmap="Blues", vmin=0, vmax=1)
+    im = ax.imshow(shares, aspect="auto", cmap="Blues", vmin=0, vmax=1)  # row 0 (the best router) on top
     ax.set_xticks(range(len(ev.actor_names)), ev.actor_names, rotation=60, ha="right", fontsize=7)
-    ax.set_yticks(range(len(res)), [r.spec for r in res], fontsize=8)
+    ax.set_yticks(range(len(res)), labels, fontsize=8)
     fig.colorbar(im, ax=ax, label="share of test queries")
-    ax.set_title("Selection shares")
+    ax.set_title(f"Which actor each router picks: {title}", fontsize=10)
+    ax.set_xlabel("actor")
     fig.tight_layout()
     save_figure(fig, out_dir / "selection.png")
     plt.close(fig)
@@ -137,17 +159,16 @@ def plot_evaluation(ev: Evaluation, out_dir: Path) -> list[str]:
     swept = [r for r in ev.results if r.sweep]
     if swept:
         by = swept[0].sweep["by"]  # type: ignore[index]
-        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        fig, ax = plt.subplots(figsize=(8.8, 4.2), layout="constrained")
         for r in swept:
             sw = r.sweep or {}
             ax.plot(sw[by], sw["mu_o"], marker=".", label=f"{r.spec} (AIQ {sw['aiq']:.3f})")
         ax.set_xlabel(f"mean {by} per query on test" + (" (USD)" if by == "cost" else " (s)"))
         ax.set_ylabel("mu_o on test")
         ax.set_xscale("log")
-        ax.set_title(f"{by.capitalize()}-quality curves (lambda sweep)")
-        ax.legend(fontsize=7)
+        ax.set_title(f"{by.capitalize()}-quality curves (lambda sweep): {title}", fontsize=10)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)  # beside the data
         ax.grid(alpha=0.3)
-        fig.tight_layout()
         save_figure(fig, out_dir / f"{by}_quality.png")
         plt.close(fig)
         figures.append(f"{by}_quality.png")

@@ -31,7 +31,7 @@ def plot_coreset_curve(cs: Coreset, path: str | Path, random_curve: RandomCurve 
     out = Path(path)
     sizes = [p.size for p in cs.curve]
     values = [p.hse for p in cs.curve]
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=110)
+    fig, ax = plt.subplots(figsize=(9.0, 4.0), dpi=110, layout="constrained")
     if random_curve is not None:
         ax.fill_between(random_curve.sizes, random_curve.low, random_curve.high, color="0.85",
                         label=f"random subsets, 10-90% ({random_curve.n_draws} draws)")
@@ -49,8 +49,7 @@ def plot_coreset_curve(cs: Coreset, path: str | Path, random_curve: RandomCurve 
     ax.set_title(title or "Diminishing returns of diversity")
     ax.set_xlim(left=1)
     ax.set_ylim(bottom=0)
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)  # beside the data
     fig.savefig(out)
     plt.close(fig)
     return out
@@ -79,11 +78,12 @@ def plot_dendrogram(div: Diversity, path: str | Path, title: str | None = None, 
     xs = np.append(levels, max(h_end * 1.05, 1e-9))
     ys = np.append(div.curve.entropy, 0.0)
     bottom.step(xs, ys, where="post", color="C1")
-    bottom.fill_between(xs, ys, step="post", color="C1", alpha=0.25, label=f"area = HSE = {div.hse:.3f}")
+    bottom.fill_between(xs, ys, step="post", color="C1", alpha=0.25)
+    bottom.set_title(f"H(h): entropy of the cluster sizes at level h; shaded area = HSE = {div.hse:.3f}",
+                     fontsize=8)
     bottom.set_xlabel(f"taxonomic level h ({div.metric} distance, {div.linkage} linkage)")
     bottom.set_ylabel("H(h), bits")
     bottom.set_ylim(bottom=0)
-    bottom.legend(fontsize=7, loc="upper right")
     fig.tight_layout()
     fig.savefig(out)
     plt.close(fig)

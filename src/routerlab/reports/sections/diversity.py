@@ -10,7 +10,7 @@ import numpy as np
 
 from routerlab.data.table import RoutingTable
 from routerlab.errors import RouterlabError
-from routerlab.reports.audit import AuditContext, Section, audit_section
+from routerlab.reports.audit import AuditContext, Section, audit_section, display_name
 
 MAX_GREEDY = 100  # the audit's greedy curve stops here on large pools ...
 MAX_GREEDY_HUGE = 30  # ... and here beyond 2,000 actors (each step costs O(N s log s))
@@ -85,9 +85,21 @@ def diversity_section(table: RoutingTable, ctx: AuditContext) -> Section:
         else:
             lines.append(f"**Coreset.** The greedy stopped at {cap} actors before reaching 90% of "
                          "the pool's HSE: the diversity is spread over many actors.")
+        above = [p.size for p in cs.curve if p.hse > div.hse * (1 + 1e-9) + 1e-12]
+        why = ("a duplicated or near-duplicate actor lowers HSE (SPEC 2), so leaving such actors out can "
+               "raise it")
+        if above:
+            lines.append(f"**Above the whole pool.** The greedy subset of {above[0]} actors has more HSE than all "
+                         f"{n} together: {why}.")
+        else:
+            lines.append(f"(A greedy subset can score above the whole pool, since {why}; not the case here.)")
         rnd = random_subsets_curve(dist, range(1, len(cs.curve) + 1), linkage, n_draws=30, seed=ctx.seed)
-        figures.append(plot_coreset_curve(cs, ctx.out_dir / "diversity_curve.png", rnd).name)
-        figures.append(plot_dendrogram(div, ctx.out_dir / "diversity_dendrogram.png").name)
+        name = display_name(table)
+        figures.append(plot_coreset_curve(cs, ctx.out_dir / "diversity_curve.png", rnd,
+                                          title=f"Diminishing returns of diversity: {name}").name)
+        figures.append(plot_dendrogram(div, ctx.out_dir / "diversity_dendrogram.png",
+                                       title=f"{name}: {n} actors, HSE {div.hse:.3f} (normalised "
+                                             f"{div.hse_normalized:.3f})").name)
     datasets = np.unique(ctx.train.queries.dataset.astype(str))
     datasets = datasets[datasets != ""]
     if datasets.size > 1:
@@ -106,4 +118,6 @@ def diversity_section(table: RoutingTable, ctx: AuditContext) -> Section:
         lines.append("With fewer than two actors there is nothing to route between.")
     for note in notes:
         lines.append(f"Note: {note}.")
-    return Section(title, "\n\n".join(lines), data, figures)
+    terms = ["hse", "hse_normalized", *(["coreset"] if n >= 2 else []),
+             *(["specialists"] if "specialists_by_dataset" in data else [])]
+    return Section(title, "\n\n".join(lines), data, figures, terms)

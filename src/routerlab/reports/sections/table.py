@@ -1,4 +1,5 @@
-"""Audit section: what the table holds and whether its data can be trusted (duplicates, leaks)."""
+"""Audit section: what the table holds and whether its data can be trusted (duplicates, and leaks
+between the train and test queries of the split the audit actually evaluates)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,19 @@ from routerlab.reports.text import info_text
 @audit_section("table", order=0)
 def table_section(table: RoutingTable, ctx: AuditContext) -> Section:
     info = table.describe()
-    info["quality"] = quality_report(table)
-    q = info["quality"]
-    notes = []
+    q = quality_report(table, split=ctx.split)
+    info["quality"] = q
+    info["train_test_overlap"] = q["train_test_overlap"]  # the leak line counts the audited split's leaks
+    checked = (f"the audit's {ctx.split.kind} split: {ctx.split.train.size} train against {ctx.split.test.size} "
+               "evaluated test queries")
     if q["train_test_overlap"]:
-        notes.append(f"**Leak:** {q['train_test_overlap']} held-out queries also occur in train; scores of "
-                     "learned routers on them are optimistic.")
+        notes = [f"**Leak:** {q['train_test_overlap']} of the {ctx.split.test.size} evaluated test queries have "
+                 f"the same text as a training query (checked on {checked}); learned routers' scores on them "
+                 "are optimistic."]
+    else:
+        notes = [f"No leak: no evaluated test query has the same text as a training query (checked on "
+                 f"{checked})."]
     if q["queries_with_no_observed_score"]:
-        notes.append(f"{q['queries_with_no_observed_score']} queries have no observed score and are left "
-                     "out of every bound.")
-    md = "```\n" + info_text(info) + "\n```\n" + "\n".join(notes)
-    return Section("The table", md, info)
+        notes.append(f"{q['queries_with_no_observed_score']} queries have no observed score at all.")
+    md = "```\n" + info_text(info) + "\n```\n\n" + "\n\n".join(notes)
+    return Section("The table", md, info, terms=["duplicates", "leaks"])

@@ -1,0 +1,187 @@
+"""The audit report: one evaluated test set for every section, the leak check of that split, atomic
+publication, the glossary and the short summary."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from routerlab.cli import main
+from routerlab.data.table import RoutingTable
+from routerlab.datasets import demo
+from routerlab.reports import audit
+from routerlab.reports.audit import GLOSSARY, AuditContext, Section, run_audit
+
+CHEAP = {"routers": ["oracle", "random", "best-single", "knn:k=5"]}
+
+
+@pytest.fixture(scope="module")
+def small_demo() -> RoutingTable:
+    return demo(300, seed=2)
+
+
+@pytest.fixture
+def interrupting_section(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A registered section that writes a figure into the audit's directory, then is interrupted."""
+
+    def boom(table: RoutingTable, ctx: AuditContext) -> Section:
+        (ctx.out_dir / "half.png").write_bytes(b"\x89PNG half")
+        raise KeyboardInterrupt
+
+    audit.sections()  # import the real sections first
+    monkeypatch.setitem(audit._SECTIONS, "boom", audit._Registered("boom", 15, boom))
+    yield
+
+
+def _leftovers(parent: Path, name: str) -> list[str]:
+    return [p.name for p in parent.iterdir() if p.name.startswith(f".{name}.")]
+
+
+def test_interrupted_audit_leaves_no_new_directory(small_demo: RoutingTable, tmp_path: Path,
+                                                   interrupting_section: None) -> None:
+    target = tmp_path / "report"
+    with pytest.raises(KeyboardInterrupt):
+        run_audit(small_demo, target, only=["table", "bounds", "boom"])
+    assert not target.exists()
+    assert _leftovers(tmp_path, "report") == []
+
+
+def test_interrupted_audit_leaves_an_existing_directory_untouched(small_demo: RoutingTable, tmp_path: Path,
+                                                                  interrupting_section: None) -> None:
+    target = tmp_path / "report"
+    target.mkdir()
+    (target / "report.md").write_text("the previous report")
+    (target / "notes.txt").write_text("mine")
+    before = {p.name: p.read_bytes() for p in target.iterdir()}
+    with pytest.raises(KeyboardInterrupt):
+        run_audit(small_demo, target, only=["bounds", "boom"])
+    assert {p.name: p.read_bytes() for p in target.iterdir()} == before
+    assert _leftovers(tmp_path, "report") == []
+
+
+def test_audit_publishes_into_an_existing_directory(small_demo: RoutingTable, tmp_path: Path) -> None:
+    target = tmp_path / "report"
+    target.mkdir()
+    (target / "report.md").write_text("the previous report")
+    (target / "notes.txt").write_text("mine")
+    record = run_audit(small_demo, target, only=["bounds"])
+    assert (target / "notes.txt").read_text() == "mine"  # a user's file is never deleted
+    assert "## Bounds" in (target / "report.md").read_text()
+    assert record["files"] == ["audit.json", "report.md"]
+    assert sorted(p.name for p in target.iterdir()) == ["audit.json", "notes.txt", "report.md"]
+    assert _leftovers(tmp_path, "report") == []
+
+
+def test_interrupted_society_plot_leaves_no_output(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from routerlab.cli.society_cmd import society_report
+    from routerlab.reports import society_plots
+
+    def interrupted(*args: object, **kwargs: object) -> Path:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(society_plots, "plot_coreset_curve", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        society_report(demo(200, seed=1), out_dir=tmp_path / "soc")
+    assert not (tmp_path / "soc").exists() and _leftovers(tmp_path, "soc") == []
+
+
+def test_society_output_writes_its_numbers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    demo(200, seed=1).save(tmp_path / "t")
+    assert main(["society", str(tmp_path / "t"), "--coreset", "3", "-o", str(tmp_path / "soc")]) == 0
+    out = capsys.readouterr().out
+    record = json.loads((tmp_path / "soc" / "society.json").read_text())
+    assert f"HSE {record['hse']:.4f}" in out  # the JSON holds the numbers the command printed
+    assert record["coreset"]["order"] and sorted(Path(f).name for f in record["files"]) == [
+        "society.json", "society_curve.png", "society_dendrogram.png"]
+    for f in record["files"]:
+        assert f"wrote {f}" in out
+
+
+def test_report_glossary_title_and_heatmap_order(tmp_path: Path, small_demo: RoutingTable,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from routerlab.reports import evaluation
+
+    rows: dict[str, list[str]] = {}
+    save = evaluation.save_figure
+
+    def spy(fig: Any, path: Path, dpi: int = 120) -> None:
+        ax = fig.axes[0]
+        ticks = sorted(zip(ax.get_yticks(), (t.get_text() for t in ax.get_yticklabels()), strict=True),
+                       reverse=not ax.yaxis_inverted())
+        rows[path.name] = [label for _, label in ticks]  # top of the figure first
+        save(fig, path, dpi)
+
+    monkeypatch.setattr(evaluation, "save_figure", spy)
+    record = run_audit(small_demo, tmp_path / "a", only=["bounds", "leaderboard"], options=CHEAP)
+    report = (tmp_path / "a" / "report.md").read_text()
+    assert report.startswith(f"# routerlab audit: {small_demo.name} (synthetic demo benchmark)\n")
+    glossary = report.split("## What the numbers mean")[1]
+    for key in ("mu_o", "v_b", "e_p", "acc_at_1_l", "dcg", "l_dcg", "mean_cost", "mean_latency", "collapsed",
+                "full observability", "oracle best-of-N"):
+        assert f"**{GLOSSARY[key][0]}**" in glossary, key
+    assert "USD per query" in glossary and "seconds per query" in glossary
+    assert "**HSE**" not in glossary  # only the terms the report shows
+    lb = record["sections"]["leaderboard"]
+    table_order = [line.split(" | ")[0].lstrip("| ") for line in report.splitlines()
+                   if line.startswith("| ") and " [" in line and not line.startswith("| router")]
+    assert table_order == [r["spec"] for r in sorted(lb["results"], key=lambda r: -r["metrics"]["mu_o"])]
+    assert table_order[0] == "oracle"
+    assert rows["selection.png"] == table_order  # heatmap rows top-down in leaderboard order
+    assert rows["leaderboard.png"] == table_order
+
+
+def test_real_table_title_is_not_marked_synthetic(tmp_path: Path) -> None:
+    t = RoutingTable.from_arrays(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0]]), actors=["a", "b"],
+                                 split=["train", "train", "test", "test"])
+    run_audit(t, tmp_path / "a", only=["bounds"])
+    assert "synthetic" not in (tmp_path / "a" / "report.md").read_text()
+
+
+def test_cli_prints_a_summary_not_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    demo(300, seed=2).save(tmp_path / "t")
+    assert main(["audit", str(tmp_path / "t"), "--only", "table,bounds", "-o", str(tmp_path / "a")]) == 0
+    out = capsys.readouterr().out
+    assert "## " not in out and len(out.splitlines()) <= 8
+    assert "oracle " in out and "leaks: 0" in out and f"wrote {tmp_path / 'a' / 'report.md'}" in out
+    assert main(["audit", str(tmp_path / "t"), "--only", "bounds", "--json", "-o", str(tmp_path / "b")]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["files"] == ["audit.json", "report.md"]
+    assert f"wrote {tmp_path / 'b'}" in captured.err
+
+
+def test_only_lists_and_checks_section_names(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["audit", "--help"]) == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    for name in audit.section_names():
+        assert name in help_text
+    assert main(["audit", "--only", "bounds,nope"]) == 2
+    assert "unknown audit section 'nope'" in capsys.readouterr().err
+
+
+def test_one_evaluated_test_set_on_routerbench(real_table: Callable[[str], RoutingTable], tmp_path: Path) -> None:
+    table = real_table("routerbench")
+    record = run_audit(table, tmp_path / "a", only=["bounds", "leaderboard"],
+                       options={"routers": ["oracle", "random", "best-single"]})
+    bounds, lb = record["sections"]["bounds"], record["sections"]["leaderboard"]
+    oracle = next(r for r in lb["results"] if r["spec"] == "oracle")
+    assert bounds["oracle"] == pytest.approx(oracle["metrics"]["mu_o"], rel=1e-6)  # float32 sums
+    assert bounds["n_test_queries"] == lb["split"]["n_test"] == record["split"]["n_test"] == 945
+    assert record["split"]["excluded_test_queries"] == 8 and lb["excluded_test_queries"] == 0
+    header = (tmp_path / "a" / "report.md").read_text().split("## ")[0]
+    assert "the same 945 test queries" in header and "8 more test queries are left out" in header
+
+
+def test_leak_check_uses_the_audited_split(real_table: Callable[[str], RoutingTable], tmp_path: Path) -> None:
+    table = real_table("mmlu-pro")  # no split labels: the audit makes its own random split
+    record = run_audit(table, tmp_path / "a", only=["table"])
+    assert record["split"]["kind"] == "random"
+    q = record["sections"]["table"]["quality"]
+    assert q["train_test_overlap"] > 0
+    report = (tmp_path / "a" / "report.md").read_text()
+    assert f"**Leak:** {q['train_test_overlap']} of the {record['split']['n_test']} evaluated test queries" in report
+    assert "checked on the audit's random split" in report
