@@ -185,3 +185,28 @@ def test_leak_check_uses_the_audited_split(real_table: Callable[[str], RoutingTa
     report = (tmp_path / "a" / "report.md").read_text()
     assert f"**Leak:** {q['train_test_overlap']} of the {record['split']['n_test']} evaluated test queries" in report
     assert "checked on the audit's random split" in report
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_every_output_option_says_what_it_wrote(tmp_path: Path, as_json: bool,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    demo(300, seed=4).save(tmp_path / "t")
+    flag = ["--json"] if as_json else []
+    runs = {
+        "evaluate": (["--routers", "oracle,best-single", "--n-boot", "50"],
+                     ["evaluation.json", "choices.parquet", "leaderboard.png", "selection.png"]),
+        "scaling": (["--m", "2", "--samples", "3"], ["scaling.json", "scaling.png"]),
+        "groups": (["--m", "2", "--draws", "5", "--routers", "oracle", "--n-boot", "50"], ["groups.json"]),
+        "society": ([], ["society.json", "society_dendrogram.png", "society_curve.png"]),
+    }
+    for cmd, (args, files) in runs.items():
+        out_dir = tmp_path / cmd
+        assert main([cmd, str(tmp_path / "t"), *args, *flag, "-o", str(out_dir)]) == 0, cmd
+        out, err = capsys.readouterr()
+        said, quiet = (err, out) if as_json else (out, err)
+        for f in files:
+            assert f"wrote {out_dir / f}" in said, (cmd, f)
+            assert (out_dir / f).stat().st_size > 0
+        assert "wrote" not in quiet
+        if as_json:
+            json.loads(out)

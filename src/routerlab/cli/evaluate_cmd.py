@@ -114,6 +114,7 @@ def evaluate_cmd(
     """Train routers on the train split and evaluate them on the test split, every metric with a 95% CI."""
     from routerlab.protocols.full import evaluate
     from routerlab.reports.evaluation import leaderboard_text, write_evaluation
+    from routerlab.reports.files import say_written
 
     specs = router_specs(routers)
     reference = reference_router(compare_to, specs)
@@ -124,14 +125,12 @@ def evaluate_cmd(
     table = open_table(table_dir)
     result = evaluate(table, specs, split=split, encoder=encoder, seed=seed, n_boot=n_boot,
                       sweep=sweep, compare_to=reference)
-    if output is not None:
-        write_evaluation(result, output)
+    written = write_evaluation(result, output) if output is not None else []
     if as_json:
         print_json(result.to_dict())
     else:
         typer.echo(leaderboard_text(result))
-        if output is not None:
-            typer.echo(f"wrote {output}")
+    say_written([output / f for f in written] if output is not None else [], to_stderr=as_json)
 
 
 @app.command("scaling")
@@ -151,6 +150,7 @@ def scaling_cmd(
     from routerlab.data.splits import make_split
     from routerlab.protocols.scaling import plot_scaling, scaling_curve
     from routerlab.reports.evaluation import write_json
+    from routerlab.reports.files import say_written
 
     m_values, p_values = positive_ints(m, "--m"), probabilities(p, "--p")
     if output is not None:
@@ -166,13 +166,16 @@ def scaling_cmd(
         output.mkdir(parents=True, exist_ok=True)
         write_json(output / "scaling.json", record)
         plot_scaling(curve, str(output / "scaling.png"), f"Scaling curve: {table.name}")
+    written = [output / "scaling.json", output / "scaling.png"] if output is not None else []
     if as_json:
         print_json(record)
+        say_written(written, to_stderr=True)
         return
     typer.echo("m    " + "  ".join(f"p={x:<5g}" for x in curve.p) + "  best-single")
     for i, mm in enumerate(curve.m):
         cells = "  ".join(f"{curve.oracle_p[x]['mean'][i]:.4f} " for x in curve.p)
         typer.echo(f"{mm:<4d} {cells}  {curve.best_single['mean'][i]:.4f}")
+    say_written(written)
 
 
 @app.command("groups")
@@ -194,6 +197,7 @@ def groups_cmd(
     """Candidate groups (all-strong, all-weak, strong-to-weak; SPEC 4), every router evaluated on each."""
     from routerlab.protocols.groups_eval import evaluate_groups
     from routerlab.reports.evaluation import groups_text, write_json
+    from routerlab.reports.files import say_written
 
     m_values, specs = positive_ints(m, "--m"), router_specs(routers)
     if output is not None:
@@ -209,3 +213,4 @@ def groups_cmd(
         print_json(record)
     else:
         typer.echo(groups_text(record))
+    say_written([output / "groups.json"] if output is not None else [], to_stderr=as_json)

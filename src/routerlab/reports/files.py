@@ -63,3 +63,14 @@ def write_parquet(path: Path, table: Any) -> None:
 
 def save_figure(fig: Any, path: Path, dpi: int = 120) -> None:
     _atomic(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".") or "png"))
+
+
+def say_written(paths: list[Path], *, to_stderr: bool = False) -> None:
+    """One ``wrote PATH`` line per file an ``-o`` option produced: on stdout, or on stderr when stdout
+    carries ``--json``."""
+    import sys
+
+    stream = sys.stderr if to_stderr else sys.stdout
+    for p in paths:
+        stream.write(f"wrote {p}\n")
+    stream.flush()
