@@ -102,3 +102,10 @@ def test_documented_api_after_plain_import() -> None:
     code = "import sys, routerlab; print('routerlab.datasets' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"  # loaded lazily, on first use
+
+
+def test_info_says_leaks_unchecked_without_train_labels() -> None:
+    t = RoutingTable.from_arrays(np.eye(2), actors=["a", "b"], text=["x", "x"])
+    assert "leaks        not checked: no 'train' split labels" in info_text(t.describe())
+    labelled = RoutingTable.from_arrays(np.eye(2), actors=["a", "b"], text=["x", "x"], split=["train", "test"])
+    assert "leaks        1 held-out queries also occur in train" in info_text(labelled.describe())

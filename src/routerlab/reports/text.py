@@ -13,6 +13,15 @@ def _observed_cells(info: dict[str, Any]) -> tuple[int, int]:
     return round(float(info["observed_fraction"]) * total), total
 
 
+def _leak_line(info: dict[str, Any], q: dict[str, Any]) -> str:
+    """The leak count, or why there is none: with no ``train`` labels the column cannot be checked (an
+    evaluation's own split is checked where it is made, e.g. by the audit)."""
+    if "train" not in info.get("splits", {}):
+        return "leaks        not checked: no 'train' split labels (the audit checks the split it evaluates)"
+    return (f"leaks        {info['train_test_overlap']} held-out queries also occur in train"
+            + (f" ({_counts(q['train_test_overlap_by_dataset'])})" if q.get("train_test_overlap") else ""))
+
+
 def _counts(d: dict[str, int]) -> str:
     return ", ".join(f"{k or '(none)'} {v}" for k, v in d.items()) or "-"
 
@@ -52,8 +61,7 @@ def info_text(info: dict[str, Any]) -> str:
         f"{'yes' if info['has_latency'] else 'no'}, cost {'yes' if info['has_cost'] else 'no'}",
         f"duplicates   {info['duplicate_texts']} queries repeat an earlier text"
         + (f" ({q['repeated_texts_with_different_scores']} repeated texts carry different scores)" if q else ""),
-        f"leaks        {info['train_test_overlap']} held-out queries also occur in train"
-        + (f" ({_counts(q['train_test_overlap_by_dataset'])})" if q.get("train_test_overlap") else ""),
+        _leak_line(info, q),
     ]
     for d in info.get("derived", []):
         lines.append(f"derived      {d}")
