@@ -225,44 +225,19 @@ class _Hasher(Protocol):
     def hexdigest(self) -> str: ...
 
 
-STRING_CHUNK = 1 << 16
-"""Strings encoded per vectorised step when hashing a text column (bounds the temporary buffer)."""
-
-
 def _hash_strings(h: _Hasher, col: npt.NDArray[Any]) -> None:
-    """Feed ``len(b) as 8 little-endian bytes, then b`` for ``b = str(s).encode()`` of each entry.
+    """Feed ``len(b)`` as 8 little-endian bytes, then ``b``, for ``b = str(s).encode()`` of each entry.
 
-    The same bytes as :attr:`RoutingTable.content_hash` feeds, built by Arrow and NumPy a chunk at a
-    time instead of two ``update`` calls per string; a column Arrow cannot take as plain strings
-    (numbers, None, unpaired surrogates) falls back to the per-string loop.
+    The same bytes as :attr:`RoutingTable.content_hash` feeds. A plain loop: building one buffer with
+    Arrow and NumPy measured no faster (1M strings of 220 bytes: loop 0.84 s, Arrow join 0.90 s, NumPy
+    scatter 1.32 s), because turning Python strings into any buffer costs as much as hashing them; at
+    RouterEval scale (36,000 queries) the text columns take well under 0.1 s next to the matrices.
     """
-    for lo in range(0, len(col), STRING_CHUNK):
-        part = col[lo : lo + STRING_CHUNK]
-        try:
-            arr = pa.array(part, from_pandas=False)  # inferred: only all-str columns come out as string
-        except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeError):
-            arr = None
-        if arr is None or arr.null_count or not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
-            for v in part.tolist():
-                b = str(v).encode("utf-8")
-                h.update(len(b).to_bytes(8, "little"))
-                h.update(b)
-            continue
-        k = len(arr)
-        bufs = arr.buffers()
-        width = np.int64 if pa.types.is_large_string(arr.type) else np.int32
-        offsets = np.frombuffer(bufs[1], dtype=width)[arr.offset : arr.offset + k + 1].astype(np.int64)
-        data = (np.frombuffer(bufs[2], dtype=np.uint8)[int(offsets[0]) : int(offsets[-1])]
-                if bufs[2] is not None else np.empty(0, np.uint8))
-        rel = offsets - offsets[0]
-        out = np.empty(8 * k + data.size, dtype=np.uint8)
-        head = rel[:-1] + 8 * np.arange(k, dtype=np.int64)  # where each length prefix starts
-        is_head = np.zeros(out.size, dtype=bool)
-        idx = (head[:, None] + np.arange(8, dtype=np.int64)).reshape(-1)
-        is_head[idx] = True
-        out[idx] = np.diff(rel).astype("<i8").view(np.uint8)
-        out[~is_head] = data
-        h.update(out.data)
+    update = h.update
+    for v in col.tolist():
+        b = str(v).encode("utf-8")
+        update(len(b).to_bytes(8, "little"))
+        update(b)
 
 
 def _hash_column(h: _Hasher, key: str, col: npt.NDArray[Any]) -> None:
@@ -287,7 +262,7 @@ def _hash_labels(h: _Hasher, queries: Queries, actors: Actors) -> None:
 
 
 def content_hash(table: RoutingTable) -> str:
-    """:attr:`RoutingTable.content_hash` computed with vectorised string hashing (the same digest)."""
+    """:attr:`RoutingTable.content_hash` computed by the same streaming code that :func:`load` verifies with."""
     h = hashlib.sha256()
     _hash_labels(h, table.queries, table.actors)
     for key, mat in table.matrices().items():
