@@ -16,10 +16,13 @@ Why this shape, at RouterEval scale (36,000 x 8,500 = 306M cells, 1.2 GB of floa
   bits per cell, a 0/1 score matrix of 1.2 GB is ~75 MB on disk and decodes faster than plain
   floats. Continuous matrices (latency, cost) use byte-stream-split instead. Both with LZ4, the
   fastest codec to decode in our measurements (benchmarks/bench_store.py).
-- The content hash is computed on a helper thread while the Parquet files are written.
+- The content hash is computed on a helper thread while the Parquet files are written, and checked on
+  every load: each matrix row group is hashed as soon as it is decoded, while the next ones decode, so a
+  swapped or edited file is caught for little more than the cost of reading.
 
 The directory is written beside the target and renamed into place, so a crash never leaves a
-half-written table, and an existing table is replaced only once the new one is complete.
+half-written table, and an existing table is replaced only once the new one is complete. Its files and
+directory get the modes the user's umask gives (not tempfile's 0600/0700).
 """
 
 from __future__ import annotations
