@@ -105,7 +105,7 @@ class Progress:
         self._item_t0 = now
 
     def close(self, *, failed: bool = False) -> None:
-        """End the display; in line mode a long loop whose last items went unreported gets one line."""
+        """End the display; in line mode a loop whose unreported last items took long gets one line."""
         if self._closed:
             return
         self._closed = True
@@ -113,7 +113,7 @@ class Progress:
             self._bar.close()
             return
         now = time.perf_counter()
-        if self._mode == "lines" and not failed and self._silent_since and now - self._t0 >= MIN_SECONDS:
+        if self._mode == "lines" and not failed and self._silent_since and now - self._last_line >= MIN_SECONDS:
             self._line(f"done {self._fraction()} ... {now - self._t0:.1f} s", now)
 
     def finish(self) -> None:
