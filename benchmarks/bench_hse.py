@@ -1,22 +1,32 @@
-"""Benchmark exact HSE (SPEC 2) against a naive reference, and the greedy coreset.
+"""Benchmark exact HSE (SPEC 2): the popcount route, the BLAS route, a naive reference; the coreset.
 
     .venv/bin/python benchmarks/bench_hse.py            # every size (the naive 8,500 x 3,600 takes minutes)
     .venv/bin/python benchmarks/bench_hse.py --quick    # small sizes only
+    .venv/bin/python benchmarks/bench_hse.py --only 8500x36000 --skip-compile
 
-Random binary behaviour matrices (float32, P(1) = 0.5, seeded) of N actors x L items. routerlab is
-``routerlab.society.hse(B)`` end to end (input checks, exact packed float32 Gram, distances, Prim MST,
-merge walk). The naive reference is scipy's ``pdist(B, "cosine")`` + ``linkage(d, "single")`` + a
-plain merge walk over the cluster sizes. Timings are wall-clock seconds: best and median of
-``--repeat`` runs (one run for the slow naive cases). The greedy coreset is timed given the distances.
+Random binary behaviour matrices (float32, P(1) = 0.5, seeded) of N actors x L items, timed end to
+end as ``routerlab.society.hse(B)`` (input checks, exact Gram, distances, Prim MST, merge walk):
+
+* popcount: with numba (the ``fast`` extra): bit-packed AND + popcount Gram, compiled Prim;
+* BLAS: what routerlab does without numba: packed float32 BLAS Gram, NumPy Prim;
+* naive: scipy's ``pdist(B, "cosine")`` + ``linkage(d, "single")`` + a plain merge walk.
+
+Timings are wall-clock seconds: best and median of ``--repeat`` runs (one run for the slow naive
+cases); the split is one more popcount run. The popcount and BLAS HSE must be equal bit for bit.
+Then numba's first-call cost: two fresh processes sharing an empty temporary ``NUMBA_CACHE_DIR``
+(cold: compiles and writes the cache; warm: loads it). The greedy coreset is timed given the distances.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -60,6 +70,42 @@ def fmt(times: list[float] | None) -> str:
     return f"{min(times):8.3f} {statistics.median(times):8.3f}"
 
 
+_FIRST_CALL = """
+import json, sys, time
+t0 = time.perf_counter()
+import numba
+t1 = time.perf_counter()
+sys.path.insert(0, {bench!r})
+from bench_hse import matrix
+from routerlab.society import hse
+B = matrix(256, 36_000, 0)
+t2 = time.perf_counter()
+hse(B)
+t3 = time.perf_counter()
+hse(B)
+t4 = time.perf_counter()
+print(json.dumps({{"import_numba": t1 - t0, "first": t3 - t2, "second": t4 - t3}}))
+"""
+
+
+def first_call() -> None:
+    """numba's first-call cost in fresh processes: cold (empty cache dir) and warm (the cache it wrote)."""
+    print("first call of hse on 256 x 36,000 in a fresh process (popcount route; NUMBA_CACHE_DIR = an "
+          "empty temporary directory, then the same one)")
+    code = _FIRST_CALL.format(bench=os.path.dirname(os.path.abspath(__file__)))
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+        for label in ("cold (compiles, writes cache)", "warm (loads cache)"):
+            t0 = time.perf_counter()
+            out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                 check=True).stdout
+            total = time.perf_counter() - t0
+            r = json.loads(out.strip().splitlines()[-1])
+            print(f"  {label:30s}: import numba {r['import_numba']:.2f} s, first hse {r['first']:.2f} s, "
+                  f"second hse {r['second']:.3f} s (process {total:.1f} s)", flush=True)
+    print()
+
+
 def matrix(n: int, L: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     B = np.empty((n, L), dtype=np.float32)
@@ -75,12 +121,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="only 112 x 36,000 and 1,000 x 36,000")
     ap.add_argument("--skip-naive-large", action="store_true", help="skip the naive 8,500 x 3,600 run")
     ap.add_argument("--only", default=None, help="comma-separated cases to run, e.g. 8500x36000")
+    ap.add_argument("--skip-blas", action="store_true", help="time only the popcount route")
+    ap.add_argument("--skip-compile", action="store_true", help="skip the cold/warm first-call timing")
     args = ap.parse_args(argv)
 
-    from routerlab.society import Society, hse, pairwise_distances
+    from routerlab.society import Society, _fast, hse, pairwise_distances
     from routerlab.society.behaviour import clean
     from routerlab.society.entropy import hse_from_linkage, linkage_matrix
     from routerlab.society.selection import greedy_coreset
+
+    fast = _fast.available()
+    if not fast:
+        print("numba is not installed: only the BLAS route is timed (pip install 'routerlab[fast]')")
+    elif not args.skip_compile:
+        first_call()
+        hse(matrix(256, 36_000, 0))  # this process's own compile / cache load, outside the timings
 
     cases = [(112, 36_000, True), (1_000, 36_000, True), (8_500, 3_600, not args.skip_naive_large),
              (8_500, 36_000, False)]
@@ -91,12 +146,17 @@ def main(argv: list[str] | None = None) -> int:
         cases = [c for c in cases if (c[0], c[1]) in wanted]
     print(f"exact HSE (cosine, single linkage) on random binary B; seconds, best and median of "
           f"{args.repeat} (naive: {args.naive_repeat}); load average {os.getloadavg()[0]:.1f} at start")
-    print(f"{'N x L':>16s} | {'routerlab best  med':>19s} | {'naive best    med':>19s} | {'ratio':>6s} | "
-          f"{'|dHSE|':>8s} | routerlab split: checks + Gram + MST (forms distances) + walk")
+    print(f"{'N x L':>16s} | {'popcount best med':>17s} | {'BLAS best    med':>17s} | "
+          f"{'naive best   med':>17s} | {'BLAS/pc':>7s} | {'naive/pc':>8s} | {'same':>4s} | {'|dnaive|':>8s} | "
+          f"split (first route): checks + Gram + MST (forms distances) + walk")
     coreset_inputs: dict[int, Any] = {}
     for n, L, do_naive in cases:
         B = matrix(n, L, seed=n + L)
-        rl_times, value = timed(lambda B=B: hse(B), args.repeat)
+        pc_times, value = timed(lambda B=B: hse(B), args.repeat) if fast else (None, None)
+        bl_times, blas_value = (None, None)
+        if not fast or not args.skip_blas:
+            with _fast.disabled():
+                bl_times, blas_value = timed(lambda B=B: hse(B), args.repeat)
         t0 = time.perf_counter()
         _, _, binary = clean(Society(B, [""] * n))
         t1 = time.perf_counter()
@@ -107,9 +167,15 @@ def main(argv: list[str] | None = None) -> int:
         hse_from_linkage(Z, n)
         t4 = time.perf_counter()
         nv_times, ref = (timed(lambda B=B: naive_hse(B), args.naive_repeat) if do_naive else (None, None))
-        ratio = f"{min(nv_times) / min(rl_times):6.1f}" if nv_times else f"{'-':>6s}"
-        diff = f"{abs(value - ref):8.1e}" if ref is not None else f"{'-':>8s}"
-        print(f"{n:>6,d} x {L:>7,d} | {fmt(rl_times):>19s} | {fmt(nv_times):>19s} | {ratio} | {diff} | "
+        first = pc_times or bl_times
+        assert first is not None
+        mine = value if value is not None else blas_value
+        speedup = f"{min(bl_times) / min(pc_times):7.1f}" if pc_times and bl_times else f"{'-':>7s}"
+        ratio = f"{min(nv_times) / min(first):8.1f}" if nv_times else f"{'-':>8s}"
+        same = "-" if value is None or blas_value is None else ("yes" if value == blas_value else "NO")
+        diff = f"{abs(mine - ref):8.1e}" if ref is not None else f"{'-':>8s}"
+        print(f"{n:>6,d} x {L:>7,d} | {fmt(pc_times):>17s} | {fmt(bl_times):>17s} | {fmt(nv_times):>17s} | "
+              f"{speedup} | {ratio} | {same:>4s} | {diff} | "
               f"{t1 - t0:.2f} + {t2 - t1:.2f} + {t3 - t2:.2f} + {t4 - t3:.3f}", flush=True)
         if n in (1_000, 8_500) and L == 36_000:
             coreset_inputs[n] = dist

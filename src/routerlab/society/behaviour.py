@@ -19,11 +19,13 @@ import numpy as np
 import numpy.typing as npt
 
 from routerlab.errors import DataError, UsageError
+from routerlab.society import _fast
 
 if TYPE_CHECKING:
     from routerlab.data.table import RoutingTable
 
 NanRule = Literal["drop", "zero", "raise"]
+_FAST_SCAN = 1 << 22  # cells from which the input scan runs in numba when it is installed
 
 
 @dataclass(frozen=True, eq=False)
@@ -106,6 +108,13 @@ def _scan(B: np.ndarray) -> tuple[npt.NDArray[np.bool_] | None, float, float, bo
     if B.dtype.kind in "iu":
         lo, hi = (float(B.min()), float(B.max())) if B.size else (0.0, 0.0)
         return None, lo, hi, lo >= 0 and hi <= 1
+    if B.size >= _FAST_SCAN and B.dtype in (np.float32, np.float64) and B.flags.c_contiguous:
+        kernels = _fast.kernels()
+        # 0/1 scores (the common large case) are recognised in one parallel numba pass (the fast
+        # extra); anything else falls through to the full scan below
+        found = None if kernels is None else kernels.scan01(B)
+        if found is not None:
+            return None, float(found[0]), float(found[1]), True
     colsum = np.zeros(L)
     lo, hi, binary = np.inf, -np.inf, True
     step = max(1, (1 << 20) // max(1, L))

@@ -3,8 +3,13 @@
 All four come from one Gram matrix ``G = B B^T`` except graded manhattan. The Gram matrix is the
 whole cost of HSE, so it is computed the cheapest way that is still exact:
 
-* **0/1 behaviour** (correctness): every entry of ``G`` is an integer count <= L. Float32 BLAS adds
-  integers exactly while every partial sum stays below 2^24, so ``sgemm`` is exact. We go one step
+* **0/1 behaviour, popcount route** (``gram="popcount"``; the default when numba is installed, the
+  ``fast`` extra): each actor's scores are packed into bits and ``G_jk = popcount(b_j AND b_k)``
+  summed over 64-bit words, in integers (:mod:`._popcount`): exact by construction, and about 10x
+  fewer operations than the float route below.
+* **0/1 behaviour, BLAS route** (``gram="blas"``; the default without numba): every entry of ``G``
+  is an integer count <= L. Float32 BLAS adds integers exactly while every partial sum stays below
+  2^24, so ``sgemm`` is exact. We go one step
   further and pack two actors into one float32 (``x_a + 4096 x_b``) over item chunks of 4,095: each
   product entry is then ``G_ac + 4096 G_bc < 2^24``, still exact, and the two counts are split again
   with one ``floor``. This halves the multiplications; only the upper block triangle is computed,
@@ -33,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from routerlab.errors import UsageError
+from routerlab.society import _fast
 
 Metric = Literal["cosine", "correlation", "euclidean", "manhattan"]
 METRICS: tuple[str, ...] = get_args(Metric)
@@ -322,13 +328,30 @@ def _zero_duplicates(B: np.ndarray, D: FloatArray, metric: str) -> None:
         D[np.ix_(grp, grp)] = 0.0
 
 
-def pairwise_distances(B: np.ndarray, metric: str = "cosine", *, binary: bool | None = None) -> Distances:
+def exact_gram(B: np.ndarray, gram: str = "auto") -> np.ndarray:
+    """Exact integer ``B B^T`` of a 0/1 matrix: by popcount (int32) or float32 BLAS (SPEC 2).
+
+    ``gram="auto"`` takes the popcount kernel when numba imports (and N >= 128), else BLAS; both
+    give the same counts.
+    """
+    if _fast.use_popcount(gram, True, B.shape[0]):
+        kernels = _fast.kernels()
+        assert kernels is not None
+        return np.asarray(kernels.popcount_gram(B))
+    return binary_gram(B)
+
+
+def pairwise_distances(B: np.ndarray, metric: str = "cosine", *, binary: bool | None = None,
+                       gram: str = "auto") -> Distances:
     """Distances between the rows (actors) of a behaviour matrix with values in [0, 1], no NaN.
 
     ``binary`` may be passed when the caller already knows whether ``B`` is 0/1; otherwise it is
-    checked. See the module docstring for how each case stays exact.
+    checked. ``gram`` picks how 0/1 scores' Gram matrix is counted: ``"popcount"`` (numba),
+    ``"blas"`` (float32 BLAS) or ``"auto"`` (popcount when numba imports); the distances are the same
+    bit for bit. See the module docstring for how each case stays exact.
     """
     check_metric(metric)
+    _fast.check_gram(gram)
     B = np.asarray(B)
     if B.ndim != 2:
         raise UsageError(f"a behaviour matrix must be 2-D (actors x items), got {B.ndim}-D")
@@ -338,7 +361,8 @@ def pairwise_distances(B: np.ndarray, metric: str = "cosine", *, binary: bool | 
     if n == 0:
         return Distances(np.zeros((0, 0)), metric, L, binary)
     if binary:  # equal rows give exactly 0 by the integer arithmetic
-        return Distances(None, metric, L, binary, gram=binary_gram(B))
+        return Distances(None, metric, L, binary, gram=exact_gram(B, gram))
+    _fast.use_popcount(gram, False)  # an explicit gram="popcount" on graded scores is an error
     D = _graded_distances(B, metric, L)
     _zero_duplicates(B, D, metric)
     return Distances(D, metric, L, binary)

@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from routerlab.errors import UsageError
+from routerlab.society import _fast
 from routerlab.society.behaviour import NanRule, Society, SocietyLike, as_society, clean
 from routerlab.society.distances import Distances, as_distances, check_metric, pairwise_distances
 
@@ -40,14 +41,25 @@ def check_linkage(linkage: str) -> str:
 
 # --------------------------------------------------------------------------- spanning tree
 def minimum_spanning_tree(
-    D: np.ndarray | Distances,
+    D: np.ndarray | Distances, *, kernel: str = "auto",
 ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], FloatArray]:
     """Edges ``(u, v, w)`` of a minimum spanning tree of the complete graph with weights ``D``.
 
     Dense Prim, O(N^2) time and O(N) extra memory; zero weights are ordinary edges. ``D`` may be
     a :class:`Distances` whose rows are formed on demand (0/1 scores), which never needs N x N floats.
+    ``kernel``: ``"numba"`` (compiled, the ``fast`` extra), ``"numpy"``, or ``"auto"`` (numba when it
+    imports and N >= 128). Both give the same edges in the same order, bit for bit (ties, weights).
     """
+    if kernel not in ("auto", "numba", "numpy"):
+        raise UsageError(f"unknown MST kernel {kernel!r}; use auto, numba or numpy")
     dist = as_distances(D)
+    if kernel == "numba" and not _fast.available():
+        raise UsageError("kernel='numba' needs numba: pip install 'routerlab[fast]'")
+    if kernel == "numba" or (kernel == "auto" and dist.n >= _fast.SMALL_N):
+        kernels = _fast.kernels()
+        if kernels is not None:
+            u_, v_, w_ = kernels.prim(dist)
+            return np.asarray(u_, dtype=np.intp), np.asarray(v_, dtype=np.intp), np.asarray(w_)
     n = dist.n
     u = np.empty(max(n - 1, 0), dtype=np.intp)
     v = np.empty(max(n - 1, 0), dtype=np.intp)
@@ -73,10 +85,13 @@ def minimum_spanning_tree(
     return u, v, w
 
 
-def single_linkage(D: np.ndarray | Distances) -> FloatArray:
-    """The single-linkage dendrogram in scipy's linkage-matrix format, from the MST (O(N^2))."""
+def single_linkage(D: np.ndarray | Distances, *, kernel: str = "auto") -> FloatArray:
+    """The single-linkage dendrogram in scipy's linkage-matrix format, from the MST (O(N^2)).
+
+    ``kernel`` is the Prim's (see :func:`minimum_spanning_tree`); every kernel gives the same matrix.
+    """
     n = as_distances(D).n
-    u, v, w = minimum_spanning_tree(D)
+    u, v, w = minimum_spanning_tree(D, kernel=kernel)
     order = np.argsort(w, kind="stable")
     Z = np.empty((max(n - 1, 0), 4), dtype=np.float64)
     parent = np.arange(n, dtype=np.intp)
@@ -240,60 +255,68 @@ def diversity_from_distances(
 
 def prepare(
     society: SocietyLike, metric: str = "cosine", *, split: str | None = "train", nan: NanRule = "drop",
+    gram: str = "auto",
 ) -> tuple[Society, Distances, int]:
-    """Coerce, clean (NaN rule) and measure distances: the shared first step of every HSE function."""
+    """Coerce, clean (NaN rule) and measure distances: the shared first step of every HSE function.
+
+    ``gram`` picks the 0/1 Gram route (``"auto"``, ``"popcount"``, ``"blas"``; see
+    :func:`routerlab.society.distances.pairwise_distances`); every route gives the same distances.
+    """
     check_metric(metric)
+    _fast.check_gram(gram)
     if isinstance(society, Distances):
         raise UsageError("these distances are already computed; use diversity_from_distances")
     soc, dropped, binary = clean(as_society(society, split=split), nan)
-    dist = pairwise_distances(soc.matrix, metric, binary=binary)
+    dist = pairwise_distances(soc.matrix, metric, binary=binary, gram=gram)
     return soc, dist, dropped
 
 
 def diversity(
     society: SocietyLike, metric: str = "cosine", linkage: str = "single", *,
-    split: str | None = "train", nan: NanRule = "drop",
+    split: str | None = "train", nan: NanRule = "drop", gram: str = "auto",
 ) -> Diversity:
     """HSE, normalised HSE, dendrogram and taxonomic curve of a society (SPEC 2).
 
     ``society`` is a behaviour matrix (actors x items, values in [0, 1]), a :class:`Society`, a
     routing table (its ``split`` rows, transposed) or precomputed :class:`Distances`. ``nan`` is the
-    rule for unobserved cells (see :mod:`routerlab.society.behaviour`).
+    rule for unobserved cells (see :mod:`routerlab.society.behaviour`); ``gram`` the 0/1 Gram route
+    (``"auto"``, ``"popcount"`` or ``"blas"``: the same numbers, at different speeds).
     """
     check_linkage(linkage)
     if isinstance(society, Distances):  # precomputed: its own metric stands
         return diversity_from_distances(society, linkage)
-    soc, dist, dropped = prepare(society, metric, split=split, nan=nan)
+    soc, dist, dropped = prepare(society, metric, split=split, nan=nan, gram=gram)
     return diversity_from_distances(dist, linkage, names=soc.names, n_dropped_items=dropped,
                                     notes=soc.notes)
 
 
 def hse(
     society: SocietyLike, metric: str = "cosine", linkage: str = "single", *,
-    split: str | None = "train", nan: NanRule = "drop",
+    split: str | None = "train", nan: NanRule = "drop", gram: str = "auto",
 ) -> float:
     """Hierarchic Social Entropy in bits x distance units, computed exactly (SPEC 2).
 
     ``hse(B)`` for a behaviour matrix B (actors x items); ``hse(table, split="train")`` for a
-    routing table, with the actors' scores on that split as behaviour vectors.
+    routing table, with the actors' scores on that split as behaviour vectors. ``gram`` as in
+    :func:`diversity`.
     """
-    return diversity(society, metric, linkage, split=split, nan=nan).hse
+    return diversity(society, metric, linkage, split=split, nan=nan, gram=gram).hse
 
 
 def normalized_hse(
     society: SocietyLike, metric: str = "cosine", linkage: str = "single", *,
-    split: str | None = "train", nan: NanRule = "drop",
+    split: str | None = "train", nan: NanRule = "drop", gram: str = "auto",
 ) -> float:
     """HSE / (log2(N) d_max): 1 for N mutually orthogonal actors under cosine, any N (SPEC 2)."""
-    return diversity(society, metric, linkage, split=split, nan=nan).hse_normalized
+    return diversity(society, metric, linkage, split=split, nan=nan, gram=gram).hse_normalized
 
 
 def taxonomic_curve(
     society: SocietyLike, metric: str = "cosine", linkage: str = "single", *,
-    split: str | None = "train", nan: NanRule = "drop",
+    split: str | None = "train", nan: NanRule = "drop", gram: str = "auto",
 ) -> TaxonomicCurve:
     """The step function H(h) whose integral is HSE (SPEC 2), as arrays."""
-    return diversity(society, metric, linkage, split=split, nan=nan).curve
+    return diversity(society, metric, linkage, split=split, nan=nan, gram=gram).curve
 
 
 def subset_hse(dist: Distances, index: npt.ArrayLike, linkage: str = "single") -> float:

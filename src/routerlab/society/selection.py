@@ -29,7 +29,7 @@ import numpy.typing as npt
 from routerlab.errors import UsageError
 from routerlab.progress import Progress
 from routerlab.society.behaviour import NanRule, SocietyLike
-from routerlab.society.distances import Distances, as_distances, binary_gram, is_binary, pairwise_distances
+from routerlab.society.distances import Distances, as_distances, exact_gram, is_binary, pairwise_distances
 from routerlab.society.entropy import (
     check_linkage,
     hse_from_linkage,
@@ -182,7 +182,7 @@ class _Oracle:
         """Oracle accuracy of every pair; ``gram`` (exact 0/1 counts of B) saves recomputing it."""
         B = self.B
         if self.binary:
-            G = (binary_gram(B) if gram is None else gram).astype(np.float64)
+            G = (exact_gram(B) if gram is None else gram).astype(np.float64)
             cnt = np.diagonal(G).copy()
             return np.asarray((np.add.outer(cnt, cnt) - G) / self.L)
         tot = B.sum(axis=1, dtype=np.float64)
