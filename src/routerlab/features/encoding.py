@@ -82,7 +82,9 @@ def encode(
     fingerprint = enc.fingerprint(fit_hash)
 
     def compute(items: list[str]) -> npt.NDArray[np.float32]:
-        with task(f"features: encoding {len(items)} texts with {enc.spec}"):
+        fits = enc.needs_fit and fit_texts is not None and fingerprint not in _FITTED and enc.fit_hash != fit_hash
+        doing = f"fitting {enc.spec} on {len(fit_texts or [])} training texts, " if fits else f"{enc.spec}: "
+        with task(f"features: {doing}encoding {len(items)} texts"):
             ready = _fitted(enc, fingerprint, fit_texts, fit_hash)
             return ready.transform(items)
 

@@ -25,7 +25,7 @@ from routerlab.metrics.bounds import best_single_actor
 from routerlab.metrics.latency import oracle_best_of_n
 from routerlab.metrics.registry import evaluate_choices
 from routerlab.metrics.selection import collapsed, selection_shares
-from routerlab.progress import track
+from routerlab.progress import task, track
 from routerlab.routers.base import Router, get_router
 
 
@@ -188,12 +188,13 @@ def evaluate(
         ))
     if not results:
         raise UsageError(f"no router could be fitted: {skipped}")
-    _paired(results, test, compare_to, seed, n_boot)
-    # Oracle(Best-of-N) (SPEC 5) is over the routers that route without seeing test outcomes
-    fair = [r.choice for r, rt in zip(results, routers_used, strict=True) if not rt.uses_test_labels]
-    bon_choice = oracle_best_of_n(test.score, latency, np.stack(fair or [r.choice for r in results]), cost)
-    bon = evaluate_choices(test.score, bon_choice, latency=latency, cost=cost,
-                           best_single=int(best), seed=seed, n_boot=n_boot)
+    with task("evaluate: paired bootstrap and Oracle best-of-N"):
+        _paired(results, test, compare_to, seed, n_boot)
+        # Oracle(Best-of-N) (SPEC 5) is over the routers that route without seeing test outcomes
+        fair = [r.choice for r, rt in zip(results, routers_used, strict=True) if not rt.uses_test_labels]
+        bon_choice = oracle_best_of_n(test.score, latency, np.stack(fair or [r.choice for r in results]), cost)
+        bon = evaluate_choices(test.score, bon_choice, latency=latency, cost=cost,
+                               best_single=int(best), seed=seed, n_boot=n_boot)
     return Evaluation(
         data={"name": table.name, "content_hash": table.content_hash, "n_queries": table.n_queries,
               "n_actors": table.n_actors},
