@@ -185,6 +185,8 @@ def test_leak_check_uses_the_audited_split(real_table: Callable[[str], RoutingTa
     report = (tmp_path / "a" / "report.md").read_text()
     assert f"**Leak:** {q['train_test_overlap']} of the {record['split']['n_test']} evaluated test queries" in report
     assert "checked on the audit's random split" in report
+    assert f"leaks        {q['train_test_overlap']} evaluated test queries share their text" in report
+    assert "not checked" not in report
 
 
 @pytest.mark.parametrize("as_json", [False, True])

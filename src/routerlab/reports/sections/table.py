@@ -26,5 +26,9 @@ def table_section(table: RoutingTable, ctx: AuditContext) -> Section:
                  f"{checked})."]
     if q["queries_with_no_observed_score"]:
         notes.append(f"{q['queries_with_no_observed_score']} queries have no observed score at all.")
-    md = "```\n" + info_text(info) + "\n```\n\n" + "\n\n".join(notes)
+    by = ", ".join(f"{k or '(none)'} {v}" for k, v in q["train_test_overlap_by_dataset"].items())
+    leak_line = (f"leaks        {q['train_test_overlap']} evaluated test queries share their text with a training "
+                 f"query of the audit's {ctx.split.kind} split" + (f" ({by})" if by else ""))
+    text = "\n".join(leak_line if line.startswith("leaks ") else line for line in info_text(info).splitlines())
+    md = "```\n" + text + "\n```\n\n" + "\n\n".join(notes)
     return Section("The table", md, info, terms=["duplicates", "leaks"])
