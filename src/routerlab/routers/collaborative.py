@@ -159,7 +159,7 @@ class GraphRouter(Router):
     summary = "GraphRouter-spirit: query-actor score graph + kNN query graph, label propagation"
     defaults: ClassVar[dict[str, Any]] = {"k": 10, "hops": 2, "alpha": 0.5, "prior_weight": 0.1}
     constraints: ClassVar[dict[str, Constraint]] = {
-        "k": Interval(int, 1, None), "hops": Interval(int, 0, None), "alpha": Interval(float, 0, 1),
+        "k": Interval(int, 1, None), "hops": Interval(int, 0, 100), "alpha": Interval(float, 0, 1),
         "prior_weight": Interval(float, 0, None),
     }
 

@@ -1,0 +1,153 @@
+"""Property test: whatever numbers, lists or strings a user types into any command's options, the CLI
+ends in a result (exit 0) or one readable error line (exit 2), never a traceback.
+
+Inputs are tiny (a 120-query demo table, cheap routers) and valid counts are kept small, so the whole
+file runs in well under a minute; out-of-range values (negative, zero, huge, NaN, inf, empty, junk) are
+drawn freely since they must be refused before any work."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from routerlab.cli import main
+from routerlab.datasets import demo
+
+FUZZ = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+BIG = 10**30
+# integers: refused ones (<= 0, beyond every maximum) and a few small valid ones
+bad_or_small_int = st.one_of(st.integers(-BIG, 0), st.integers(10**7, BIG), st.integers(1, 3))
+# any float: NaN, +-inf, negative, tiny, huge
+any_float = st.floats(allow_nan=True, allow_infinity=True)
+junk = st.sampled_from(["", " ", ",", ",,", "x", "1,x", "-", "1e400", "nan", "inf", "-inf", "0x10", "1/2", "1,,2",
+                        "None", "true", "\u00e9"])
+number_text = st.one_of(bad_or_small_int.map(str), any_float.map(str), junk)
+int_list = st.lists(bad_or_small_int.map(str) | junk, max_size=4).map(",".join)
+float_list = st.lists(any_float.map(str) | st.sampled_from(["0", "0.5", "1"]) | junk, max_size=4).map(",".join)
+
+
+@pytest.fixture(scope="module")
+def table_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = tmp_path_factory.mktemp("fuzz") / "t"
+    demo(n_queries=120, seed=0).save(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _quiet_progress() -> Iterator[None]:
+    old = os.environ.get("ROUTERLAB_PROGRESS")
+    os.environ["ROUTERLAB_PROGRESS"] = "0"
+    yield
+    if old is None:
+        os.environ.pop("ROUTERLAB_PROGRESS", None)
+    else:
+        os.environ["ROUTERLAB_PROGRESS"] = old
+
+
+OUTCOMES: list[int] = []  # exit codes seen, to check that the fuzzing reaches valid runs too
+
+
+def run_cli(argv: list[str]) -> None:
+    """Run one command line and assert the contract: exit 0 or 2, no traceback, exit 2 = one error line."""
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        try:
+            code = main(argv)
+        except BaseException as exc:  # anything escaping main is a bug the user would see as a traceback
+            raise AssertionError(f"{argv}: {type(exc).__name__}: {exc}") from exc
+    text = err.getvalue()
+    OUTCOMES.append(code)
+    assert code in (0, 2), (argv, code, text)
+    assert "Traceback" not in text, (argv, text)
+    errors = [line for line in text.splitlines() if line.startswith("routerlab: error: ")]
+    if code == 2:
+        assert len(errors) == 1, (argv, text)
+        assert len(errors[0]) < 600, (argv, errors[0])
+        others = [line for line in text.splitlines() if line and not line.startswith("routerlab: ")]
+        assert not others, (argv, text)  # only routerlab's own lines (the error, warnings)
+    else:
+        assert not errors, (argv, text)
+
+
+def options(valid: dict[str, str], field: str, value: str) -> list[str]:
+    """Small valid options with one of them replaced by the fuzzed value, so every field's bad values are
+    reached and a good share of the runs is valid end to end."""
+    return [x for key, v in {**valid, field: value}.items() for x in (key, v)]
+
+
+EVALUATE = {"--routers": "random,best-single,knn:k=3", "--seed": "0", "--n-boot": "40", "--split": "random:0.25",
+            "--compare-to": "auto"}
+
+
+@FUZZ
+@given(field=st.sampled_from(sorted(EVALUATE)), value=number_text,
+       compare=st.sampled_from(["auto", "none", "random", "knn", "", "oracle", "knn:k=3"]))
+def test_evaluate(table_dir: str, field: str, value: str, compare: str) -> None:
+    fuzzed = {"--routers": f"random,best-single,knn:k={value}", "--split": f"random:{value}",
+              "--compare-to": compare}.get(field, value)
+    run_cli(["evaluate", table_dir, *options(EVALUATE, field, fuzzed), "--json"])
+
+
+SCALING = {"--m": "2,3", "--p": "0,0.5,1", "--samples": "3", "--seed": "0"}
+
+
+@FUZZ
+@given(field=st.sampled_from(sorted(SCALING)), number=number_text, m=int_list, p=float_list)
+def test_scaling(table_dir: str, field: str, number: str, m: str, p: str) -> None:
+    value = {"--m": m, "--p": p}.get(field, number)
+    run_cli(["scaling", table_dir, *options(SCALING, field, value), "--json"])
+
+
+GROUPS = {"--m": "2", "--draws": "2", "--seed": "0", "--n-boot": "40", "--routers": "random,best-single"}
+
+
+@FUZZ
+@given(field=st.sampled_from(["--m", "--draws", "--seed", "--n-boot"]), number=number_text, m=int_list)
+def test_groups(table_dir: str, field: str, number: str, m: str) -> None:
+    run_cli(["groups", table_dir, *options(GROUPS, field, m if field == "--m" else number), "--json"])
+
+
+SOCIETY = {"--coreset": "3", "--alpha": "0.5", "--seed": "0"}
+
+
+@FUZZ
+@given(field=st.sampled_from(sorted(SOCIETY)), value=number_text)
+def test_society(table_dir: str, field: str, value: str) -> None:
+    run_cli(["society", table_dir, *options(SOCIETY, field, value), "--json"])
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=number_text)
+def test_audit(table_dir: str, tmp_path_factory: pytest.TempPathFactory, seed: str) -> None:
+    out = tmp_path_factory.mktemp("audit")
+    run_cli(["audit", table_dir, "--only", "table,bounds", "--seed", seed, "-o", str(out), "--json"])
+
+
+@FUZZ
+@given(router=st.sampled_from(["knn:k", "prknn:k", "cluster:k", "cluster:temperature", "linear:alpha",
+                               "oracle-p:p", "graph:alpha", "graph:hops", "naive-bayes:var_smoothing"]),
+       value=number_text)
+def test_router_options(table_dir: str, router: str, value: str) -> None:
+    run_cli(["evaluate", table_dir, "--routers", f"random,{router}={value}", "--n-boot", "40", "--json"])
+
+
+def test_output_paths_fuzz_free_cases(tmp_path: Path) -> None:
+    """The -o cases of the issue, through the same contract check."""
+    (tmp_path / "f").write_text("x")
+    for out in (tmp_path / "f", tmp_path / "f" / "sub"):
+        run_cli(["scaling", "--samples", "2", "-o", str(out)])
+
+
+def test_fuzzing_reached_both_outcomes() -> None:
+    """Guard against a fuzzer that only ever produces errors (or only successes): both must occur."""
+    if len(OUTCOMES) < 50:
+        pytest.skip("run with the fuzz tests above")
+    assert OUTCOMES.count(0) >= 10 and OUTCOMES.count(2) >= 10, (OUTCOMES.count(0), OUTCOMES.count(2))
