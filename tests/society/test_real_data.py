@@ -73,3 +73,26 @@ def test_llmrouter_pool(llmrouter: RoutingTable) -> None:
     assert (cs.size_90, cs.size_95) == (4, 4)
     spec = society.table_specialists(llmrouter, "task_name")
     assert spec.n_actors == 14 and society.hse(spec) == math.log2(14)
+
+
+@pytest.mark.parametrize("metric", ["cosine", "correlation", "euclidean", "manhattan"])
+def test_mmlu_pro_pool_popcount_route_is_bit_identical(mmlu_pro: RoutingTable, metric: str) -> None:
+    pytest.importorskip("numba")
+    import numpy as np
+
+    from routerlab.society.entropy import minimum_spanning_tree, single_linkage
+
+    with pytest.warns(RuntimeWarning):
+        _, pc, _ = prepare(mmlu_pro, metric, gram="popcount")
+    with pytest.warns(RuntimeWarning):
+        _, blas, _ = prepare(mmlu_pro, metric, gram="blas")
+    assert pc.gram is not None and blas.gram is not None
+    assert pc.gram.dtype == np.int32 and np.array_equal(pc.gram, blas.gram)
+    for a, b in zip(minimum_spanning_tree(pc, kernel="numba"), minimum_spanning_tree(blas, kernel="numpy"),
+                    strict=True):
+        assert np.array_equal(a, b)
+    assert np.array_equal(single_linkage(pc, kernel="numba"), single_linkage(blas, kernel="numpy"))
+    if metric == "cosine":
+        assert society.diversity_from_distances(pc).hse == pytest.approx(1.1083, abs=5e-4)
+    spec = society.table_specialists(mmlu_pro, "dataset", split=None)
+    assert society.hse(spec, metric, gram="popcount") == society.hse(spec, metric, gram="blas")

@@ -131,13 +131,9 @@ def _and_popcount_4x4_typing(typingctx: Any, P: Any, i: Any, j: Any) -> Any:  # 
                     acc = accs[r * _BLOCK + c]
                     count = builder.call(ctpop, [builder.and_(a[r], b)])
                     builder.store(builder.add(builder.load(acc), count), acc)
-        out = []
-        for acc in accs:
-            v = builder.load(acc)
-            s = builder.extract_element(v, ir.Constant(ir.IntType(32), 0))
-            for k in range(1, _LANES):
-                s = builder.add(s, builder.extract_element(v, ir.Constant(ir.IntType(32), k)))
-            out.append(s)
+        reduce = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [vec]),
+                                                f"llvm.vector.reduce.add.v{_LANES}i64")
+        out = [builder.call(reduce, [builder.load(acc)]) for acc in accs]
         return context.make_tuple(builder, signature.return_type, out)
 
     return sig, codegen
