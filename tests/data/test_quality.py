@@ -45,6 +45,7 @@ def test_random_split_on_mmlu_pro_finds_leaks(real_table: Callable[[str], Routin
     split = random_split(t, 0.2, seed=0)
     rep = quality_report(t, split=split)
     assert rep["train_test_overlap"] > 0
+    assert (rep["train_test_overlap"], split.test.size) == (120, 2407)  # the numbers in the issue
     assert rep["train_test_overlap"] == sum(rep["train_test_overlap_by_dataset"].values())
     texts = t.queries.text.astype(str)
     train = set(texts[split.train].tolist()) - {""}
