@@ -14,15 +14,16 @@ if TYPE_CHECKING:
 TRAIN = "train"
 
 
-def _texts(table: RoutingTable) -> np.ndarray:
-    return table.queries.text.astype(str)
+def _texts(table: RoutingTable) -> list[str]:
+    """Query texts as Python strings: hashing them in sets and dicts is linear, while a NumPy unicode
+    array would be as wide as the longest text (4.7k characters on MMLU-Pro) and sorted to compare."""
+    return [str(t) for t in table.queries.text.tolist()]
 
 
 def duplicate_texts(table: RoutingTable) -> int:
     """Number of queries whose (non-empty) text repeats an earlier query's text."""
-    texts = _texts(table)
-    texts = texts[texts != ""]
-    return int(texts.shape[0] - np.unique(texts).shape[0])
+    texts = [t for t in _texts(table) if t]
+    return len(texts) - len(set(texts))
 
 
 def _leaking(table: RoutingTable, split: Split | None) -> npt.NDArray[np.intp]:
@@ -40,10 +41,8 @@ def _leaking(table: RoutingTable, split: Split | None) -> npt.NDArray[np.intp]:
     else:
         train_rows = np.asarray(split.train, dtype=np.intp)
         held_out = np.asarray(split.test, dtype=np.intp)
-    train_texts = texts[train_rows]
-    train_texts = np.unique(train_texts[train_texts != ""])
-    candidates = texts[held_out]
-    hit = (candidates != "") & np.isin(candidates, train_texts)
+    train_texts = {texts[i] for i in train_rows.tolist()} - {""}
+    hit = np.fromiter((texts[i] in train_texts for i in held_out.tolist()), dtype=bool, count=held_out.size)
     out: npt.NDArray[np.intp] = held_out[hit]
     return out
 
@@ -72,7 +71,7 @@ def quality_report(table: RoutingTable, *, split: Split | None = None) -> dict[s
     texts = _texts(table)
     dataset = table.queries.dataset.astype(str)
     groups: dict[str, list[int]] = {}
-    for i, t in enumerate(texts.tolist()):
+    for i, t in enumerate(texts):
         if t:
             groups.setdefault(t, []).append(i)
     repeated = [rows for rows in groups.values() if len(rows) > 1]
@@ -92,6 +91,6 @@ def quality_report(table: RoutingTable, *, split: Split | None = None) -> dict[s
         "train_test_overlap": sum(leaks.values()),
         "train_test_overlap_by_dataset": dict(sorted(leaks.items())),
         "overlap_split": overlap_source(split),
-        "empty_texts": int(np.count_nonzero(texts == "")),
+        "empty_texts": sum(1 for t in texts if not t),
         "queries_with_no_observed_score": int(np.count_nonzero(np.isnan(score).all(axis=1))),
     }
