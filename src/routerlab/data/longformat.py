@@ -408,7 +408,14 @@ def _py_records(
                 if v is not None and (isinstance(v, bool) or not isinstance(v, str | int | float)):
                     raise DataError(f"expected a string, got {type(v).__name__} {json.dumps(v)[:40]}",
                                     file=path, row=r, field=canonical)
-                cols[canonical].append(None if v is None else str(v))
+                text = None if v is None else str(v)
+                if text is not None and not text.isascii():
+                    try:
+                        text.encode("utf-8")
+                    except UnicodeEncodeError:
+                        raise DataError("text holds a lone UTF-16 surrogate escape (\\ud800-\\udfff without its "
+                                        "pair): not valid Unicode", file=path, row=r, field=canonical) from None
+                cols[canonical].append(text)
     out = {
         c: pa.array(v, type=pa.float64() if c in CELL_FIELDS else pa.string()) for c, v in cols.items()
     }

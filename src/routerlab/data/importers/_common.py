@@ -92,10 +92,48 @@ def _read_errors(path: Path, expected: str) -> Iterator[None]:
         raise DataError(f"cannot read: {exc.strerror or exc}", file=path) from None
 
 
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _lone_surrogate_path(obj: Any, path: str = "") -> str | None:
+    """Where in a parsed JSON value a string holds a lone UTF-16 surrogate (``"\\ud800"`` escapes decode to
+    one): such text cannot be written, hashed or compared as UTF-8. None when there is none."""
+    if isinstance(obj, str):
+        try:
+            obj.encode("utf-8")
+        except UnicodeEncodeError:
+            return path or "value"
+        return None
+    items: Iterable[tuple[str, Any]] = ()
+    if isinstance(obj, dict):
+        items = ((f"{path}.{k}" if path else str(k), v) for k, v in obj.items())
+    elif isinstance(obj, list):
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(obj))
+    for sub, value in items:
+        bad = _lone_surrogate_path(value, sub)
+        if bad is not None:
+            return bad
+    return None
+
+
+def _check_unicode(obj: Any, raw: bytes, where: str | Path, row: int | None = None) -> None:
+    """Refuse text with a lone surrogate escape, naming where it is (only walked when one may occur)."""
+    if _SURROGATE_ESCAPE.search(raw) is None:
+        return
+    bad = _lone_surrogate_path(obj)
+    if bad is not None:
+        raise DataError("text holds a lone UTF-16 surrogate escape (\\ud800-\\udfff without its pair): not "
+                        "valid Unicode", file=where, row=row, field=bad)
+
+
 def parse_json(fh: IO[bytes], where: str | Path) -> Any:
-    """Parse one JSON document from an open binary file; a syntax error names the line and column."""
+    """Parse one JSON document from an open binary file; a syntax error names the line and column, text
+    that is not valid Unicode names the field."""
     try:
-        return json.load(fh)
+        raw = fh.read()
+        obj = json.loads(raw)
+        _check_unicode(obj, raw, where)
+        return obj
     except json.JSONDecodeError as exc:
         raise DataError(f"invalid JSON: {exc.msg} (column {exc.colno})", file=where, row=exc.lineno) from None
     except UnicodeDecodeError as exc:
@@ -124,6 +162,7 @@ def iter_jsonl(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
                 raise DataError("invalid JSON: nested too deeply", file=path, row=lineno) from None
             if not isinstance(obj, dict):
                 raise DataError(f"expected a JSON object, got {type(obj).__name__}", file=path, row=lineno)
+            _check_unicode(obj, line.encode("utf-8", "surrogatepass"), path, lineno)
             yield lineno, obj
 
 
