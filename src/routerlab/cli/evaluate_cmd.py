@@ -148,9 +148,10 @@ def scaling_cmd(
 ) -> None:
     """Model-level scaling curve: mu_o of r_o(p) and the best single actor against pool size (SPEC 4)."""
     from routerlab.data.splits import make_split
-    from routerlab.protocols.scaling import plot_scaling, scaling_curve
+    from routerlab.protocols.scaling import scaling_curve
     from routerlab.reports.evaluation import write_json
     from routerlab.reports.files import say_written
+    from routerlab.reports.scaling_plot import plot_scaling
 
     m_values, p_values = positive_ints(m, "--m"), probabilities(p, "--p")
     if output is not None:
@@ -165,7 +166,7 @@ def scaling_cmd(
     if output is not None:
         output.mkdir(parents=True, exist_ok=True)
         write_json(output / "scaling.json", record)
-        plot_scaling(curve, str(output / "scaling.png"), f"Scaling curve: {table.name}")
+        plot_scaling(curve, output / "scaling.png", f"Scaling curve: {table.name}")
     written = [output / "scaling.json", output / "scaling.png"] if output is not None else []
     if as_json:
         print_json(record)

@@ -97,30 +97,3 @@ def scaling_curve(
             best[key].append(v)
     return ScalingCurve(list(m_values), [float(p) for p in p_values], stats, best, reference, samples, seed,
                         split.describe())
-
-
-def plot_scaling(curve: ScalingCurve, path: str, title: str = "") -> None:
-    """PNG of mu_o against pool size: one line per p with a 5-95% band, the best single actor dashed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    cmap = plt.get_cmap("viridis")
-    for i, p in enumerate(curve.p):
-        s = curve.oracle_p[p]
-        color = cmap(i / max(len(curve.p) - 1, 1))
-        ax.plot(curve.m, s["mean"], marker="o", color=color, label=f"r_o(p={p:g})")
-        ax.fill_between(curve.m, s["q05"], s["q95"], color=color, alpha=0.15)
-    ax.plot(curve.m, curve.best_single["mean"], "k--", marker="s", label="best single (train)")
-    if curve.reference is not None:
-        ax.axhline(curve.reference, color="red", lw=1, label="reference")
-    ax.set_xlabel("number of candidate actors m")
-    ax.set_ylabel("mu_o on test")
-    ax.set_title(title or f"Scaling curve ({curve.samples} subsets per m)")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
