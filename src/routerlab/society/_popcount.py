@@ -9,9 +9,14 @@ so its tree (edges, weights and tie order) is the one the NumPy Prim in :mod:`.e
   whole 512-bit vectors); the row count is padded to a multiple of 4 with zero rows.
 * **Gram**: ``G_jk = sum_w popcount(P_jw & P_kw)``. The inner kernel takes 4 x 4 actors at once over
   512-bit vectors (8 loads for 16 ``vpopcntq``), written as explicit ``<8 x i64>`` LLVM IR because
-  LLVM's loop vectoriser stops at 256-bit registers on these CPUs. Rectangular tiles of actors
-  (``_TILE_I`` x ``_TILE_J``) of the upper triangle are shared between numba's threads.
-* **Prim**: dense O(N^2), reading Gram entries (or a dense matrix) and forming distances on the fly.
+  LLVM's loop vectoriser stops at 256-bit registers on these CPUs. Packed rows start on 64-byte
+  boundaries (no load straddles two cache lines). Rectangular tiles of actors (``_TILE_I`` x
+  ``_TILE_J``) of the upper triangle are handed to numba's threads one at a time (dynamic, so a
+  slower core takes fewer); each 16-count block is written to both triangles as it is done.
+  The loop is 3 vector uops per 512 x 1 bit pairs (and, popcount, add), on the two 512-bit ports:
+  about 1.5 cycles per ``vpopcntq``, the limit of this formulation (~1.6 measured).
+* **Prim**: dense O(N^2), reading Gram entries (or a dense matrix) and forming distances on the fly;
+  the next vertex's argmin is found in the same pass that updates the distances.
 
 Compiled code is cached on disk (numba's ``cache=True``: next to this file, or in numba's user-wide
 cache directory when that is read-only, or in ``$NUMBA_CACHE_DIR``); where no cache location is
@@ -42,7 +47,8 @@ if TYPE_CHECKING:
 _LANES = 8  # uint64 lanes per 512-bit vector
 _WORDS = 64 * _LANES  # items per vector
 _BLOCK = 4  # actors per side of the register block (4 x 4 counts per sweep)
-_TILE_I = 1024  # actors per tile row (measured on 2 Xeon cores at 8,500 x 36,000: 256-1024 x 64 best)
+_UNROLL = 2  # 512-bit steps per loop iteration (fewer pointer increments among the vector ops)
+_TILE_I = 512  # actors per tile row (measured on 2 Xeon cores at 8,500 x 36,000: 256-1024 x 64-128 within noise)
 _TILE_J = 64  # actors per tile column: 64 packed rows of 36,000 items stay in L2
 METRIC_CODE = {"cosine": 0, "correlation": 1, "euclidean": 2, "manhattan": 3}
 
@@ -80,12 +86,21 @@ def _pack(B: Any, P: Any) -> None:  # pragma: no cover - compiled
             P[i, full] = x
 
 
+def _aligned_zeros(rows: int, words: int) -> npt.NDArray[np.uint64]:
+    """A zeroed ``rows x words`` uint64 matrix whose rows start on 64-byte boundaries (``words`` is a
+    multiple of 8): NumPy's large allocations sit 16 bytes past a page, so every 512-bit load of an
+    unaligned copy would straddle two cache lines (measured ~10% of the Gram's time)."""
+    buf = np.zeros(rows * words + _LANES, dtype=np.uint64)
+    skip = (-buf.ctypes.data // 8) % _LANES
+    return buf[skip:skip + rows * words].reshape(rows, words)
+
+
 def pack_rows(B: np.ndarray) -> npt.NDArray[np.uint64]:
     """The 0/1 rows of ``B`` as bits (nonzero = 1), zero padded as the Gram kernel needs."""
     n, L = B.shape
     words = -(-L // _WORDS) * _LANES
     rows = -(-n // _BLOCK) * _BLOCK
-    P = np.zeros((rows, max(words, _LANES)), dtype=np.uint64)
+    P = _aligned_zeros(rows, max(words, _LANES))
     if n and L:
         if B.flags.c_contiguous:
             _pack(B, P)
@@ -122,8 +137,8 @@ def _and_popcount_4x4_typing(typingctx: Any, P: Any, i: Any, j: Any) -> Any:  # 
         def load(ptr: Any, w: Any) -> Any:
             return builder.load(builder.bitcast(builder.gep(ptr, [w]), vec.as_pointer()), align=8)
 
-        with cgutils.for_range(builder, steps) as loop:
-            w = builder.mul(loop.index, ir.Constant(i64, _LANES))
+        def step(index: Any) -> None:  # one 512-bit slice of the 8 rows: 16 and + popcount + add
+            w = builder.mul(index, ir.Constant(i64, _LANES))
             a = [load(p, w) for p in a_rows]
             for c in range(_BLOCK):
                 b = load(b_rows[c], w)
@@ -131,6 +146,15 @@ def _and_popcount_4x4_typing(typingctx: Any, P: Any, i: Any, j: Any) -> Any:  # 
                     acc = accs[r * _BLOCK + c]
                     count = builder.call(ctpop, [builder.and_(a[r], b)])
                     builder.store(builder.add(builder.load(acc), count), acc)
+
+        unroll = ir.Constant(i64, _UNROLL)
+        with cgutils.for_range(builder, builder.udiv(steps, unroll)) as loop:
+            first = builder.mul(loop.index, unroll)
+            for u in range(_UNROLL):
+                step(builder.add(first, ir.Constant(i64, u)))
+        tail = builder.mul(builder.udiv(steps, unroll), unroll)
+        with cgutils.for_range(builder, steps, start=tail) as loop:
+            step(loop.index)
         reduce = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [vec]),
                                                 f"llvm.vector.reduce.add.v{_LANES}i64")
         out = [builder.call(reduce, [builder.load(acc)]) for acc in accs]
@@ -173,7 +197,7 @@ def _gram(P: Any, G: Any, n: int, ti: int, tj: int) -> None:  # pragma: no cover
             tiles[t, 0] = i0
             tiles[t, 1] = j0
             t += 1
-    for k in prange(count):
+    for k in prange(count):  # handed out one tile at a time (the caller's chunk size 1), in this order
         i0 = tiles[k, 0]
         j0 = tiles[k, 1]
         _tile(P, G, i0, min(i0 + ti, n), j0, min(j0 + tj, n), n)
@@ -186,7 +210,14 @@ def popcount_gram(B: np.ndarray) -> npt.NDArray[np.int32]:
         raise ValueError("the popcount Gram counts in int32: fewer than 2^31 items")
     G = np.empty((n, n), dtype=np.int32)
     if n:
-        _gram(pack_rows(B), G, n, _TILE_I, _TILE_J)
+        P = pack_rows(B)
+        # dynamic scheduling: a thread that runs slower (a busy or throttled core) takes fewer tiles,
+        # where equal static shares left the other core idle for up to half the Gram's time
+        previous = numba.set_parallel_chunksize(1)
+        try:
+            _gram(P, G, n, _TILE_I, _TILE_J)
+        finally:
+            numba.set_parallel_chunksize(previous)
     return G
 
 
@@ -221,20 +252,46 @@ def _distance(g: float, cr: float, cc: float, metric: int, L: float,
 
 
 @_jit(nogil=True)
+def _prim_scan(G: Any, cnt: Any, metric: int, L: float, degenerate: bool, x: int, rem: Any, crem: Any,
+               best: Any, parent: Any, size: int, first: bool) -> int:  # pragma: no cover - compiled
+    # updates best/parent over rem[:size] with vertex x (first: sets them) and returns the first k
+    # with the least best[k] that is below +inf and not NaN, or -1 when there is none
+    cx = cnt[x]
+    j = -1
+    bj = np.inf
+    for k in range(size):
+        d = _distance(float(G[x, rem[k]]), cx, crem[k], metric, L, degenerate)
+        if first:
+            best[k] = d
+            b = d
+        else:
+            b = best[k]
+            if d < b:
+                best[k] = d
+                parent[k] = x
+                b = d
+        if b < bj:
+            j = k
+            bj = b
+    return j
+
+
+@_jit(nogil=True)
 def _prim_gram(G: Any, cnt: Any, metric: int, L: float, degenerate: bool,
                u: Any, v: Any, w: Any) -> None:  # pragma: no cover - compiled
+    # The NumPy Prim's tree: the same remaining-vertex order (swap-remove) and the same argmin (the
+    # first least entry; index 0 when best[0] is NaN or nothing is below +inf), found in the same
+    # pass that updates the distances.
     n = G.shape[0]
     size = n - 1
     rem = np.arange(1, n)
+    crem = cnt[1:].copy()  # cnt[rem[k]], kept in rem's order
     parent = np.zeros(size, dtype=np.intp)
     best = np.empty(size, dtype=np.float64)
-    for k in range(size):
-        best[k] = _distance(float(G[0, rem[k]]), cnt[0], cnt[rem[k]], metric, L, degenerate)
+    j = _prim_scan(G, cnt, metric, L, degenerate, 0, rem, crem, best, parent, size, True)
     for e in range(n - 1):
-        j = 0
-        for k in range(1, size):
-            if best[k] < best[j]:
-                j = k
+        if j < 0 or np.isnan(best[0]):
+            j = 0
         x = rem[j]
         u[e] = parent[j]
         v[e] = x
@@ -243,13 +300,8 @@ def _prim_gram(G: Any, cnt: Any, metric: int, L: float, degenerate: bool,
         rem[j] = rem[size]
         best[j] = best[size]
         parent[j] = parent[size]
-        cx = cnt[x]
-        for k in range(size):
-            y = rem[k]
-            d = _distance(float(G[x, y]), cx, cnt[y], metric, L, degenerate)
-            if d < best[k]:
-                best[k] = d
-                parent[k] = x
+        crem[j] = crem[size]
+        j = _prim_scan(G, cnt, metric, L, degenerate, x, rem, crem, best, parent, size, False)
 
 
 @_jit(nogil=True)
