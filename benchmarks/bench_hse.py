@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     from routerlab.society import Society, _fast, hse, pairwise_distances
     from routerlab.society.behaviour import clean
     from routerlab.society.entropy import hse_from_linkage, linkage_matrix
-    from routerlab.society.selection import greedy_coreset
+    from routerlab.society.coresets import greedy_coreset
 
     fast = _fast.available()
     if not fast:

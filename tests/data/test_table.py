@@ -116,6 +116,26 @@ def test_concat_rejects_conflicting_actor_attributes() -> None:
         concat([t1, t2])
 
 
+def test_concat_keeps_actor_metadata() -> None:
+    a1 = Actors.create(["a", "b"], extra={"family": ["llama", "qwen"], "ctx": np.array([8.0, 32.0])})
+    a2 = Actors.create(["c", "a"], extra={"family": ["phi", "llama"], "license": ["mit", "meta"]})
+    t1 = RoutingTable.from_arrays([[1, 0]], actors=a1, query_ids=["x"])
+    t2 = RoutingTable.from_arrays([[0.5, 1]], actors=a2, query_ids=["y"])
+    u = concat([t1, t2])
+    assert sorted(u.actors.extra) == ["ctx", "family", "license"]
+    assert list(u.actors.extra["family"]) == ["llama", "qwen", "phi"]
+    assert list(u.actors.extra["license"]) == ["meta", None, "mit"]
+    assert u.actors.extra["ctx"].dtype == np.float64
+    np.testing.assert_array_equal(u.actors.extra["ctx"], [8.0, 32.0, np.nan])
+
+
+def test_concat_rejects_conflicting_actor_metadata() -> None:
+    t1 = RoutingTable.from_arrays([[1]], actors=Actors.create(["a"], extra={"family": ["x"]}), query_ids=["x"])
+    t2 = RoutingTable.from_arrays([[1]], actors=Actors.create(["a"], extra={"family": ["y"]}), query_ids=["y"])
+    with pytest.raises(DataError, match="family"):
+        concat([t1, t2])
+
+
 def test_content_hash_tracks_every_value() -> None:
     base = small()
     assert base.content_hash == small().content_hash

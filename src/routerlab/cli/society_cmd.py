@@ -24,7 +24,7 @@ def society_report(
     from routerlab import society
     from routerlab.errors import UsageError
     from routerlab.society.entropy import check_linkage, prepare
-    from routerlab.society.selection import greedy_coreset
+    from routerlab.society.coresets import greedy_coreset
 
     society.d_max(metric, 1)  # validates the metric before any work
     check_linkage(linkage)
@@ -81,7 +81,7 @@ def write_society(record: dict[str, Any], div: Any, cs: Any, dist: Any, out_dir:
     from routerlab._atomic import atomic_directory
     from routerlab.reports.files import write_json
     from routerlab.reports.society_plots import plot_coreset_curve, plot_dendrogram
-    from routerlab.society.selection import greedy_coreset, random_subsets_curve
+    from routerlab.society.coresets import greedy_coreset, random_subsets_curve
 
     if cs is None and div.n_actors >= 2:
         cs = greedy_coreset(dist, min(div.n_actors, 2), linkage, names=div.names, full_hse=div.hse,

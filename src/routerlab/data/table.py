@@ -483,11 +483,49 @@ def derive_cost(
     return np.where(known[None, :], cost / 1e6, np.nan).astype(np.float32)
 
 
+def _unknown(value: Any) -> bool:
+    """True for the "unknown" value of a metadata column: None, or NaN in a numeric column."""
+    return value is None or (isinstance(value, float | np.floating) and bool(np.isnan(value)))
+
+
+def _concat_actor_extra(
+    tables: Sequence[RoutingTable], names: list[str], col: Mapping[str, int]
+) -> dict[str, np.ndarray]:
+    """The union of the tables' actor metadata columns over the union of actors.
+
+    A column stays float (missing = NaN) when every table holding it has a float column, and
+    becomes object (missing = None) otherwise. Like the numeric attributes, a value comes from
+    the first table that knows it; a different known value in a later table is an error.
+    """
+    keys = sorted({k for t in tables for k in t.actors.extra})
+    out: dict[str, np.ndarray] = {}
+    for key in keys:
+        numeric = all(t.actors.extra[key].dtype.kind == "f" for t in tables if key in t.actors.extra)
+        merged: list[Any] = [None] * len(names)
+        for t in tables:
+            if key not in t.actors.extra:
+                continue
+            for a, v in zip(t.actor_names, t.actors.extra[key], strict=True):
+                cur = merged[col[a]]
+                if _unknown(cur):
+                    merged[col[a]] = v
+                elif not _unknown(v) and cur != v:
+                    raise DataError(f"actor {a!r} has {key}={cur!r} in one table and {v!r} in another", field=key)
+        if numeric:
+            out[key] = np.array([np.nan if v is None else v for v in merged], dtype=np.float64)
+        else:
+            arr = np.empty(len(names), dtype=object)
+            arr[:] = merged
+            out[key] = arr
+    return out
+
+
 def concat(tables: Sequence[RoutingTable], name: str | None = None) -> RoutingTable:
     """Stack tables by query; actors are the union in order of first appearance (missing cells NaN).
 
-    Query ids must not repeat across tables. An actor's attributes come from the first table
-    that knows them; a different known value in a later table is an error, not a silent choice.
+    Query ids must not repeat across tables. An actor's attributes, metadata (``actors.extra``)
+    included, come from the first table that knows them; a different known value in a later
+    table is an error, not a silent choice.
     """
     if not tables:
         raise UsageError("concat needs at least one table")
@@ -513,6 +551,7 @@ def concat(tables: Sequence[RoutingTable], name: str | None = None) -> RoutingTa
         itl_ms=attrs["itl_ms"],
         input_price=attrs["input_price"],
         output_price=attrs["output_price"],
+        extra=_concat_actor_extra(tables, names, col),
     )
     mats: dict[str, Matrix | None] = {}
     for key in MATRIX_FIELDS:

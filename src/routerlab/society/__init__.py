@@ -29,7 +29,7 @@ from routerlab.society.entropy import (
     subset_hse,
     taxonomic_curve,
 )
-from routerlab.society.selection import (
+from routerlab.society.coresets import (
     Coreset,
     CurvePoint,
     RandomCurve,

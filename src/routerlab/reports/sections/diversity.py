@@ -37,7 +37,7 @@ def diversity_section(table: RoutingTable, ctx: AuditContext) -> Section:
     from routerlab import society
     from routerlab.reports.society_plots import plot_coreset_curve, plot_dendrogram
     from routerlab.society.entropy import prepare
-    from routerlab.society.selection import greedy_coreset, random_subsets_curve
+    from routerlab.society.coresets import greedy_coreset, random_subsets_curve
 
     title = "Diversity of the pool (HSE)"
     metric = str(ctx.options.get("society_metric", "cosine"))
