@@ -133,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from routerlab.society import Society, _fast, hse, pairwise_distances
     from routerlab.society.behaviour import clean
-    from routerlab.society.entropy import hse_from_linkage, linkage_matrix
     from routerlab.society.coresets import greedy_coreset
+    from routerlab.society.entropy import hse_from_linkage, linkage_matrix
 
     fast = _fast.available()
     if not fast:

@@ -23,8 +23,8 @@ def society_report(
     """Everything ``routerlab society`` reports, as one JSON-ready dict (figures written to ``out_dir``)."""
     from routerlab import society
     from routerlab.errors import UsageError
-    from routerlab.society.entropy import check_linkage, prepare
     from routerlab.society.coresets import greedy_coreset
+    from routerlab.society.entropy import check_linkage, prepare
 
     society.d_max(metric, 1)  # validates the metric before any work
     check_linkage(linkage)

@@ -14,6 +14,15 @@ This package reads only the data layer; reports and the CLI build on it.
 """
 
 from routerlab.society.behaviour import NanRule, Society, as_society, from_table
+from routerlab.society.coresets import (
+    Coreset,
+    CurvePoint,
+    RandomCurve,
+    candidate_hse_single,
+    coreset,
+    greedy_coreset,
+    random_subsets_curve,
+)
 from routerlab.society.distances import METRICS, Distances, d_max, pairwise_distances
 from routerlab.society.entropy import (
     LINKAGES,
@@ -28,15 +37,6 @@ from routerlab.society.entropy import (
     normalized_hse,
     subset_hse,
     taxonomic_curve,
-)
-from routerlab.society.coresets import (
-    Coreset,
-    CurvePoint,
-    RandomCurve,
-    candidate_hse_single,
-    coreset,
-    greedy_coreset,
-    random_subsets_curve,
 )
 from routerlab.society.synthetic import (
     item_labels,

@@ -36,8 +36,8 @@ def _names(names: list[str], limit: int = 8) -> str:
 def diversity_section(table: RoutingTable, ctx: AuditContext) -> Section:
     from routerlab import society
     from routerlab.reports.society_plots import plot_coreset_curve, plot_dendrogram
-    from routerlab.society.entropy import prepare
     from routerlab.society.coresets import greedy_coreset, random_subsets_curve
+    from routerlab.society.entropy import prepare
 
     title = "Diversity of the pool (HSE)"
     metric = str(ctx.options.get("society_metric", "cosine"))
