@@ -18,7 +18,8 @@ import time
 from collections.abc import Callable
 
 from routerlab.datasets import demo
-from routerlab.features import encode, encoding, get_encoder
+from routerlab.features import get_encoder
+from routerlab.features.encoding import EncodeStats, encode_with_stats
 from routerlab.features.registry import default_encoder
 
 
@@ -38,16 +39,16 @@ def bench(spec: str, n: int, naive_n: int) -> None:
     table = demo(n_queries=n)
     texts = [str(t) for t in table.queries.text]
     train = [t for t, s in zip(texts, table.queries.split, strict=True) if s == "train"]
-    encoding._FITTED.clear()
     enc = get_encoder(spec)
     label = f"{spec:28s}"
     warmup = _timed(lambda: get_encoder(spec).fit(train[:20]).transform(train[:1]))
     print(f"{label} warm-up: imports and model load, once per process: {warmup[0]:.2f} s")
     with tempfile.TemporaryDirectory() as cache_dir:
-        cold = _timed(lambda: encode(table, spec, cache_dir=cache_dir))
-        assert encoding.last_stats["computed"] == encoding.last_stats["unique"]
-        warm = _timed(lambda: encode(table, spec, cache_dir=cache_dir))
-        assert encoding.last_stats["computed"] == 0, "the warm run re-encoded texts"
+        stats: list[EncodeStats] = []
+        cold = _timed(lambda: stats.append(encode_with_stats(table, spec, cache_dir=cache_dir)[1]))
+        assert stats[-1].computed == stats[-1].unique
+        warm = _timed(lambda: stats.append(encode_with_stats(table, spec, cache_dir=cache_dir)[1]))
+        assert stats[-1].computed == 0, "the warm run re-encoded texts"
     enc.fit(train)
     sample = texts[:naive_n]
     naive = _timed(lambda: [enc.transform([t]) for t in sample])

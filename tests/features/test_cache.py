@@ -10,8 +10,8 @@ import pytest
 
 from routerlab.data.table import RoutingTable
 from routerlab.features import CacheWarning, encode, encode_pair
-from routerlab.features import encoding as encoding_module
 from routerlab.features.cache import VectorCache, default_cache_dir
+from routerlab.features.encoding import EncodeStats, FitCache, encode_with_stats
 from routerlab.features.tfidf import TfidfEncoder
 from tests.features.conftest import TEST_TEXTS, TRAIN_TEXTS, CountingEncoder, make_table
 
@@ -30,7 +30,8 @@ def test_second_run_reads_everything_from_the_cache(tmp_path: Path) -> None:
     np.testing.assert_array_equal(X1[0], X1[-1])
     second = CountingEncoder()
     X2 = _encode_clean(table, second, tmp_path)
-    assert second.calls == [] and encoding_module.last_stats["computed"] == 0
+    _, stats = encode_with_stats(table, CountingEncoder(), cache_dir=tmp_path)
+    assert second.calls == [] and stats == EncodeStats(texts=len(TRAIN_TEXTS) + 1, unique=len(TRAIN_TEXTS), computed=0)
     np.testing.assert_array_equal(X1, X2)
 
 
@@ -68,13 +69,32 @@ def test_tfidf_spy_fits_and_transforms_only_on_the_first_run(
     monkeypatch.setattr(TfidfEncoder, "_transform", spy_transform)
     X1 = encode(split_table, "tfidf", cache_dir=tmp_path).X
     assert calls == {"fit": 1, "transform": 1}
-    encoding_module._FITTED.clear()  # as in a new process
     X2 = encode(split_table, "tfidf", cache_dir=tmp_path).X
     assert calls == {"fit": 1, "transform": 1}
     np.testing.assert_array_equal(X1, X2)
     # another fit set is another cache entry: the same texts are encoded again
     encode(split_table, "tfidf", cache_dir=tmp_path, fit_on=TRAIN_TEXTS[:-1])
     assert calls == {"fit": 2, "transform": 2}
+
+
+def test_a_caller_owned_fit_cache_shares_one_fit(tmp_path: Path, split_table: RoutingTable,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    fits_seen: list[int] = []
+    real_fit = TfidfEncoder._fit
+
+    def spy_fit(self: TfidfEncoder, texts: list[str]) -> None:
+        fits_seen.append(len(texts))
+        real_fit(self, texts)
+
+    monkeypatch.setattr(TfidfEncoder, "_fit", spy_fit)
+    train, test = split_table.select_split("train"), split_table.select_split("test")
+    fits = FitCache()
+    a = encode(test, "tfidf", fit_on=train, cache=False, fits=fits).X
+    b = encode(test, "tfidf", fit_on=train, cache=False, fits=fits).X
+    assert fits_seen == [len(TRAIN_TEXTS)] and len(fits) == 1
+    np.testing.assert_array_equal(a, b)
+    encode(test, "tfidf", fit_on=train, cache=False)  # no cache given: this call fits its own
+    assert fits_seen == [len(TRAIN_TEXTS)] * 2 and len(fits) == 1
 
 
 def test_train_and_test_tables_share_one_fit(tmp_path: Path, split_table: RoutingTable) -> None:

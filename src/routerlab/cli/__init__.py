@@ -59,9 +59,19 @@ def _register_commands() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point; returns the exit code (0 ok, 1 failure found, 2 user error)."""
+    """Console entry point; returns the exit code (0 ok, 1 failure found, 2 user error).
+
+    Warnings print as one ``routerlab: warning:`` line while a command runs; the process's own
+    warning display and filters are restored on return, so calling ``main()`` from Python (a test,
+    a notebook) leaves them as they were.
+    """
     _register_commands()
-    warnings.showwarning = _show_warning
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        return _run_command(argv)
+
+
+def _run_command(argv: list[str] | None) -> int:
     command = typer.main.get_command(app)
     try:
         # not standalone: click's usage errors come here, to be printed as one line like ours

@@ -11,6 +11,7 @@ import os
 import warnings
 from collections import OrderedDict
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +28,47 @@ from routerlab.progress import task
 
 FitOn = RoutingTable | Split | Iterable[str] | npt.NDArray[Any]
 
-_FITTED: OrderedDict[str, Encoder] = OrderedDict()  # fingerprint -> fitted encoder, so train and test share one fit
-_FITTED_MAX = 4
 
-last_stats: dict[str, int] = {}
-"""Counts of the latest :func:`encode` call in this process: ``texts``, ``unique``, ``computed``."""
+
+@dataclass(frozen=True)
+class EncodeStats:
+    """What one :func:`encode_with_stats` call did: ``texts`` queries, ``unique`` distinct texts,
+    ``computed`` of them encoded (the rest came from the cache)."""
+
+    texts: int
+    unique: int
+    computed: int
+
+
+class FitCache:
+    """Fitted encoders by fingerprint (encoder, options, fit set), owned by the caller.
+
+    Pass one to several :func:`encode` calls that use the same encoder spec on the same training
+    texts (train and test tables encoded separately, say) so the encoder is fitted once among
+    them; without one, each call that must compute vectors fits its own. Bounded (least recently
+    used out): a fitted encoder may hold a vocabulary or a model.
+    """
+
+    def __init__(self, max_size: int = 4) -> None:
+        self.max_size = max_size
+        self._fitted: OrderedDict[str, Encoder] = OrderedDict()
+
+    def __contains__(self, fingerprint: object) -> bool:
+        return fingerprint in self._fitted
+
+    def __len__(self) -> int:
+        return len(self._fitted)
+
+    def get(self, fingerprint: str) -> Encoder | None:
+        enc = self._fitted.get(fingerprint)
+        if enc is not None:
+            self._fitted.move_to_end(fingerprint)
+        return enc
+
+    def put(self, fingerprint: str, enc: Encoder) -> None:
+        self._fitted[fingerprint] = enc
+        while len(self._fitted) > self.max_size:
+            self._fitted.popitem(last=False)
 
 
 def encode(
@@ -41,8 +78,23 @@ def encode(
     fit_on: FitOn | None = None,
     *,
     cache: bool = True,
+    fits: FitCache | None = None,
     **options: Any,
 ) -> Features:
+    """Vectors for every query of ``table``; :func:`encode_with_stats` without the counts."""
+    return encode_with_stats(table, encoder, cache_dir, fit_on, cache=cache, fits=fits, **options)[0]
+
+
+def encode_with_stats(
+    table: RoutingTable,
+    encoder: str | Encoder = "tfidf",
+    cache_dir: str | os.PathLike[str] | None = None,
+    fit_on: FitOn | None = None,
+    *,
+    cache: bool = True,
+    fits: FitCache | None = None,
+    **options: Any,
+) -> tuple[Features, EncodeStats]:
     """Vectors for every query of ``table``, in table order, by ``encoder`` (a spec such as
     ``tfidf:dim=128``, or an :class:`Encoder`) with extra ``options``.
 
@@ -54,13 +106,14 @@ def encode(
     train / test rows from the result (``Features.take``), so both halves share one space.
 
     ``cache_dir`` defaults to ``$ROUTERLAB_CACHE_DIR`` or ``~/.cache/routerlab/features``;
-    ``cache=False`` bypasses it.
+    ``cache=False`` bypasses it. ``fits`` (a :class:`FitCache` the caller keeps) lets several
+    calls share one fit. Returns the features and what this call computed (:class:`EncodeStats`).
     """
     enc = get_encoder(encoder, **options)
     if not enc.cacheable:
         X = enc.encode_table(table)
-        last_stats.update(texts=table.n_queries, unique=table.n_queries, computed=table.n_queries)
-        return Features(X, table, enc.spec)
+        n = table.n_queries
+        return Features(X, table, enc.spec), EncodeStats(texts=n, unique=n, computed=n)
 
     texts = text_list(table.queries.text)
     positions: dict[str, int] = {}
@@ -82,10 +135,11 @@ def encode(
     fingerprint = enc.fingerprint(fit_hash)
 
     def compute(items: list[str]) -> npt.NDArray[np.float32]:
-        fits = enc.needs_fit and fit_texts is not None and fingerprint not in _FITTED and enc.fit_hash != fit_hash
-        doing = f"fitting {enc.spec} on {len(fit_texts or [])} training texts, " if fits else f"{enc.spec}: "
+        fitting = (enc.needs_fit and fit_texts is not None and enc.fit_hash != fit_hash
+                   and (fits is None or fingerprint not in fits))
+        doing = f"fitting {enc.spec} on {len(fit_texts or [])} training texts, " if fitting else f"{enc.spec}: "
         with task(f"features: {doing}encoding {len(items)} texts"):
-            ready = _fitted(enc, fingerprint, fit_texts, fit_hash)
+            ready = _fitted(enc, fingerprint, fit_texts, fit_hash, fits)
             return ready.transform(items)
 
     if cache:
@@ -93,9 +147,8 @@ def encode(
         U, computed = store.fetch(unique, compute)
     else:
         U, computed = compute(unique), len(unique)
-    last_stats.update(texts=len(texts), unique=len(unique), computed=computed)
     X = U[inverse] if len(texts) else np.zeros((0, U.shape[1] if U.ndim == 2 else 0), dtype=np.float32)
-    return Features(X, table, enc.spec)
+    return Features(X, table, enc.spec), EncodeStats(texts=len(texts), unique=len(unique), computed=computed)
 
 
 def encode_pair(
@@ -105,28 +158,30 @@ def encode_pair(
     cache_dir: str | os.PathLike[str] | None = None,
     *,
     cache: bool = True,
+    fits: FitCache | None = None,
     **options: Any,
 ) -> tuple[Features, Features]:
     """(train, test) features from one encoder fitted on the training texts only: the honest pair
     for evaluating a router on ``test``."""
     enc = get_encoder(encoder, **options)
     fit_on = train if enc.needs_fit else None
-    return (encode(train, enc, cache_dir, fit_on=fit_on, cache=cache),
-            encode(test, enc, cache_dir, fit_on=fit_on, cache=cache))
+    return (encode(train, enc, cache_dir, fit_on=fit_on, cache=cache, fits=fits),
+            encode(test, enc, cache_dir, fit_on=fit_on, cache=cache, fits=fits))
 
 
-def _fitted(enc: Encoder, fingerprint: str, fit_texts: list[str] | None, fit_hash: str | None) -> Encoder:
-    """``enc`` fitted on ``fit_texts``; an encoder fitted on the same set earlier in this process is reused."""
+def _fitted(
+    enc: Encoder, fingerprint: str, fit_texts: list[str] | None, fit_hash: str | None, fits: FitCache | None
+) -> Encoder:
+    """``enc`` fitted on ``fit_texts``; one fitted on the same set and kept in ``fits`` is reused."""
     if not enc.needs_fit or (enc.fit_hash is not None and enc.fit_hash == fit_hash):
         return enc
-    if fingerprint in _FITTED:
-        _FITTED.move_to_end(fingerprint)
-        return _FITTED[fingerprint]
+    known = fits.get(fingerprint) if fits is not None else None
+    if known is not None:
+        return known
     assert fit_texts is not None
     enc.fit(fit_texts)
-    _FITTED[fingerprint] = enc
-    while len(_FITTED) > _FITTED_MAX:
-        _FITTED.popitem(last=False)
+    if fits is not None:
+        fits.put(fingerprint, enc)
     return enc
 
 
