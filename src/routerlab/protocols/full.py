@@ -4,12 +4,19 @@ One scoring pass per router feeds its choices (argmax), its selection distributi
 metric with a bootstrap interval. Test queries with an unobserved cell are left out of evaluation
 (and counted), since no metric can score a choice whose outcome is unknown. The result records the
 router and its settings, the data name and hash, the split, the seed and the routerlab version.
+
+Routers may be given as spec strings (``"knn:k=5"``) or as :class:`Router` instances, mixed in one
+list, so a router class written in a notebook is evaluated without registering it; the encoder may be
+a spec or an :class:`Encoder` instance. A spec string is recorded as written; an instance as its
+class name and options (``MyRouter(k=5)``, with ``class`` = its importable path), so the result
+still says what ran.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +28,7 @@ from routerlab.data.splits import Split, make_split
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.features.base import Features
+from routerlab.features.registry import Encoder
 from routerlab.metrics.bounds import best_single_actor
 from routerlab.metrics.latency import oracle_best_of_n
 from routerlab.metrics.registry import evaluate_choices
@@ -46,11 +54,15 @@ class RouterResult:
     sweep: dict[str, Any] | None = None
     paired: dict[str, Any] | None = None
 
+    router_class: str | None = None  # the router's module.qualname, for instances only
+
     def to_dict(self) -> dict[str, Any]:
         out = {"router": self.router, "spec": self.spec, "params": self.params, "metrics": self.metrics,
                "ci": {k: list(v) for k, v in self.ci.items()}, "selection": self.selection,
                "collapsed": self.collapsed, "fit_seconds": round(self.fit_seconds, 4),
                "score_seconds": round(self.score_seconds, 4)}
+        if self.router_class is not None:
+            out["class"] = self.router_class
         if self.sweep is not None:
             out["sweep"] = self.sweep
         if self.paired is not None:
@@ -93,7 +105,17 @@ def complete_rows(table: RoutingTable) -> npt.NDArray[np.bool_]:
     return np.asarray(~np.isnan(table.score).any(axis=1))
 
 
-def featurize(train: RoutingTable, test: RoutingTable, encoder: str, cache_dir: str | None = None
+RouterLike = str | Router
+"""A router as a spec string (``knn:k=5``) or an instance (registered or not)."""
+
+
+def router_label(router: RouterLike) -> str:
+    """How a run names and records a router: a spec string as written, an instance as its class name
+    and options (its ``repr``, e.g. ``MyRouter(k=5)``)."""
+    return router if isinstance(router, str) else repr(router)
+
+
+def featurize(train: RoutingTable, test: RoutingTable, encoder: str | Encoder, cache_dir: str | None = None
               ) -> tuple[Features, Features]:
     """Encode train and test texts with an encoder fitted on the training texts only."""
     from routerlab.features import encode_pair
@@ -103,10 +125,10 @@ def featurize(train: RoutingTable, test: RoutingTable, encoder: str, cache_dir: 
 
 def evaluate(
     table: RoutingTable,
-    router_specs: list[str],
+    router_specs: Sequence[RouterLike],
     *,
     split: str | Split = "given",
-    encoder: str = "tfidf",
+    encoder: str | Encoder = "tfidf",
     seed: int = 0,
     n_boot: int = 1000,
     cache_dir: str | None = None,
@@ -125,14 +147,22 @@ def evaluate(
     Every router is built and checked against the training split before any is trained, so a bad
     option or an inapplicable router costs no training time. ``compare_to`` names the router of the
     run the others are compared with (paired bootstrap); "auto" is best-single when it is in the run,
-    None switches the comparison off.
+    None switches the comparison off; it names a router by its label (:func:`router_label`).
+
+    ``router_specs`` may mix spec strings and :class:`Router` instances. An instance is fitted in
+    place (so it can be used after the run) and keeps its own seed when it was given one
+    (``MyRouter(seed=3)``); otherwise it gets the run's ``seed``, as a spec string's router does.
+    ``encoder`` may be an :class:`Encoder` instance; it is fitted on the training texts when it
+    needs fitting.
     """
     if not router_specs:
         raise UsageError("name at least one router, e.g. --routers oracle,knn,best-single")
+    labels = [router_label(r) for r in router_specs]
+    from_objects = {router_label(r) for r in router_specs if not isinstance(r, str)}
     if compare_to == "auto":
-        compare_to = "best-single" if "best-single" in router_specs else None
-    if compare_to is not None and compare_to not in router_specs:
-        raise UsageError(f"compare_to {compare_to!r} is not a router of this run ({', '.join(router_specs)})")
+        compare_to = "best-single" if "best-single" in labels else None
+    if compare_to is not None and compare_to not in labels:
+        raise UsageError(f"compare_to {compare_to!r} is not a router of this run ({', '.join(labels)})")
     if sweep is not None and sweep not in {"cost", "latency"}:
         raise UsageError(f"sweep must be 'cost' or 'latency', got {sweep!r}")
     sp = split if isinstance(split, Split) else make_split(table, split, seed)
@@ -179,12 +209,12 @@ def evaluate(
         if sweep is not None and not router.uses_test_labels:
             curve = _sweep(router, train, ftest, test, sweep, lambdas)
         results.append(RouterResult(
-            router=router.name, spec=spec, params=router.describe()["params"],
+            router=router.name, spec=spec, params={**router.params, "seed": router.seed},
             metrics={k: float(v[0]) for k, v in values.items()},
             ci={k: interval(v[0], v[1], v[2]) for k, v in values.items()},
             selection={a: float(s) for a, s in zip(test.actor_names, shares, strict=True) if s > 0},
             collapsed=bool(collapsed(choice, m)), choice=choice, fit_seconds=t1 - t0, score_seconds=t2 - t1,
-            sweep=curve,
+            sweep=curve, router_class=_class_path(router) if spec in from_objects else None,
         ))
     if not results:
         raise UsageError(f"no router could be fitted: {skipped}")
@@ -206,15 +236,17 @@ def evaluate(
     )
 
 
-def applicable_routers(specs: list[str], train: RoutingTable, seed: int, skip_inapplicable: bool = False
+def applicable_routers(specs: Sequence[RouterLike], train: RoutingTable, seed: int, skip_inapplicable: bool = False
                        ) -> tuple[list[tuple[str, Router]], dict[str, str]]:
     """Build every router of ``specs`` and check it can be trained on ``train``, before any training:
     a bad spec is always an error; an inapplicable router is an error, or with ``skip_inapplicable``
-    left out and returned in ``skipped`` (spec -> reason)."""
+    left out and returned in ``skipped`` (label -> reason). Returns (label, router) pairs; an instance
+    is used as is, given ``seed`` unless it was built with its own."""
     chosen: list[tuple[str, Router]] = []
     skipped: dict[str, str] = {}
-    for spec in specs:
-        router = get_router(spec, seed=seed)
+    for item in specs:
+        spec = router_label(item)
+        router = get_router(item, seed=seed) if isinstance(item, str) else _seeded(item, seed)
         try:
             router.check_applicable(train)
         except UsageError as exc:
@@ -226,6 +258,21 @@ def applicable_routers(specs: list[str], train: RoutingTable, seed: int, skip_in
     if not chosen:
         raise UsageError(f"no router can be trained on this table: {skipped}")
     return chosen, skipped
+
+
+def _seeded(router: Router, seed: int) -> Router:
+    """``router`` itself, given the run's ``seed`` unless its own was passed to its constructor."""
+    if not isinstance(router, Router):
+        raise UsageError(f"a router is a spec string or a Router instance, got {type(router).__name__}")
+    if "seed" not in router.params:
+        router.seed = seed
+    return router
+
+
+def _class_path(router: Router) -> str:
+    """``module.QualName`` of a router's class: where an instance's code lives."""
+    cls = type(router)
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def interval(estimate: float, lo: float, hi: float) -> tuple[float, float]:
