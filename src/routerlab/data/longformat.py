@@ -71,6 +71,7 @@ import pyarrow.csv as pcsv
 import pyarrow.json as pjson
 import pyarrow.parquet as pq
 
+from routerlab.data._files import expand_paths, iter_jsonl, load_json, split_in_name, warn
 from routerlab.data.table import ACTOR_NUMERIC_FIELDS, MATRIX_FIELDS, Actors, Queries, RoutingTable
 from routerlab.errors import DataError, UsageError
 from routerlab.progress import Progress
@@ -257,7 +258,6 @@ def _open_source(path: Path, mapping: dict[str, str], index: int) -> _Source:
         if missing:
             raise _missing(path, missing[0], mapping, header)
         names = {c: mapping[c] for c in LONG_COLUMNS if mapping[c] in header}
-    from routerlab.data.importers._common import split_in_name
 
     return _Source(path=path, kind=kind, names=names, split=split_in_name(path), index=index)
 
@@ -455,7 +455,6 @@ def _read_jsonl(src: _Source, wanted: dict[str, str], batch_rows: int) -> Iterat
 
 
 def _read_json_array(src: _Source, wanted: dict[str, str], batch_rows: int) -> Iterator[_Batch]:
-    from routerlab.data.importers._common import load_json
 
     data = load_json(src.path)
     if not isinstance(data, list):
@@ -956,7 +955,6 @@ def read_long(
     batch_rows = int(batch_rows)
     if batch_rows < 1:
         raise UsageError(f"batch_rows must be >= 1, got {batch_rows}")
-    from routerlab.data.importers._common import expand_paths
 
     files = expand_paths(
         [Path(p) for p in paths],
@@ -1032,8 +1030,6 @@ def read_long(
         names, attrs, extra = actor_info
         known = len(names)
         if m > known:
-            from routerlab.data.importers._common import warn
-
             warn(f"{m - known} actors are not in the actors side-file (first: {av.values[known].as_py()!r}); "
                  "their attributes are unknown", file=side[0], field="actor")
         pad = m - known
@@ -1058,7 +1054,6 @@ def _pad_extra(v: np.ndarray, pad: int) -> np.ndarray:
 
 
 def _table_name(files: list[Path]) -> str:
-    from routerlab.data.importers._common import split_in_name
 
     stems = []
     for p in files:
@@ -1165,7 +1160,6 @@ def _numbers_any(arr: pa.Array, name: str, batch: _Batch, src: _Source) -> npt.N
 
 def _json_table(path: Path) -> tuple[pa.Table, npt.NDArray[np.int64]]:
     """A small JSON-lines or JSON-array file as an Arrow table, via Python (types may mix)."""
-    from routerlab.data.importers._common import iter_jsonl, load_json
 
     records: list[tuple[int, Any]]
     if _stream_head(path, 4096).removeprefix(b"\xef\xbb\xbf").lstrip()[:1] == b"[":
