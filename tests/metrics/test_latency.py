@@ -18,6 +18,7 @@ from routerlab.metrics.latency import (
     correct_mask,
     dcg,
     dcg_per_query,
+    fastest_correct,
     l_dcg,
     l_dcg_per_query,
     latency_ranks,
@@ -116,3 +117,15 @@ def test_l_dcg_le_dcg_le_acc_and_oracle_perfect(seed: int, n: int, m: int, grade
         oracle = latency_ranks(score, oracle_choice(score, latency), latency)
         for values in (oracle.acc_at_1, oracle.acc_at_1_l, oracle.dcg, oracle.l_dcg):
             np.testing.assert_array_equal(values[oracle.answerable], 1.0)
+
+
+def test_fastest_correct_labels_agree_with_acc_at_1_l() -> None:
+    label = fastest_correct(SCORE, LATENCY)
+    np.testing.assert_array_equal(label, [0, 2, 0, 2])  # query 2 has no correct actor: its fastest (tie: first)
+    answerable_rows = answerable(SCORE)
+    hits = acc_at_1_l_per_query(SCORE[answerable_rows], label[answerable_rows], LATENCY[answerable_rows])
+    assert hits.tolist() == [1.0, 1.0, 1.0]
+    # ties on latency go to the cheaper actor; without latency it is the oracle's rule
+    tied = np.array([[1.0, 1.0]])
+    assert fastest_correct(tied, [1.0, 1.0], cost=[2.0, 1.0]).tolist() == [1]
+    np.testing.assert_array_equal(fastest_correct(SCORE, None), oracle_choice(SCORE))

@@ -438,19 +438,24 @@ class RoutingTable:
             "train_test_overlap": train_test_overlap(self),
             "mean_score": {
                 a: (None if np.isnan(v) else round(float(v), 6))
-                for a, v in zip(self.actor_names, _nanmean_cols(self.score), strict=True)
+                for a, v in zip(self.actor_names, column_means(self.score), strict=True)
             },
             "derived": list(self.meta.get("derived", [])),
             "content_hash": self.content_hash,
         }
 
 
-def _nanmean_cols(mat: Matrix) -> npt.NDArray[np.float64]:
-    obs = ~np.isnan(mat)
+def column_means(values: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """Mean of the observed (non-NaN) cells of each column of a 2-d array, in float64; NaN for a
+    column with none. The one NaN-aware column mean (table summaries, router priors) lives here,
+    the lowest layer that needs it."""
+    v = np.asarray(values, dtype=np.float64)
+    obs = ~np.isnan(v)
     counts = obs.sum(axis=0)
-    sums = np.where(obs, mat, 0).sum(axis=0, dtype=np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+    sums = np.where(obs, v, 0.0).sum(axis=0)
+    out = np.full(v.shape[1], np.nan)
+    np.divide(sums, counts, out=out, where=counts > 0)
+    return out
 
 
 def derive_latency(

@@ -124,7 +124,14 @@ def pick_best(
     latency, then the lowest cost, then the lowest index. Unknown (NaN) latency or cost sorts last.
     This one tie rule serves the oracle r_o and Oracle(Best-of-N) alike (SPEC 4-5)."""
     s = np.where(candidates, score, -np.inf)
-    cand = candidates & (s == s.max(axis=1, keepdims=True))
+    return break_ties(candidates & (s == s.max(axis=1, keepdims=True)), latency, cost)
+
+
+def break_ties(candidates: BoolArray, latency: FloatArray | None, cost: FloatArray | None) -> IntArray:
+    """Per query, among ``candidates``: the lowest latency, then the lowest cost, then the lowest
+    index (unknown latency or cost sorts last; a row without candidates gets 0). The tie rule shared
+    by :func:`pick_best` and ``latency.fastest_correct``."""
+    cand = candidates
     for key in (latency, cost):
         if key is None:
             continue

@@ -28,6 +28,7 @@ from routerlab.metrics._arrays import (
     as_actor_matrix,
     as_choice,
     as_matrix,
+    break_ties,
     chosen,
     chosen_scores,
     pick_best,
@@ -47,6 +48,28 @@ def answerable(score: npt.ArrayLike, threshold: float = 0.5) -> BoolArray:
     """Queries with a non-empty C_q, i.e. at least one correct actor (SPEC 5). ``(~answerable).sum()``
     is the count SPEC 5 asks to report."""
     return np.asarray(correct_mask(score, threshold).any(axis=1))
+
+
+def fastest_correct(
+    score: npt.ArrayLike,
+    latency: npt.ArrayLike | None,
+    cost: npt.ArrayLike | None = None,
+    threshold: float = 0.5,
+) -> IntArray:
+    """Per query, the fastest correct observed actor (C_q's first, RouterWorld's correct_list[0]);
+    ties by cost, then index. A query with no correct actor gets its fastest observed actor (any
+    choice scores 0 there). Without latency: the best-scoring observed actor, ties by cost then
+    index (the oracle's rule). ``latency``/``cost`` are (n, m) or per-actor (m,); NaN = unknown,
+    ranked last. Rows should have an observed cell (a row without one gets actor 0)."""
+    s = as_matrix(score)
+    n, m = s.shape
+    observed = ~np.isnan(s)
+    cst = None if cost is None else as_actor_matrix(cost, n, m, "cost")
+    if latency is None:
+        return pick_best(observed, s, None, cst)
+    correct = correct_mask(s, threshold)
+    candidates = np.where(correct.any(axis=1, keepdims=True), correct, observed)
+    return break_ties(candidates, as_actor_matrix(latency, n, m, "latency"), cst)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from routerlab.data.table import RoutingTable
+from routerlab.data.table import RoutingTable, column_means
 from routerlab.errors import UsageError
 from routerlab.metrics.latency import correct_mask
 
@@ -27,17 +27,6 @@ _BLOCK_ELEMENTS = 1 << 24
 NOMINAL_OUTPUT_TOKENS = 256
 # Score put on an actor a router knows nothing about: below every score in [0, 1].
 UNKNOWN_SCORE = -1.0
-
-
-def column_means(values: npt.ArrayLike) -> FloatVector:
-    """Mean of the observed (non-NaN) cells of each column; NaN for a column with none."""
-    v = np.asarray(values, dtype=np.float64)
-    obs = ~np.isnan(v)
-    counts = obs.sum(axis=0)
-    sums = np.where(obs, v, 0.0).sum(axis=0)
-    out = np.full(v.shape[1], np.nan)
-    np.divide(sums, counts, out=out, where=counts > 0)
-    return out
 
 
 def prior_means(score: npt.ArrayLike) -> FloatVector:
@@ -188,13 +177,6 @@ class LastScores:
         return scores
 
 
-def softmax_rows(z: npt.ArrayLike, temperature: float = 1.0) -> FloatMatrix:
-    x = np.asarray(z, dtype=np.float64) / temperature
-    x = x - x.max(axis=1, keepdims=True)
-    e = np.exp(x)
-    return np.asarray(e / e.sum(axis=1, keepdims=True))
-
-
 # ---------------------------------------------------------------------------- actor expectations
 def expected_actor_cost(train: RoutingTable) -> tuple[FloatVector, str]:
     """Expected USD per query of each actor: its mean observed training cost; where a table has no
@@ -244,32 +226,6 @@ def ldcg_matrix(score: npt.ArrayLike, latency: npt.ArrayLike, threshold: float =
             choice = np.full(s_ok.shape[0], a, dtype=np.intp)
             out[ok, a] = latency_ranks(s_ok, choice, lat_ok, threshold, nan_policy="zero").l_dcg
     return np.where(np.isnan(s), np.nan, out)
-
-
-def fastest_correct(
-    score: npt.ArrayLike,
-    latency: npt.ArrayLike | None,
-    cost: npt.ArrayLike | None = None,
-    threshold: float = 0.5,
-) -> npt.NDArray[np.intp]:
-    """Per query, the fastest correct observed actor (RouterWorld's correct_list[0]); ties by cost,
-    then index. A query with no correct actor gets its fastest observed actor (any choice scores 0).
-    Without latency: the best-scoring observed actor, ties by cost then index. Rows must have at
-    least one observed cell."""
-    s = np.asarray(score, dtype=np.float64)
-    obs = ~np.isnan(s)
-    if latency is None:
-        cand = obs & (np.where(obs, s, -np.inf) == np.where(obs, s, -np.inf).max(axis=1, keepdims=True))
-    else:
-        correct = correct_mask(s, threshold)
-        cand = np.where(correct.any(axis=1, keepdims=True), correct, obs)
-    for key in (latency, cost):
-        if key is None:
-            continue
-        k = np.asarray(key, dtype=np.float64)
-        k = np.where(cand & ~np.isnan(k), k, np.inf)
-        cand = cand & (k == k.min(axis=1, keepdims=True))
-    return np.asarray(np.argmax(cand, axis=1), dtype=np.intp)
 
 
 def observed_rows(score: npt.ArrayLike) -> npt.NDArray[np.bool_]:

@@ -24,6 +24,7 @@ import numpy.typing as npt
 from threadpoolctl import threadpool_limits
 
 from routerlab._spec import Constraint, Interval
+from routerlab.metrics.selection import softmax
 
 F32 = npt.NDArray[np.float32]
 Loss = Literal["bce", "softmax"]
@@ -149,9 +150,7 @@ class MaskedMLP:
         z = self.logits(X)
         if self.loss == "bce":
             return np.asarray(0.5 * (1.0 + np.tanh(0.5 * z)))
-        z = z - z.max(axis=1, keepdims=True)
-        e = np.exp(z)
-        return np.asarray(e / e.sum(axis=1, keepdims=True))
+        return softmax(z)
 
 
 # Ranges of the options ``network_from_options`` reads, shared by every router built on MaskedMLP.

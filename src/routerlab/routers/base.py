@@ -25,16 +25,9 @@ from routerlab._spec import Constraint, Interval, check_constraints, check_optio
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.features.base import Features
+from routerlab.metrics.selection import softmax
 
 FloatMatrix = npt.NDArray[np.float64]
-
-
-def softmax(scores: npt.ArrayLike, temperature: float = 1.0) -> FloatMatrix:
-    """Row-wise softmax with max-subtraction (stable for any finite scores)."""
-    z = np.asarray(scores, dtype=np.float64) / temperature
-    z = z - z.max(axis=1, keepdims=True)
-    e = np.exp(z)
-    return np.asarray(e / e.sum(axis=1, keepdims=True))
 
 
 class Router(ABC):

@@ -13,14 +13,13 @@ import numpy as np
 import numpy.typing as npt
 
 from routerlab._spec import Constraint, Interval
-from routerlab.data.table import RoutingTable
+from routerlab.data.table import RoutingTable, column_means
 from routerlab.errors import UsageError
 from routerlab.features.base import Features
 from routerlab.metrics.selection import oracle_choice, oracle_distribution, oracle_p_choice
 from routerlab.routers._common import (
     UNKNOWN_SCORE,
     FloatMatrix,
-    column_means,
     expected_actor_cost,
     expected_actor_latency,
     finite_rank_scores,

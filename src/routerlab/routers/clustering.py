@@ -17,6 +17,7 @@ from routerlab._spec import Constraint, Interval, Options
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.features.base import Features
+from routerlab.metrics.selection import softmax
 from routerlab.routers._common import (
     FloatMatrix,
     l2_normalize,
@@ -25,7 +26,6 @@ from routerlab.routers._common import (
     one_hot,
     prior_means,
     propagate,
-    softmax_rows,
 )
 from routerlab.routers.base import Router, check_at_most_train, register
 
@@ -90,7 +90,7 @@ class ClusterRouter(Router):
 
     def _distribution(self, features: Features) -> npt.ArrayLike:
         d = np.sqrt(_sq_distances(features.X, self._centres))
-        member = softmax_rows(-d / (float(self.params["temperature"]) * self._scale))
+        member = softmax(-d / (float(self.params["temperature"]) * self._scale))
         best = one_hot(self._means.argmax(axis=1), self._means.shape[1])  # (k, m)
         return member @ best
 
@@ -152,7 +152,7 @@ class AvengerRouter(Router):
         keep = np.argpartition(dist, top - 1, axis=1)[:, :top] if top < k else np.tile(np.arange(k), (dist.shape[0], 1))
         logits = np.full(dist.shape, -np.inf)
         np.put_along_axis(logits, keep, -float(self.params["beta"]) * np.take_along_axis(dist, keep, axis=1), axis=1)
-        return softmax_rows(logits)
+        return softmax(logits)
 
     def _scores(self, features: Features) -> npt.ArrayLike:
         return self._weights(features) @ self._votes

@@ -17,10 +17,10 @@ from routerlab._spec import Constraint, Interval
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.features.base import Features
+from routerlab.metrics.latency import fastest_correct
 from routerlab.routers._common import (
     FloatMatrix,
     LastScores,
-    fastest_correct,
     nearest,
     neighbour_matrix,
     observed_rows,
