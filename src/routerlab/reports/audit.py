@@ -7,13 +7,13 @@ section by adding one module there. Every section reads the same split: its test
 the leaderboard can never disagree on the queries they score. The audit writes into a temporary
 directory beside the target and publishes it at the end (``report.md`` and ``audit.json`` last), so
 an interrupted run leaves no half-written report; it records table hash, split, seed and version
-(SPEC 7), and closes the report with a glossary of every metric it shows.
+(SPEC 7), and closes the report with a glossary of every metric it shows. Sections return blocks
+(:mod:`routerlab.reports.blocks`), not Markdown; :func:`routerlab.reports.render.render_markdown`
+writes report.md from them.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,25 +21,16 @@ from typing import Any
 
 from routerlab import __version__
 from routerlab._atomic import atomic_directory
+from routerlab._registry import Registry
 from routerlab.data.splits import Split, given_split, random_split
 from routerlab.data.table import RoutingTable
 from routerlab.errors import RouterlabError, UsageError
 from routerlab.progress import track
+from routerlab.reports.blocks import Definition, Definitions, Paragraph, Section
 from routerlab.reports.files import write_json, write_text
+from routerlab.reports.render import render_markdown
 
 SYNTHETIC_SUFFIX = " (synthetic demo benchmark)"
-
-
-@dataclass
-class Section:
-    """One part of the report: Markdown for people, ``data`` for machines, figure file names, and the
-    glossary terms (keys of :data:`GLOSSARY`) its Markdown shows."""
-
-    title: str
-    markdown: str
-    data: dict[str, Any] = field(default_factory=dict)
-    figures: list[str] = field(default_factory=list)
-    terms: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -70,7 +61,7 @@ class _Registered:
     fn: SectionFn
 
 
-_SECTIONS: dict[str, _Registered] = {}
+_SECTIONS: Registry[_Registered] = Registry("audit section", package="routerlab.reports.sections")
 
 GLOSSARY: dict[str, tuple[str, str]] = {
     "full observability": ("full observability", "routers are trained on every actor's score for every training "
@@ -126,7 +117,7 @@ def audit_section(name: str, order: int) -> Callable[[SectionFn], SectionFn]:
     """Register a report section; sections appear in ascending ``order``."""
 
     def register(fn: SectionFn) -> SectionFn:
-        _SECTIONS[name] = _Registered(name, order, fn)
+        _SECTIONS.add(name, _Registered(name, order, fn))
         return fn
 
     return register
@@ -134,10 +125,6 @@ def audit_section(name: str, order: int) -> Callable[[SectionFn], SectionFn]:
 
 def sections() -> list[_Registered]:
     """Every registered section, in report order (importing the section modules first)."""
-    from routerlab.reports import sections as pkg
-
-    for mod in pkgutil.iter_modules(pkg.__path__):
-        importlib.import_module(f"{pkg.__name__}.{mod.name}")
     return sorted(_SECTIONS.values(), key=lambda s: (s.order, s.name))
 
 
@@ -205,26 +192,26 @@ def run_audit(
     }
     left_out = (f"; {excluded} more test queries are left out because some actor's score on them is "
                 "unobserved, so no router's choice on them could be scored" if excluded else "")
-    parts = [f"# routerlab audit: {display_name(table)}\n",
-             f"Table hash `{table.content_hash[:16]}`, seed {seed}, routerlab {__version__}. "
-             f"Split {split.kind} ({_split_recipe(split)}): {split.train.size} train queries; every section "
-             f"evaluates the same {split.test.size} test queries{left_out}.\n"]
+    head = Section(f"routerlab audit: {display_name(table)}", [Paragraph(
+        f"Table hash `{table.content_hash[:16]}`, seed {seed}, routerlab {__version__}. "
+        f"Split {split.kind} ({_split_recipe(split)}): {split.train.size} train queries; every section "
+        f"evaluates the same {split.test.size} test queries{left_out}.")], level=1)
     if is_synthetic_demo(table):
-        parts.append("This is routerlab's **synthetic** demo benchmark, generated from a seed: none of it is "
-                     "real data. Pass a table directory to audit real data.\n")
+        head.blocks.append(Paragraph("This is routerlab's **synthetic** demo benchmark, generated from a seed: "
+                                     "none of it is real data. Pass a table directory to audit real data."))
+    parts = [head]
     terms: list[str] = []
     with atomic_directory(out) as tmp:
         ctx = AuditContext(tmp, split, seed, train, test, dict(options or {}), excluded)
         for reg in track(registered, "audit: section", unit="section", label=lambda r: r.name):
             sec = reg.fn(table, ctx)
-            record["sections"][reg.name] = {"title": sec.title, **sec.data, "figures": sec.figures}
-            parts.append(f"## {sec.title}\n\n{sec.markdown.strip()}\n")
-            parts.extend(f"![{f}]({f})\n" for f in sec.figures)
+            record["sections"][reg.name] = {"title": sec.title, **sec.data, "figures": [f.path for f in sec.figures]}
+            parts.append(sec)
             terms += [t for t in sec.terms if t not in terms]
         if terms:
-            parts.append(glossary_markdown(terms))
+            parts.append(glossary_section(terms))
         record["files"] = [*sorted(p.name for p in tmp.iterdir()), "audit.json", "report.md"]
-        write_text(tmp / "report.md", "\n".join(parts))
+        write_text(tmp / "report.md", render_markdown(parts))
         write_json(tmp / "audit.json", record)
     return record
 
@@ -241,15 +228,15 @@ def _split_recipe(split: Split) -> str:
     return ", ".join(f"{k} {v}" for k, v in split.params.items()) or split.kind
 
 
-def glossary_markdown(terms: list[str]) -> str:
-    """The closing "What the numbers mean" section: one line per term the report showed."""
-    lines = []
+def glossary_section(terms: list[str]) -> Section:
+    """The closing "What the numbers mean" section: one definition per term the report showed, with its
+    audit.json key where that differs from the label."""
+    items = []
     for key in terms:
         if key in GLOSSARY:
             label, text = GLOSSARY[key]
-            field_name = f" (`{key}` in audit.json)" if key != label else ""
-            lines.append(f"- **{label}**{field_name}: {text}.")
-    return "## What the numbers mean\n\n" + "\n".join(lines) + "\n"
+            items.append(Definition(label, text + ".", f"`{key}` in audit.json" if key != label else ""))
+    return Section("What the numbers mean", [Definitions(items)])
 
 
 def audit_summary(record: dict[str, Any], out_dir: Path) -> list[str]:

@@ -8,14 +8,15 @@ from typing import Any
 import numpy as np
 
 from routerlab.protocols.full import Evaluation, RouterResult
+from routerlab.reports.blocks import Table
 from routerlab.reports.files import save_figure, write_json, write_parquet
 
-__all__ = ["groups_text", "leaderboard_markdown", "leaderboard_text", "write_evaluation", "write_json"]
+__all__ = ["groups_text", "leaderboard_table", "leaderboard_text", "write_evaluation", "write_json"]
 
 _COLUMNS = ("mu_o", "v_b", "e_p", "acc_at_1", "acc_at_1_l", "dcg", "l_dcg", "mean_cost", "mean_latency")
 LABELS = {"mu_o": "mu_o", "v_b": "V_B", "e_p": "E_p (bits)", "acc_at_1": "Acc@1", "acc_at_1_l": "Acc@1-L",
           "dcg": "DCG", "l_dcg": "L-DCG", "mean_cost": "mean cost (USD/query)", "mean_latency": "mean latency (s)"}
-"""Column headings of the Markdown leaderboard, with units (the report's glossary explains each)."""
+"""Column headings of the report's leaderboard table, with units (the report's glossary explains each)."""
 
 
 def _fmt(v: float | None, key: str) -> str:
@@ -93,14 +94,11 @@ def _extras(ev: Evaluation) -> list[str]:
     return out
 
 
-def leaderboard_markdown(ev: Evaluation) -> str:
-    """The leaderboard as a Markdown table (headings with units), best router first."""
+def leaderboard_table(ev: Evaluation) -> Table:
+    """The leaderboard as a report table block (headings with units), best router first."""
     head = [LABELS.get(h, h) for h in _header(ev)]
     head[1] = "mu_o [95% CI]"
-    rows = leaderboard_rows(ev)
-    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(out)
+    return Table(head, leaderboard_rows(ev))
 
 
 def write_evaluation(ev: Evaluation, out_dir: Path, name: str | None = None) -> list[str]:

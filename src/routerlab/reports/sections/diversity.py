@@ -10,7 +10,8 @@ import numpy as np
 
 from routerlab.data.table import RoutingTable
 from routerlab.errors import RouterlabError
-from routerlab.reports.audit import AuditContext, Section, audit_section, display_name
+from routerlab.reports.audit import AuditContext, audit_section, display_name
+from routerlab.reports.blocks import Figure, Paragraph, Section
 
 MAX_GREEDY = 100  # the audit's greedy curve stops here on large pools ...
 MAX_GREEDY_HUGE = 30  # ... and here beyond 2,000 actors (each step costs O(N s log s))
@@ -47,7 +48,7 @@ def diversity_section(table: RoutingTable, ctx: AuditContext) -> Section:
         try:
             soc, dist, dropped = prepare(ctx.train, metric, split=None)
         except RouterlabError as exc:
-            return Section(title, f"Diversity cannot be measured on the training queries: {exc}",
+            return Section(title, [Paragraph(f"Diversity cannot be measured on the training queries: {exc}")],
                            {"error": str(exc)})
     notes = [str(w.message) for w in caught]
     div = society.diversity_from_distances(dist, linkage, names=soc.names, n_dropped_items=dropped,
@@ -59,7 +60,7 @@ def diversity_section(table: RoutingTable, ctx: AuditContext) -> Section:
         f"{div.max_hse:.3f} for {n} actors; {metric} distance, {linkage} linkage, on {div.n_items} "
         f"training queries): {verdict(div.hse_normalized)}."
     ]
-    figures: list[str] = []
+    figures: list[Figure] = []
     if n >= 2:
         cap = MAX_GREEDY if n <= 2000 else MAX_GREEDY_HUGE
         cs = greedy_coreset(dist, 2, linkage, behaviour=soc.matrix, names=soc.names, full_hse=div.hse,
@@ -95,11 +96,11 @@ def diversity_section(table: RoutingTable, ctx: AuditContext) -> Section:
             lines.append(f"(A greedy subset can score above the whole pool, since {why}; not the case here.)")
         rnd = random_subsets_curve(dist, range(1, len(cs.curve) + 1), linkage, n_draws=30, seed=ctx.seed)
         name = display_name(table)
-        figures.append(plot_coreset_curve(cs, ctx.out_dir / "diversity_curve.png", rnd,
-                                          title=f"Diminishing returns of diversity: {name}").name)
-        figures.append(plot_dendrogram(div, ctx.out_dir / "diversity_dendrogram.png",
-                                       title=f"{name}: {n} actors, HSE {div.hse:.3f} (normalised "
-                                             f"{div.hse_normalized:.3f})").name)
+        figures.append(Figure(plot_coreset_curve(cs, ctx.out_dir / "diversity_curve.png", rnd,
+                                                 title=f"Diminishing returns of diversity: {name}").name))
+        figures.append(Figure(plot_dendrogram(div, ctx.out_dir / "diversity_dendrogram.png",
+                                              title=f"{name}: {n} actors, HSE {div.hse:.3f} (normalised "
+                                                    f"{div.hse_normalized:.3f})").name))
     datasets = np.unique(ctx.train.queries.dataset.astype(str))
     datasets = datasets[datasets != ""]
     if datasets.size > 1:
@@ -120,4 +121,4 @@ def diversity_section(table: RoutingTable, ctx: AuditContext) -> Section:
         lines.append(f"Note: {note}.")
     terms = ["hse", "hse_normalized", *(["coreset"] if n >= 2 else []),
              *(["specialists"] if "specialists_by_dataset" in data else [])]
-    return Section(title, "\n\n".join(lines), data, figures, terms)
+    return Section(title, [Paragraph(line) for line in lines], data, figures, terms)

@@ -6,8 +6,9 @@ import math
 
 from routerlab.data.table import RoutingTable
 from routerlab.protocols.full import evaluate
-from routerlab.reports.audit import AuditContext, Section, audit_section, display_name
-from routerlab.reports.evaluation import leaderboard_markdown, metric_columns, plot_evaluation
+from routerlab.reports.audit import AuditContext, audit_section, display_name
+from routerlab.reports.blocks import Figure, Paragraph, Section
+from routerlab.reports.evaluation import leaderboard_table, metric_columns, plot_evaluation
 
 DEFAULT_ROUTERS = ("oracle", "random", "best-single", "smallest", "cheapest", "fastest", "knn", "linear", "mlp",
                    "cluster", "avenger", "mf", "hybrid")
@@ -19,7 +20,7 @@ def leaderboard_section(table: RoutingTable, ctx: AuditContext) -> Section:
     specs = list(ctx.options.get("routers", DEFAULT_ROUTERS))
     ev = evaluate(table, specs, split=ctx.split, encoder=str(ctx.options.get("encoder", "tfidf")), seed=ctx.seed,
                   skip_inapplicable=True)
-    figures = plot_evaluation(ev, ctx.out_dir, display_name(table))
+    figures = [Figure(f) for f in plot_evaluation(ev, ctx.out_dir, display_name(table))]
     best = max((r for r in ev.results if r.router not in {"oracle", "oracle-p"}), key=lambda r: r.metrics["mu_o"])
     oracle = next((r for r in ev.results if r.router == "oracle"), None)
     single = next((r for r in ev.results if r.router == "best-single"), None)
@@ -53,8 +54,8 @@ def leaderboard_section(table: RoutingTable, ctx: AuditContext) -> Section:
         sentences.append(f"Skipped `{spec}`: {why}.")
     for note in ev.extra.get("notes", []):
         sentences.append(f"Note: {note}.")
-    md = leaderboard_markdown(ev) + "\n\n" + " ".join(sentences)
     data = {**ev.to_dict(), "headline": headline}
     terms = ["full observability", "mu_o", "95% CI", "paired difference",
              *[c for c in metric_columns(ev) if c != "mu_o"], "collapsed", "oracle best-of-N"]
-    return Section("Leaderboard (full observability)", md, data, figures, terms)
+    return Section("Leaderboard (full observability)", [leaderboard_table(ev), Paragraph(" ".join(sentences))], data,
+                   figures, terms)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from routerlab.data.quality import quality_report
 from routerlab.data.table import RoutingTable
-from routerlab.reports.audit import AuditContext, Section, audit_section
+from routerlab.reports.audit import AuditContext, audit_section
+from routerlab.reports.blocks import Block, Paragraph, Preformatted, Section
 from routerlab.reports.text import info_text
 
 
@@ -30,5 +31,5 @@ def table_section(table: RoutingTable, ctx: AuditContext) -> Section:
     leak_line = (f"leaks        {q['train_test_overlap']} evaluated test queries share their text with a training "
                  f"query of the audit's {ctx.split.kind} split" + (f" ({by})" if by else ""))
     text = "\n".join(leak_line if line.startswith("leaks ") else line for line in info_text(info).splitlines())
-    md = "```\n" + text + "\n```\n\n" + "\n\n".join(notes)
-    return Section("The table", md, info, terms=["duplicates", "leaks"])
+    blocks: list[Block] = [Preformatted(text), *(Paragraph(n) for n in notes)]
+    return Section("The table", blocks, info, terms=["duplicates", "leaks"])
