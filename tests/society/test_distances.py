@@ -107,3 +107,27 @@ def test_d_max_and_bad_metric() -> None:
     assert d_max("euclidean", 16) == 4.0 and d_max("manhattan", 16) == 16.0
     with pytest.raises(UsageError, match="unknown distance metric"):
         pairwise_distances(np.eye(3), "jaccard")
+
+
+@pytest.mark.parametrize("metric", METRICS)
+def test_gram_and_dense_storage_agree_bit_for_bit(metric: str) -> None:
+    """0/1 scores give GramDistances (formed on demand), graded ones DenseDistances; wrapping the
+    Gram type's matrix densely changes no number of row, block, subset or farthest_pair."""
+    rng = np.random.default_rng(5)
+    B = (rng.random((40, 300)) < 0.3).astype(float)
+    B[2] = 0.0  # degenerate for cosine and correlation
+    B[6] = B[9]
+    lazy = pairwise_distances(B, metric)
+    assert isinstance(lazy, dd.GramDistances) and isinstance(lazy, dd.Distances) and lazy.lazy
+    assert lazy.gram is not None
+    dense = dd.DenseDistances(lazy.matrix, metric, lazy.n_items, lazy.binary)
+    assert not dense.lazy and dense.gram is None and dense.n == lazy.n and dense.d_max == lazy.d_max
+    cols = np.array([0, 1, 3, 17, 39], dtype=np.intp)
+    assert np.array_equal(lazy.row(5, cols), dense.row(5, cols))
+    rows, idx = [4, 9, 6, 0], [9, 6, 2, 30, 4]
+    assert np.array_equal(lazy.block(rows, idx), dense.block(rows, idx))
+    sub = lazy.subset(idx)
+    assert isinstance(sub, dd.DenseDistances) and np.array_equal(sub.matrix, dense.subset(idx).matrix)
+    assert lazy.farthest_pair() == dense.farthest_pair()
+    graded = pairwise_distances(rng.random((6, 20)), metric)
+    assert isinstance(graded, dd.DenseDistances) and not graded.lazy

@@ -23,7 +23,14 @@ from routerlab.society.coresets import (
     greedy_coreset,
     random_subsets_curve,
 )
-from routerlab.society.distances import METRICS, Distances, d_max, pairwise_distances
+from routerlab.society.distances import (
+    METRICS,
+    DenseDistances,
+    Distances,
+    GramDistances,
+    d_max,
+    pairwise_distances,
+)
 from routerlab.society.entropy import (
     LINKAGES,
     Diversity,
@@ -51,8 +58,10 @@ __all__ = [
     "METRICS",
     "Coreset",
     "CurvePoint",
+    "DenseDistances",
     "Distances",
     "Diversity",
+    "GramDistances",
     "NanRule",
     "RandomCurve",
     "Society",

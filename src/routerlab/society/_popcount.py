@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numba
 import numpy as np
@@ -38,11 +38,11 @@ from numba import types as _types
 from numba.core import cgutils as _cgutils
 from numba.extending import intrinsic
 
+from routerlab.society.distances import Distances, GramDistances
+
 types: Any = _types  # numba's own annotations are partial: used untyped here
 cgutils: Any = _cgutils
 
-if TYPE_CHECKING:
-    from routerlab.society.distances import Distances
 
 _LANES = 8  # uint64 lanes per 512-bit vector
 _WORDS = 64 * _LANES  # items per vector
@@ -341,12 +341,11 @@ def prim(dist: Distances) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], n
     w = np.empty(max(n - 1, 0), dtype=np.float64)
     if n < 2:
         return u, v, w
-    if dist._dense is not None:
-        _prim_dense(np.ascontiguousarray(dist._dense), u, v, w)
+    if isinstance(dist, GramDistances):  # distances formed entry by entry from the Gram matrix
+        _prim_gram(np.ascontiguousarray(dist.gram), dist.counts, METRIC_CODE[dist.metric],
+                   float(dist.n_items), dist.degenerate, u, v, w)
     else:
-        assert dist._gram is not None and dist._counts is not None
-        _prim_gram(np.ascontiguousarray(dist._gram), dist._counts, METRIC_CODE[dist.metric],
-                   float(dist.n_items), dist._degenerate, u, v, w)
+        _prim_dense(np.ascontiguousarray(dist.matrix), u, v, w)
     return u, v, w
 
 

@@ -31,6 +31,7 @@ vectors. This choice is routerlab's, the paper being silent.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, get_args
 
@@ -51,35 +52,29 @@ _ROW_BLOCK = 640  # actors per block row of the upper block triangle (tuned on 2
 _SMALL_N = 384  # below this many actors a plain float32 product is as fast as packing
 
 
-class Distances:
+class Distances(ABC):
     """Distances between N actors, with what they were made from (SPEC 2).
 
-    Either a dense symmetric float64 matrix, or, for 0/1 scores, the exact integer Gram matrix from
-    which any block of distances is formed on demand (the same formula, so the same numbers, as the
-    dense matrix would hold): HSE under single linkage then never materialises N x N float64.
-    ``d_max`` is the largest distance the metric can take between vectors in [0,1]^L: cosine 1,
-    correlation 2, euclidean sqrt(L), manhattan L (SPEC 2); normalised HSE divides by it.
+    Two storages, one interface: :class:`DenseDistances` holds a symmetric float64 matrix;
+    :class:`GramDistances` holds, for 0/1 scores, the exact integer Gram matrix from which any block
+    of distances is formed on demand (the same formula, so the same numbers, as the dense matrix
+    would hold): HSE under single linkage then never materialises N x N float64. ``d_max`` is the
+    largest distance the metric can take between vectors in [0,1]^L: cosine 1, correlation 2,
+    euclidean sqrt(L), manhattan L (SPEC 2); normalised HSE divides by it.
     """
 
-    def __init__(self, matrix: FloatArray | None, metric: str, n_items: int, binary: bool, *,
-                 gram: np.ndarray | None = None) -> None:
-        if (matrix is None) == (gram is None):
-            raise ValueError("Distances needs exactly one of a dense matrix or a Gram matrix")
-        self._dense = None if matrix is None else np.asarray(matrix, dtype=np.float64)
-        self._gram = gram
-        self._counts = None if gram is None else np.diagonal(gram).astype(np.float64)
-        # zero (cosine) or constant (correlation) 0/1 vectors, which take the degenerate rule
-        self._degenerate = bool(self._counts is not None
-                                and ((self._counts == 0) | (self._counts == n_items)).any())
+    lazy: bool = False
+    """True while the distances live as a Gram matrix (0/1 scores) and are formed on demand."""
+
+    def __init__(self, metric: str, n_items: int, binary: bool) -> None:
         self.metric = metric
         self.n_items = int(n_items)
         self.binary = bool(binary)
 
     @property
+    @abstractmethod
     def n(self) -> int:
-        ref = self._dense if self._dense is not None else self._gram
-        assert ref is not None
-        return int(ref.shape[0])
+        """The number of actors."""
 
     @property
     def d_max(self) -> float:
@@ -88,54 +83,29 @@ class Distances:
     @property
     def gram(self) -> np.ndarray | None:
         """The exact integer Gram matrix of 0/1 scores this was made from, if it was."""
-        return self._gram
+        return None
 
     @property
-    def lazy(self) -> bool:
-        """True while the distances live as a Gram matrix (0/1 scores) and are formed on demand."""
-        return self._dense is None
-
-    @property
+    @abstractmethod
     def matrix(self) -> FloatArray:
-        """The dense N x N matrix (formed once, in row blocks, when first asked for)."""
-        if self._dense is None:
-            G, cnt = self._gram, self._counts
-            assert G is not None and cnt is not None
-            n = G.shape[0]
-            D = np.empty((n, n), dtype=np.float64)
-            step = max(1, (1 << 20) // max(1, n))
-            for r0 in range(0, n, step):
-                D[r0:r0 + step] = _binary_formula(G[r0:r0 + step], cnt[r0:r0 + step, None], cnt,
-                                                  self.metric, self.n_items, self._degenerate)
-            np.fill_diagonal(D, 0.0)
-            self._dense = D
-        return self._dense
+        """The dense N x N matrix."""
 
+    @abstractmethod
     def row(self, x: int, cols: npt.NDArray[np.intp]) -> FloatArray:
         """Distances from actor ``x`` to the actors ``cols`` (none of which may be ``x``)."""
-        if self._dense is not None:
-            return np.asarray(self._dense[x, cols])
-        G, cnt = self._gram, self._counts
-        assert G is not None and cnt is not None
-        return _binary_formula(G[x, cols], cnt[x], cnt[cols], self.metric, self.n_items, self._degenerate)
 
+    @abstractmethod
     def block(self, rows: npt.ArrayLike, cols: npt.ArrayLike) -> FloatArray:
         """The distances ``D[rows][:, cols]``."""
-        r = np.asarray(rows, dtype=np.intp)
-        c = np.asarray(cols, dtype=np.intp)
-        if self._dense is not None:
-            return np.asarray(self._dense[np.ix_(r, c)])
-        G, cnt = self._gram, self._counts
-        assert G is not None and cnt is not None
-        out = _binary_formula(G[np.ix_(r, c)], cnt[r, None], cnt[c], self.metric, self.n_items,
-                              self._degenerate)
-        out[r[:, None] == c[None, :]] = 0.0
-        return out
 
-    def subset(self, index: npt.ArrayLike) -> Distances:
+    def _row_range(self, r0: int, r1: int) -> FloatArray:
+        """Rows ``r0:r1`` of the full matrix (all columns)."""
+        return self.block(np.arange(r0, r1), np.arange(self.n))
+
+    def subset(self, index: npt.ArrayLike) -> DenseDistances:
         """The distances among the actors at ``index`` (in that order), dense."""
         idx = np.asarray(index, dtype=np.intp)
-        return Distances(self.block(idx, idx), self.metric, self.n_items, self.binary)
+        return DenseDistances(self.block(idx, idx), self.metric, self.n_items, self.binary)
 
     def farthest_pair(self) -> tuple[int, int]:
         """The pair (j, k), j < k, at the largest distance; the first in row-major order on ties."""
@@ -146,7 +116,7 @@ class Distances:
         step = max(1, (1 << 20) // n)
         for r0 in range(0, n, step):
             r1 = min(n, r0 + step)
-            blk = self.matrix[r0:r1] if self._dense is not None else self.block(np.arange(r0, r1), np.arange(n))
+            blk = self._row_range(r0, r1)
             # only the part above the diagonal: mask the rest
             blk = np.where(np.arange(n)[None, :] > np.arange(r0, r1)[:, None], blk, -np.inf)
             p = int(np.argmax(blk))
@@ -155,11 +125,91 @@ class Distances:
         return pair
 
 
+class DenseDistances(Distances):
+    """Distances held as a dense symmetric float64 matrix (graded scores, subsets, plain matrices)."""
+
+    def __init__(self, matrix: npt.ArrayLike, metric: str, n_items: int, binary: bool) -> None:
+        super().__init__(metric, n_items, binary)
+        self._dense: FloatArray = np.asarray(matrix, dtype=np.float64)
+
+    @property
+    def n(self) -> int:
+        return int(self._dense.shape[0])
+
+    @property
+    def matrix(self) -> FloatArray:
+        return self._dense
+
+    def row(self, x: int, cols: npt.NDArray[np.intp]) -> FloatArray:
+        return np.asarray(self._dense[x, cols])
+
+    def block(self, rows: npt.ArrayLike, cols: npt.ArrayLike) -> FloatArray:
+        r = np.asarray(rows, dtype=np.intp)
+        c = np.asarray(cols, dtype=np.intp)
+        return np.asarray(self._dense[np.ix_(r, c)])
+
+    def _row_range(self, r0: int, r1: int) -> FloatArray:
+        return self._dense[r0:r1]
+
+
+class GramDistances(Distances):
+    """Distances of 0/1 scores held as their exact integer Gram matrix, formed on demand.
+
+    ``counts`` (the diagonal: each actor's number of successes) and ``degenerate`` (some actor is a
+    zero or constant vector, which takes the degenerate rule) are what the formula needs besides
+    the Gram entries; the compiled Prim (:mod:`._popcount`) reads them as they are.
+    """
+
+    lazy = True
+
+    def __init__(self, gram: np.ndarray, metric: str, n_items: int, binary: bool = True) -> None:
+        super().__init__(metric, n_items, binary)
+        self._gram = gram
+        self.counts: FloatArray = np.diagonal(gram).astype(np.float64)
+        # zero (cosine) or constant (correlation) 0/1 vectors, which take the degenerate rule
+        self.degenerate = bool(((self.counts == 0) | (self.counts == n_items)).any())
+        self._formed: FloatArray | None = None
+
+    @property
+    def n(self) -> int:
+        return int(self._gram.shape[0])
+
+    @property
+    def gram(self) -> np.ndarray:
+        return self._gram
+
+    def _formula(self, g: np.ndarray, cr: Any, cc: FloatArray) -> FloatArray:
+        return _binary_formula(g, cr, cc, self.metric, self.n_items, self.degenerate)
+
+    @property
+    def matrix(self) -> FloatArray:
+        """The dense N x N matrix (formed once, in row blocks, when first asked for)."""
+        if self._formed is None:
+            G, cnt, n = self._gram, self.counts, self.n
+            D = np.empty((n, n), dtype=np.float64)
+            step = max(1, (1 << 20) // max(1, n))
+            for r0 in range(0, n, step):
+                D[r0:r0 + step] = self._formula(G[r0:r0 + step], cnt[r0:r0 + step, None], cnt)
+            np.fill_diagonal(D, 0.0)
+            self._formed = D
+        return self._formed
+
+    def row(self, x: int, cols: npt.NDArray[np.intp]) -> FloatArray:
+        return self._formula(self._gram[x, cols], self.counts[x], self.counts[cols])
+
+    def block(self, rows: npt.ArrayLike, cols: npt.ArrayLike) -> FloatArray:
+        r = np.asarray(rows, dtype=np.intp)
+        c = np.asarray(cols, dtype=np.intp)
+        out = self._formula(self._gram[np.ix_(r, c)], self.counts[r, None], self.counts[c])
+        out[r[:, None] == c[None, :]] = 0.0
+        return out
+
+
 def as_distances(D: np.ndarray | Distances) -> Distances:
     """Wrap a plain square matrix (metric unknown) or pass a :class:`Distances` through."""
     if isinstance(D, Distances):
         return D
-    return Distances(np.asarray(D, dtype=np.float64), "cosine", 1, False)
+    return DenseDistances(np.asarray(D, dtype=np.float64), "cosine", 1, False)
 
 
 def check_metric(metric: str) -> str:
@@ -359,13 +409,13 @@ def pairwise_distances(B: np.ndarray, metric: str = "cosine", *, binary: bool | 
     if binary is None:
         binary = is_binary(B)
     if n == 0:
-        return Distances(np.zeros((0, 0)), metric, L, binary)
+        return DenseDistances(np.zeros((0, 0)), metric, L, binary)
     if binary:  # equal rows give exactly 0 by the integer arithmetic
-        return Distances(None, metric, L, binary, gram=exact_gram(B, gram))
+        return GramDistances(exact_gram(B, gram), metric, L, binary)
     _fast.use_popcount(gram, False)  # an explicit gram="popcount" on graded scores is an error
     D = _graded_distances(B, metric, L)
     _zero_duplicates(B, D, metric)
-    return Distances(D, metric, L, binary)
+    return DenseDistances(D, metric, L, binary)
 
 
 def _binary_formula(g: np.ndarray, cr: Any, cc: FloatArray, metric: str, L: int,
