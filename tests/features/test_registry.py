@@ -35,19 +35,21 @@ def test_specs_parse_the_same_for_routers_and_encoders() -> None:
         get_encoder("nope")
 
 
-def test_register_a_custom_encoder(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(registry_module, "_REGISTRY", dict(registry_module._REGISTRY))
+def test_register_a_custom_encoder() -> None:
+    try:
 
-    @encoder("length")
-    class LengthEncoder(Encoder):
-        def _transform(self, texts: list[str]) -> np.ndarray:
-            return np.array([[len(t)] for t in texts], dtype=np.float32)
+        @encoder("length")
+        class LengthEncoder(Encoder):
+            def _transform(self, texts: list[str]) -> np.ndarray:
+                return np.array([[len(t)] for t in texts], dtype=np.float32)
 
-    assert get_encoder("length").name == "length"
-    f = encode(make_table(["ab", "abcd"]), "length", cache=False)
-    np.testing.assert_array_equal(f.X, [[2], [4]])
-    with pytest.raises(ValueError, match="registered twice"):
-        encoder("length")(type("Other", (LengthEncoder,), {}))
+        assert get_encoder("length").name == "length"
+        f = encode(make_table(["ab", "abcd"]), "length", cache=False)
+        np.testing.assert_array_equal(f.X, [[2], [4]])
+        with pytest.raises(ValueError, match="registered twice"):
+            encoder("length")(type("Other", (LengthEncoder,), {}))
+    finally:
+        registry_module._REGISTRY.remove("length")
 
 
 def test_importing_and_encoding_with_tfidf_never_imports_torch(tmp_path: Path) -> None:

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import sys
 import warnings
+from collections.abc import Callable
+from importlib.metadata import EntryPoint
 from typing import Any
 
 import typer
 from typer._click import exceptions as click  # typer vendors click; its usage errors live here
+from typer.models import CommandInfo
 
+from routerlab._registry import Registry
 from routerlab.errors import RouterlabError
 
 app = typer.Typer(
@@ -48,14 +52,33 @@ def _show_warning(
     print(f"routerlab: warning: {message}", file=sys.stderr)
 
 
-def _register_commands() -> None:
-    """Import every command module of this package (each registers itself on ``app``)."""
-    import importlib
-    import pkgutil
+def _plugin_command(name: str, fn: Callable[..., Any], ep: EntryPoint) -> CommandInfo:
+    """A ``routerlab.commands`` entry point names a function; it becomes the command ``name``."""
+    app.command(name)(fn)
+    return app.registered_commands[-1]
 
-    for mod in pkgutil.iter_modules(__path__):
-        if not mod.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{mod.name}")
+
+def _collect_commands(registry: Registry[CommandInfo]) -> None:
+    """Record every command typer holds (built-in modules and plugins are imported by now)."""
+    for info in app.registered_commands:
+        callback = info.callback
+        if callback is not None:
+            name = info.name or typer.main.get_command_name(callback.__name__)
+            registry.add(name, info, origin=f"{callback.__module__}.{callback.__qualname__}")
+
+
+COMMANDS: Registry[CommandInfo] = Registry(
+    "command", package=__name__, group="routerlab.commands", from_plugin=_plugin_command,
+    on_load=_collect_commands,
+)
+"""Every command by name. Typer keeps the commands themselves (``@app.command("name")`` in each
+module of this package); this registry finds those modules and the plugins the same way as every
+other registry, and makes two commands under one name an error (typer alone would keep the last)."""
+
+
+def _register_commands() -> None:
+    """Import every command module of this package and the plugin commands (once)."""
+    COMMANDS.load()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,15 +88,15 @@ def main(argv: list[str] | None = None) -> int:
     warning display and filters are restored on return, so calling ``main()`` from Python (a test,
     a notebook) leaves them as they were.
     """
-    _register_commands()
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning
         return _run_command(argv)
 
 
 def _run_command(argv: list[str] | None) -> int:
-    command = typer.main.get_command(app)
     try:
+        _register_commands()  # inside the try: a plugin's repeated name is one error line, exit 2
+        command = typer.main.get_command(app)
         # not standalone: click's usage errors come here, to be printed as one line like ours
         rv = command.main(args=argv, prog_name="routerlab", standalone_mode=False)
         return rv if isinstance(rv, int) else 0

@@ -12,12 +12,12 @@ import hashlib
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+from routerlab._registry import Registry
 from routerlab._spec import coerce, parse_spec
 from routerlab.errors import UsageError
 
@@ -147,37 +147,25 @@ def _coerce_like(value: Any, default: Any) -> Any:
 
 
 E = TypeVar("E", bound=type[Encoder])
-_REGISTRY: dict[str, type[Encoder]] = {}
-_BUILTIN = ("routerlab.features.tfidf", "routerlab.features.minilm", "routerlab.features.precomputed")
+_REGISTRY: Registry[type[Encoder]] = Registry("encoder", package="routerlab.features", group="routerlab.encoders")
+"""Every encoder class by name: the modules of ``routerlab.features`` (none imports torch at import
+time), then ``routerlab.encoders`` entry points."""
 
 
 def encoder(name: str) -> Callable[[E], E]:
     """Class decorator: ``@encoder("tfidf")`` registers an :class:`Encoder` under ``name``."""
 
     def register(cls: E) -> E:
-        if name in _REGISTRY and _REGISTRY[name] is not cls:
-            raise ValueError(f"encoder {name!r} registered twice")
+        _REGISTRY.add(name, cls)  # a taken name raises here, before ``cls.name`` is touched
         cls.name = name
-        _REGISTRY[name] = cls
         return cls
 
     return register
 
 
-def _load_all() -> None:
-    import importlib
-
-    for module in _BUILTIN:
-        importlib.import_module(module)  # cheap: no encoder module imports torch at import time
-    for ep in entry_points(group="routerlab.encoders"):
-        if ep.name not in _REGISTRY:
-            _REGISTRY[ep.name] = ep.load()
-
-
 def encoders() -> dict[str, type[Encoder]]:
     """Every known encoder class by name, built-in and plugin."""
-    _load_all()
-    return dict(sorted(_REGISTRY.items()))
+    return _REGISTRY.as_dict()
 
 
 def get_encoder(spec: str | Encoder, **overrides: Any) -> Encoder:
@@ -187,10 +175,7 @@ def get_encoder(spec: str | Encoder, **overrides: Any) -> Encoder:
             raise UsageError(f"options {sorted(overrides)} given with an encoder object; set them on the object")
         return spec
     name, raw = parse_spec(spec, "encoder", coerce_values=False)
-    known = encoders()
-    if name not in known:
-        raise UsageError(f"unknown encoder {name!r}; known encoders: {', '.join(known)}")
-    cls = known[name]
+    cls = _REGISTRY.get(name)
     params = {k: _coerce_like(v, cls.defaults.get(k)) for k, v in raw.items()}
     return cls(**{**params, **overrides})
 

@@ -12,15 +12,13 @@ entry-point group. ``routerlab routers`` lists them.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from abc import ABC, abstractmethod
-from importlib.metadata import entry_points
 from typing import Any, ClassVar, Self, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+from routerlab._registry import Registry
 from routerlab._spec import Constraint, Interval, check_constraints, check_option_type, parse_spec
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
@@ -136,33 +134,22 @@ def check_at_most_train(router: Router, key: str, train: RoutingTable) -> None:
 
 
 R = TypeVar("R", bound=type[Router])
-_REGISTRY: dict[str, type[Router]] = {}
+_REGISTRY: Registry[type[Router]] = Registry(
+    "router", package="routerlab.routers", group="routerlab.routers", skip=("base",)
+)
+"""Every router class by name: the router modules of this package, then ``routerlab.routers``
+entry points."""
 
 
 def register(cls: R) -> R:
     """Class decorator: add a router to the registry under ``cls.name``."""
-    name = cls.name
-    if name in _REGISTRY and _REGISTRY[name] is not cls:
-        raise ValueError(f"router {name!r} registered twice")
-    _REGISTRY[name] = cls
+    _REGISTRY.add(cls.name, cls)
     return cls
-
-
-def _load_all() -> None:
-    from routerlab import routers as pkg
-
-    for mod in pkgutil.iter_modules(pkg.__path__):
-        if mod.name != "base" and not mod.name.startswith("_"):
-            importlib.import_module(f"{pkg.__name__}.{mod.name}")
-    for ep in entry_points(group="routerlab.routers"):
-        if ep.name not in _REGISTRY:
-            _REGISTRY[ep.name] = ep.load()
 
 
 def routers() -> dict[str, type[Router]]:
     """Every known router class by name, built-in and plugin."""
-    _load_all()
-    return dict(sorted(_REGISTRY.items()))
+    return _REGISTRY.as_dict()
 
 
 def parse_router_spec(spec: str) -> tuple[str, dict[str, Any]]:
@@ -173,10 +160,7 @@ def parse_router_spec(spec: str) -> tuple[str, dict[str, Any]]:
 def get_router(spec: str, **overrides: Any) -> Router:
     """Instantiate a router from a spec string such as ``knn:k=5``."""
     name, params = parse_router_spec(spec)
-    known = routers()
-    if name not in known:
-        raise UsageError(f"unknown router {name!r}; known routers: {', '.join(known)}")
-    return known[name](**{**params, **overrides})
+    return _REGISTRY.get(name)(**{**params, **overrides})
 
 
 def split_router_list(text: str) -> list[str]:
