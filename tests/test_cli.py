@@ -18,7 +18,7 @@ from routerlab.datasets import demo
 def test_audit_on_the_demo_writes_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["audit", "-o", str(tmp_path / "a")]) == 0
     record = json.loads((tmp_path / "a" / "audit.json").read_text())
-    assert record["table"]["content_hash"] == demo().content_hash
+    assert record["data"]["content_hash"] == demo().content_hash
     assert record["split"]["kind"] == "given"
     b = record["sections"]["bounds"]
     assert b["oracle"] > b["best_single"] > b["random"]

@@ -147,6 +147,7 @@ def scaling_cmd(
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write scaling.json and scaling.png.")] = None,
 ) -> None:
     """Model-level scaling curve: mu_o of r_o(p) and the best single actor against pool size (SPEC 4)."""
+    from routerlab.data.provenance import Provenance
     from routerlab.data.splits import make_split
     from routerlab.protocols.scaling import scaling_curve
     from routerlab.reports.evaluation import write_json
@@ -158,11 +159,9 @@ def scaling_cmd(
         check_output_dir(output)
     table = open_table(table_dir)
     check_pool_sizes(m_values, table.n_actors)
-    curve = scaling_curve(table, make_split(table, split, seed), m_values, p_values, samples, seed)
-    from routerlab import __version__
-
-    record = {"routerlab_version": __version__, "data": {"name": table.name, "content_hash": table.content_hash},
-              **curve.to_dict()}
+    sp = make_split(table, split, seed)
+    curve = scaling_curve(table, sp, m_values, p_values, samples, seed)
+    record = {**Provenance.of(table, sp, seed=seed, routers=["oracle-p", "best-single"]).to_dict(), **curve.to_dict()}
     if output is not None:
         output.mkdir(parents=True, exist_ok=True)
         write_json(output / "scaling.json", record)

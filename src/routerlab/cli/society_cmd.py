@@ -35,11 +35,9 @@ def society_report(
         soc, dist, dropped = prepare(table, metric, split=split, nan=nan)  # type: ignore[arg-type]
     notes = [str(w.message) for w in caught]
     div = society.diversity_from_distances(dist, linkage, names=soc.names, n_dropped_items=dropped, notes=notes)
-    from routerlab import __version__
+    from routerlab.data.provenance import Provenance
 
-    record: dict[str, Any] = {"table": getattr(table, "name", "table"), "content_hash": table.content_hash,
-                              "routerlab_version": __version__, "split": split or "all",
-                              **div.to_dict()}
+    record: dict[str, Any] = {**Provenance.of(table, split or "all", seed=seed).to_dict(), **div.to_dict()}
     cs = None
     if coreset_k is not None:
         if not 1 <= coreset_k <= div.n_actors:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from routerlab import __version__
+from routerlab.data.provenance import Provenance
 from routerlab.data.splits import Split, make_split
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
@@ -74,25 +74,33 @@ class RouterResult:
 class Evaluation:
     """Everything one ``evaluate`` run produced, with what is needed to reproduce it."""
 
-    data: dict[str, Any]
-    split: dict[str, Any]
-    encoder: str
-    seed: int
+    provenance: Provenance
     results: list[RouterResult]
     oracle_best_of_n: dict[str, float]
     test_ids: npt.NDArray[np.object_]
     actor_names: list[str]
     excluded_test_queries: int
-    version: str = __version__
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.provenance.data
+
+    @property
+    def split(self) -> dict[str, Any]:
+        return self.provenance.split if isinstance(self.provenance.split, dict) else {"kind": self.provenance.split}
+
+    @property
+    def encoder(self) -> str:
+        return self.provenance.encoder or ""
+
+    @property
+    def seed(self) -> int:
+        return int(self.provenance.seed or 0)
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "routerlab_version": self.version,
-            "data": self.data,
-            "split": self.split,
-            "encoder": self.encoder,
-            "seed": self.seed,
+            **self.provenance.to_dict(),
             "excluded_test_queries": self.excluded_test_queries,
             "results": [r.to_dict() for r in self.results],
             "oracle_best_of_n": self.oracle_best_of_n,
@@ -226,10 +234,9 @@ def evaluate(
         bon = evaluate_choices(test.score, bon_choice, latency=latency, cost=cost,
                                best_single=int(best), seed=seed, n_boot=n_boot)
     return Evaluation(
-        data={"name": table.name, "content_hash": table.content_hash, "n_queries": table.n_queries,
-              "n_actors": table.n_actors},
-        split={**sp.describe(), "n_test": int(test.n_queries)},
-        encoder=ftrain.encoder, seed=seed, results=results,
+        provenance=Provenance.of(table, sp, seed=seed, encoder=ftrain.encoder,
+                                 split_extra={"n_test": int(test.n_queries)}),
+        results=results,
         oracle_best_of_n={k: float(v[0]) for k, v in bon.items()},
         test_ids=test.queries.ids, actor_names=test.actor_names, excluded_test_queries=excluded,
         extra={**({"notes": omitted} if omitted else {}), **({"skipped": skipped} if skipped else {})},

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from routerlab import __version__
+from routerlab.data.provenance import Provenance
 from routerlab.data.splits import make_split
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
@@ -43,9 +43,9 @@ def evaluate_groups(
         ev = evaluate(table.select_actors(g.actors), [_copy(r) for r in router_specs], split=sp, encoder=encoder,
                       seed=seed, n_boot=n_boot, features=feats)
         out.append({**g.to_dict(), "evaluation": ev.to_dict()})
-    return {"routerlab_version": __version__, "data": {"name": table.name, "content_hash": table.content_hash},
-            "split": sp.describe(), "encoder": feats[0].encoder if isinstance(encoder, Encoder) else encoder,
-            "routers": [router_label(r) for r in router_specs], "seed": seed, "draws": draws, "groups": out}
+    run = Provenance.of(table, sp, seed=seed, encoder=feats[0].encoder if isinstance(encoder, Encoder) else encoder,
+                        routers=[router_label(r) for r in router_specs])
+    return {**run.to_dict(), "draws": draws, "groups": out}
 
 
 def _copy(router: RouterLike) -> RouterLike:

@@ -22,6 +22,7 @@ from typing import Any
 from routerlab import __version__
 from routerlab._atomic import atomic_directory
 from routerlab._registry import Registry
+from routerlab.data.provenance import Provenance
 from routerlab.data.splits import Split, given_split, random_split
 from routerlab.data.table import RoutingTable
 from routerlab.errors import RouterlabError, UsageError
@@ -182,14 +183,9 @@ def run_audit(
     if split.test.size == 0:
         raise UsageError("no test query has every actor's score observed; nothing can be audited")
     train, test = split.apply(table)
-    record: dict[str, Any] = {
-        "routerlab_version": __version__,
-        "table": {"name": table.name, "content_hash": table.content_hash, "n_queries": table.n_queries,
-                  "n_actors": table.n_actors, "synthetic": is_synthetic_demo(table)},
-        "split": {**split.describe(), "excluded_test_queries": excluded},
-        "seed": seed,
-        "sections": {},
-    }
+    run = Provenance.of(table, split, seed=seed, data_extra={"synthetic": is_synthetic_demo(table)},
+                        split_extra={"excluded_test_queries": excluded})
+    record: dict[str, Any] = {**run.to_dict(), "sections": {}}
     left_out = (f"; {excluded} more test queries are left out because some actor's score on them is "
                 "unobserved, so no router's choice on them could be scored" if excluded else "")
     head = Section(f"routerlab audit: {display_name(table)}", [Paragraph(
@@ -241,7 +237,7 @@ def glossary_section(terms: list[str]) -> Section:
 
 def audit_summary(record: dict[str, Any], out_dir: Path) -> list[str]:
     """A few lines for the terminal: table, split, headline numbers and the files written."""
-    t, sp, secs = record["table"], record["split"], record["sections"]
+    t, sp, secs = record["data"], record["split"], record["sections"]
     name = t["name"] + (SYNTHETIC_SUFFIX if t.get("synthetic") else "")
     lines = [f"audit of {name}: {t['n_queries']} queries x {t['n_actors']} actors, hash {t['content_hash'][:12]}",
              f"split {sp['kind']}: {sp['n_train']} train / {sp['n_test']} test queries evaluated"
