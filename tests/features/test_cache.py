@@ -105,7 +105,7 @@ def test_train_and_test_tables_share_one_fit(tmp_path: Path, split_table: Routin
     for cache_dir in (tmp_path, tmp_path / "fresh"):
         f_train, f_test = encode_pair(train, test, "tfidf", cache_dir=cache_dir)
         np.testing.assert_array_equal(np.vstack([f_train.X, f_test.X]), full)
-        assert f_test.table is test
+        assert f_test.queries is test.queries and f_test.actors is test.actors
 
 
 def _shards(tmp_path: Path) -> list[Path]:

@@ -9,9 +9,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
+from routerlab.features.base import Features
 from routerlab.routers import Router, get_router, routers
-from tests.routers.conftest import Data, make
+from tests.routers.conftest import Data, fit_for_test, make
 
 EXPECTED = {
     "random", "oracle", "oracle-p", "best-single", "largest", "smallest", "cheapest", "fastest",
@@ -43,15 +45,52 @@ def _check_valid(router: Router, data: Data) -> tuple[np.ndarray, np.ndarray]:
 def test_fit_score_distribution_and_determinism(name: str, data: Data, fitted: Callable[[str], Router]) -> None:
     first = fitted(name)
     s1, p1 = _check_valid(first, data)
-    again = make(name).fit(data.train, data.ftrain)
+    again = fit_for_test(make(name), data)
     s2, p2 = again.scores(data.ftest), again.distribution(data.ftest)
     np.testing.assert_array_equal(s1, s2)
     np.testing.assert_array_equal(p1, p2)
-    if not first.uses_test_labels:  # the routed table's scores must not matter
-        rng = np.random.default_rng(1)
-        scrambled = replace(data.test, score=rng.permutation(data.test.score))
-        f = replace(data.ftest, table=scrambled)
-        np.testing.assert_array_equal(first.scores(f), s1)
+    if not first.uses_test_labels:  # only a bound may be handed the test outcomes
+        with pytest.raises(UsageError, match="must not see test outcomes"):
+            first.reveal(data.test)
+
+
+def test_query_features_carry_no_outcomes(data: Data) -> None:
+    """A router cannot read the outcomes of the queries it routes: its features hold none."""
+    for attr in ("table", "score", "tokens_in", "tokens_out", "latency_s", "cost_usd"):
+        assert not hasattr(data.ftest, attr), attr
+    assert data.ftest.actor_names == data.test.actor_names
+    assert np.array_equal(data.ftest.queries.ids, data.test.queries.ids)
+
+
+class _ColumnMeans(Router):
+    """A cheat: routes every query to the actor with the best mean *test* score, read from its features."""
+
+    name = "column-means-cheat"
+
+    def _fit(self, train: RoutingTable, features: Features) -> None:
+        pass
+
+    def _scores(self, features: Features) -> np.ndarray:
+        score = features.table.score  # type: ignore[attr-defined]
+        return np.tile(np.nanmean(score, axis=0), (features.n, 1))
+
+
+def test_the_column_means_cheat_cannot_run(data: Data) -> None:
+    cheat = _ColumnMeans().fit(data.train, data.ftrain)
+    with pytest.raises(AttributeError):
+        cheat.scores(data.ftest)
+    with pytest.raises(UsageError):
+        cheat.reveal(data.test)
+
+
+def test_a_bound_needs_the_outcomes_of_the_queries_it_routes(data: Data) -> None:
+    oracle = get_router("oracle").fit(data.train, data.ftrain)
+    with pytest.raises(UsageError, match="reveal"):
+        oracle.choose(data.ftest)
+    oracle.reveal(data.train)
+    with pytest.raises(UsageError, match="other queries"):
+        oracle.choose(data.ftest)
+    assert oracle.reveal(data.test).choose(data.ftest).shape == (data.test.n_queries,)
 
 
 def _mask_train(data: Data, kind: str) -> Data:
@@ -67,14 +106,14 @@ def _mask_train(data: Data, kind: str) -> Data:
         one[np.arange(n), keep] = score[np.arange(n), keep]
         score = one
     train = replace(data.train, score=score)
-    return replace(data, train=train, ftrain=replace(data.ftrain, table=train))
+    return replace(data, train=train, ftrain=Features(data.ftrain.X, train, data.ftrain.encoder))
 
 
 @pytest.mark.parametrize("kind", ["20%", "one-per-query"])
 def test_nan_training_cells_do_not_break_any_router(kind: str, data: Data) -> None:
     masked = _mask_train(data, kind)
     for name in ALL:
-        router = make(name).fit(masked.train, masked.ftrain)
+        router = fit_for_test(make(name), masked)
         _check_valid(router, masked)
 
 
@@ -83,9 +122,9 @@ def test_oracle_skips_unobserved_test_cells(data: Data) -> None:
     score[np.random.default_rng(0).random(score.shape) < 0.3] = np.nan
     score[0] = np.nan
     test = replace(data.test, score=score)
-    f = replace(data.ftest, table=test)
+    f = data.ftest
     for name in ("oracle", "oracle-p"):
-        r = get_router(name).fit(data.train, data.ftrain)
+        r = get_router(name).fit(data.train, data.ftrain).reveal(test)
         c = r.choose(f)
         assert not np.isnan(score[np.arange(1, test.n_queries), c[1:]]).any()
         p = r.distribution(f)

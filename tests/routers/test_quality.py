@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from routerlab.data.table import RoutingTable
+from routerlab.features.base import Features
 from routerlab.metrics.latency import latency_ranks
 from routerlab.metrics.selection import oracle_distribution
 from routerlab.routers import Router, get_router, routers
@@ -45,8 +46,8 @@ def test_learners_beat_random(data: Data, fitted: Callable[[str], Router]) -> No
 
 
 def test_random_is_uniform_and_seeded(data: Data) -> None:
-    big = replace(data, ftest=replace(data.ftest, X=np.repeat(data.ftest.X, 20, axis=0),
-                                      table=data.test.select_queries(np.repeat(np.arange(data.test.n_queries), 20))))
+    rows = np.repeat(np.arange(data.test.n_queries), 20)
+    big = replace(data, ftest=Features(data.ftest.X[rows], data.test.select_queries(rows), "tfidf"))
     r0 = get_router("random", seed=0).fit(data.train, data.ftrain)
     c0 = r0.choose(big.ftest)
     shares = np.bincount(c0, minlength=data.test.n_actors) / c0.size
@@ -60,7 +61,8 @@ def test_oracle_p_interpolates(data: Data) -> None:
     mus = []
     for p in (0.0, 0.25, 0.5, 0.75, 1.0):
         mus.append(np.mean([mean_score(data.test, get_router(f"oracle-p:p={p}", seed=s)
-                                       .fit(data.train, data.ftrain).choose(data.ftest)) for s in range(3)]))
+                                       .fit(data.train, data.ftrain).reveal(data.test).choose(data.ftest))
+                            for s in range(3)]))
     oracle = float(np.nanmax(data.test.score, axis=1).mean())
     rand = float(np.nanmean(data.test.score, axis=1).mean())
     assert mus[-1] == pytest.approx(oracle)
@@ -68,7 +70,7 @@ def test_oracle_p_interpolates(data: Data) -> None:
     assert all(a < b for a, b in itertools.pairwise(mus))
     for p, mu in zip((0.25, 0.5, 0.75), mus[1:4], strict=True):
         assert mu == pytest.approx(p * oracle + (1 - p) * rand, abs=0.05)
-    half = get_router("oracle-p:p=0.5").fit(data.train, data.ftrain).distribution(data.ftest)
+    half = get_router("oracle-p:p=0.5").fit(data.train, data.ftrain).reveal(data.test).distribution(data.ftest)
     expected = 0.5 * oracle_distribution(data.test.score) + 0.5 / data.test.n_actors
     np.testing.assert_allclose(half, expected)
 
@@ -100,7 +102,7 @@ def test_cheapest_and_fastest_fall_back_to_actor_attributes(data: Data) -> None:
     t = data.train
     bare = RoutingTable(queries=t.queries, actors=t.actors, score=t.score)  # no tokens -> no cost/latency
     assert bare.cost_usd is None and bare.latency_s is None
-    f = replace(data.ftrain, table=bare)
+    f = Features(data.ftrain.X, bare, data.ftrain.encoder)
     a = t.actors
     names = np.asarray(t.actor_names)
     cheapest = get_router("cheapest").fit(bare, f)
@@ -113,5 +115,5 @@ def test_avenger_ranks_by_ldcg_only_with_latency(data: Data, fitted: Callable[[s
     assert fitted("avenger").ranked_by == "ldcg"  # type: ignore[attr-defined]
     t = data.train
     bare = RoutingTable(queries=t.queries, actors=t.actors, score=t.score)
-    r = get_router("avenger:k=8").fit(bare, replace(data.ftrain, table=bare))
+    r = get_router("avenger:k=8").fit(bare, Features(data.ftrain.X, bare, data.ftrain.encoder))
     assert r.ranked_by == "accuracy"  # type: ignore[attr-defined]

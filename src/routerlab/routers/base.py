@@ -109,9 +109,32 @@ class Router(ABC):
     def _check_ready(self, features: Features) -> None:
         if not self._fitted:
             raise UsageError(f"router {self.name!r} is used before fit()")
-        if features.table.actor_names != self.actor_names:
+        if features.actor_names != self.actor_names:
             raise UsageError(f"router {self.name!r} was fitted on actors {self.actor_names}, "
-                             f"asked to route among {features.table.actor_names}")
+                             f"asked to route among {features.actor_names}")
+
+    # -- bounds only ------------------------------------------------------------------
+    def reveal(self, outcomes: RoutingTable) -> Self:
+        """Hand a bound (``uses_test_labels``, e.g. the oracle) the outcomes of the queries it will route.
+
+        Query features never carry outcomes, so this is the one, explicit, way a router reads them; any
+        other router refuses."""
+        if not self.uses_test_labels:
+            raise UsageError(f"router {self.name!r} learns from training feedback only; it must not see test "
+                             "outcomes")
+        self._outcomes = outcomes
+        return self
+
+    def outcomes(self, features: Features) -> RoutingTable:
+        """The revealed outcomes of exactly the queries of ``features`` (bounds only)."""
+        revealed: RoutingTable | None = getattr(self, "_outcomes", None)
+        if revealed is None:
+            raise UsageError(f"router {self.name!r} reads the outcomes of the queries it routes: pass them "
+                             "first with reveal(table)")
+        if revealed.n_queries != features.n or not np.array_equal(revealed.queries.ids, features.queries.ids):
+            raise UsageError(f"router {self.name!r} was revealed the outcomes of other queries than it is "
+                             "asked to route")
+        return revealed
 
     def describe(self) -> dict[str, Any]:
         return {"router": self.name, "params": dict(self.params), "seed": self.seed}

@@ -86,11 +86,11 @@ class OracleRouter(Router):
         pass
 
     def _scores(self, features: Features) -> npt.ArrayLike:
-        filled, choice, _ = _oracle_parts(features.table)
+        filled, choice, _ = _oracle_parts(self.outcomes(features))
         return filled + 1e-6 * one_hot(choice, filled.shape[1])
 
     def _distribution(self, features: Features) -> npt.ArrayLike:
-        return _oracle_dist(features.table)
+        return _oracle_dist(self.outcomes(features))
 
 
 @register
@@ -113,7 +113,7 @@ class OracleP(Router):
         pass
 
     def _scores(self, features: Features) -> npt.ArrayLike:
-        t = features.table
+        t = self.outcomes(features)
         s = np.asarray(t.score, dtype=np.float64)
         rows = observed_rows(s)
         m = s.shape[1]
@@ -127,11 +127,12 @@ class OracleP(Router):
         return one_hot(choice, m)
 
     def _distribution(self, features: Features) -> npt.ArrayLike:
-        s = np.asarray(features.table.score, dtype=np.float64)
+        t = self.outcomes(features)
+        s = np.asarray(t.score, dtype=np.float64)
         obs = ~np.isnan(s)
         count = obs.sum(axis=1, keepdims=True)
         uniform = np.where(count > 0, obs / np.maximum(count, 1), 1.0 / s.shape[1])
-        return np.asarray(self.p * _oracle_dist(features.table) + (1.0 - self.p) * uniform)
+        return np.asarray(self.p * _oracle_dist(t) + (1.0 - self.p) * uniform)
 
 
 class _ConstantRouter(Router):

@@ -79,9 +79,8 @@ def lambda_sweep(
     lam = np.asarray(lambdas, dtype=np.float64).ravel()
     if penalty is None:
         if train is None:
-            t = features.table
-            source = RoutingTable(queries=t.queries.take(np.arange(0)), actors=t.actors,
-                                  score=np.zeros((0, t.n_actors), dtype=np.float32))
+            source = RoutingTable(queries=features.queries.take(np.arange(0)), actors=features.actors,
+                                  score=np.zeros((0, len(features.actor_names)), dtype=np.float32))
         else:
             source = train
         pen = expected_penalty(source, by, normalize)
