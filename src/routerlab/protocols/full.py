@@ -206,8 +206,8 @@ def evaluate(
         if router.uses_test_labels:  # a bound (the oracle): the only routers handed the test outcomes
             router.reveal(test)
         t1 = time.perf_counter()
-        choice = router.choose(ftest)
-        dist = router.distribution(ftest)
+        routed = router.route(ftest)  # one scoring pass: choices and the selection distribution
+        choice, dist = routed.choice, routed.distribution
         t2 = time.perf_counter()
         values = evaluate_choices(
             test.score, choice, latency=latency, cost=cost, distribution=dist,

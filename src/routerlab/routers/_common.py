@@ -157,26 +157,6 @@ def propagate(
     return out
 
 
-class LastScores:
-    """Remembers the scores of the last ``Features`` object scored (by identity), so that
-    ``choose`` followed by ``distribution`` on the same features runs an expensive neighbour search
-    once. Cleared by ``reset`` (call it in ``_fit``)."""
-
-    def __init__(self) -> None:
-        self._features: object | None = None
-        self._scores: FloatMatrix | None = None
-
-    def reset(self) -> None:
-        self._features, self._scores = None, None
-
-    def get(self, features: object) -> FloatMatrix | None:
-        return self._scores if self._features is features and self._scores is not None else None
-
-    def put(self, features: object, scores: FloatMatrix) -> FloatMatrix:
-        self._features, self._scores = features, scores
-        return scores
-
-
 # ---------------------------------------------------------------------------- actor expectations
 def expected_actor_cost(train: RoutingTable) -> tuple[FloatVector, str]:
     """Expected USD per query of each actor: its mean observed training cost; where a table has no

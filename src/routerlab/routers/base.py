@@ -13,6 +13,7 @@ entry-point group. ``routerlab routers`` lists them.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Any, ClassVar, Self, TypeVar
 
 import numpy as np
@@ -26,6 +27,16 @@ from routerlab.features.base import Features
 from routerlab.metrics.selection import softmax
 
 FloatMatrix = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Routing:
+    """One scoring pass of a router over n queries: ``scores`` (n, m), ``choice`` (n,) = their argmax (first
+    on ties), ``distribution`` (n, m) = the selection distribution (rows sum to 1)."""
+
+    scores: FloatMatrix
+    choice: npt.NDArray[np.intp]
+    distribution: FloatMatrix
 
 
 class Router(ABC):
@@ -78,13 +89,19 @@ class Router(ABC):
             raise RuntimeError(f"router {self.name!r} returned non-finite scores")
         return s
 
+    def route(self, features: Features) -> Routing:
+        """Scores, choice and selection distribution of the queries of ``features`` from one scoring pass:
+        what every metric reads (the choice for mu_o and latency metrics, the distribution for E_p)."""
+        s = self.scores(features)
+        p = np.asarray(self._distribution(features, s), dtype=np.float64)
+        if p.shape != s.shape or not np.isfinite(p).all() or (p < -1e-12).any() or not np.allclose(
+                p.sum(axis=1), 1.0, atol=1e-6):
+            raise RuntimeError(f"router {self.name!r} returned an invalid selection distribution")
+        return Routing(s, np.asarray(s.argmax(axis=1), dtype=np.intp), p)
+
     def distribution(self, features: Features) -> FloatMatrix:
         """(n, m) selection distribution, rows summing to 1 (SPEC 4: softmax of scores by default)."""
-        self._check_ready(features)
-        p = np.asarray(self._distribution(features), dtype=np.float64)
-        if p.shape != (features.n, len(self.actor_names)) or not np.allclose(p.sum(axis=1), 1.0, atol=1e-6):
-            raise RuntimeError(f"router {self.name!r} returned an invalid selection distribution")
-        return p
+        return self.route(features).distribution
 
     def choose(self, features: Features) -> npt.NDArray[np.intp]:
         """The chosen actor per query: argmax of the scores (first on ties)."""
@@ -103,8 +120,10 @@ class Router(ABC):
     @abstractmethod
     def _scores(self, features: Features) -> npt.ArrayLike: ...
 
-    def _distribution(self, features: Features) -> npt.ArrayLike:
-        return softmax(self.scores(features))
+    def _distribution(self, features: Features, scores: FloatMatrix) -> npt.ArrayLike:
+        """The selection distribution given this pass's ``scores`` (default: their softmax, SPEC 4); a router
+        with a distribution of its own (cluster membership, the oracle's) overrides it."""
+        return softmax(scores)
 
     def _check_ready(self, features: Features) -> None:
         if not self._fitted:

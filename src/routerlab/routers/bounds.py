@@ -45,7 +45,7 @@ class RandomRouter(Router):
         rng = np.random.default_rng([self.seed, 0x52414E44])
         return rng.random((features.n, len(self.actor_names)))
 
-    def _distribution(self, features: Features) -> npt.ArrayLike:
+    def _distribution(self, features: Features, scores: FloatMatrix) -> npt.ArrayLike:
         m = len(self.actor_names)
         return np.full((features.n, m), 1.0 / m)
 
@@ -89,7 +89,7 @@ class OracleRouter(Router):
         filled, choice, _ = _oracle_parts(self.outcomes(features))
         return filled + 1e-6 * one_hot(choice, filled.shape[1])
 
-    def _distribution(self, features: Features) -> npt.ArrayLike:
+    def _distribution(self, features: Features, scores: FloatMatrix) -> npt.ArrayLike:
         return _oracle_dist(self.outcomes(features))
 
 
@@ -126,7 +126,7 @@ class OracleP(Router):
             choice[rows] = oracle_p_choice(s[rows], self.p, seed=self.seed, latency=lat, cost=cost)
         return one_hot(choice, m)
 
-    def _distribution(self, features: Features) -> npt.ArrayLike:
+    def _distribution(self, features: Features, scores: FloatMatrix) -> npt.ArrayLike:
         t = self.outcomes(features)
         s = np.asarray(t.score, dtype=np.float64)
         obs = ~np.isnan(s)
@@ -155,7 +155,7 @@ class _ConstantRouter(Router):
     def _scores(self, features: Features) -> npt.ArrayLike:
         return np.broadcast_to(self._actor_scores, (features.n, self._actor_scores.shape[0]))
 
-    def _distribution(self, features: Features) -> npt.ArrayLike:
+    def _distribution(self, features: Features, scores: FloatMatrix) -> npt.ArrayLike:
         return one_hot(np.full(features.n, int(np.argmax(self._actor_scores))), self._actor_scores.shape[0])
 
 

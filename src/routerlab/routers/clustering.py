@@ -88,7 +88,7 @@ class ClusterRouter(Router):
         nearest = _sq_distances(features.X, self._centres).argmin(axis=1)
         return np.asarray(self._means[nearest])
 
-    def _distribution(self, features: Features) -> npt.ArrayLike:
+    def _distribution(self, features: Features, scores: FloatMatrix) -> npt.ArrayLike:
         d = np.sqrt(_sq_distances(features.X, self._centres))
         member = softmax(-d / (float(self.params["temperature"]) * self._scale))
         best = one_hot(self._means.argmax(axis=1), self._means.shape[1])  # (k, m)
@@ -157,5 +157,5 @@ class AvengerRouter(Router):
     def _scores(self, features: Features) -> npt.ArrayLike:
         return self._weights(features) @ self._votes
 
-    def _distribution(self, features: Features) -> npt.ArrayLike:
+    def _distribution(self, features: Features, scores: FloatMatrix) -> npt.ArrayLike:
         return self._weights(features) @ one_hot(self._first, self._votes.shape[1])

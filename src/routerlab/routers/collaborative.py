@@ -20,7 +20,6 @@ from routerlab.features.base import Features
 from routerlab.metrics.latency import fastest_correct
 from routerlab.routers._common import (
     FloatMatrix,
-    LastScores,
     nearest,
     neighbour_matrix,
     observed_rows,
@@ -140,8 +139,8 @@ class HybridRouter(Router):
     def _scores(self, features: Features) -> npt.ArrayLike:
         return self._net.predict(features.X)
 
-    def _distribution(self, features: Features) -> npt.ArrayLike:
-        return self.scores(features)
+    def _distribution(self, features: Features, scores: FloatMatrix) -> npt.ArrayLike:
+        return scores  # the scores of this pass are already a distribution
 
 
 @register
@@ -166,7 +165,6 @@ class GraphRouter(Router):
     _X: npt.NDArray[np.float32]
     _smooth: FloatMatrix
     _prior: npt.NDArray[np.float64]
-    _last: LastScores
 
     def _edges(self, query: npt.ArrayLike, exclude_self: bool) -> sp.csr_matrix:
         idx, sim = nearest(query, self._X, self.params["k"], "cosine", exclude_self=exclude_self)
@@ -177,7 +175,6 @@ class GraphRouter(Router):
 
     def _fit(self, train: RoutingTable, features: Features) -> None:
         p = self.params
-        self._last = LastScores()
         self._X = features.X
         s = np.asarray(train.score, dtype=np.float64)
         obs = ~np.isnan(s)
@@ -195,8 +192,5 @@ class GraphRouter(Router):
         self._smooth = F
 
     def _scores(self, features: Features) -> npt.ArrayLike:
-        cached = self._last.get(features)
-        if cached is not None:
-            return cached
         W = self._edges(features.X, exclude_self=False)
-        return self._last.put(features, propagate(W, self._smooth, self._prior, float(self.params["prior_weight"])))
+        return propagate(W, self._smooth, self._prior, float(self.params["prior_weight"]))

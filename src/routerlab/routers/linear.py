@@ -19,7 +19,7 @@ from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.features.base import Features
 from routerlab.metrics.selection import oracle_choice, selection_vector
-from routerlab.routers._common import UNKNOWN_SCORE, observed_rows, prior_means
+from routerlab.routers._common import UNKNOWN_SCORE, FloatMatrix, observed_rows, prior_means
 from routerlab.routers._nn import NETWORK_CONSTRAINTS, MaskedMLP, network_from_options
 from routerlab.routers.base import Router, register
 
@@ -142,8 +142,8 @@ class MLCRouter(Router):
     def _scores(self, features: Features) -> npt.ArrayLike:
         return self._net.predict(features.X)
 
-    def _distribution(self, features: Features) -> npt.ArrayLike:
-        return self.scores(features)
+    def _distribution(self, features: Features, scores: FloatMatrix) -> npt.ArrayLike:
+        return scores  # the scores of this pass are already a distribution
 
 
 @register

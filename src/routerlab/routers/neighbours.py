@@ -16,7 +16,7 @@ import numpy.typing as npt
 from routerlab._spec import Constraint, Interval, Options
 from routerlab.data.table import RoutingTable
 from routerlab.features.base import Features
-from routerlab.routers._common import LastScores, nearest, neighbour_matrix, prior_means, propagate
+from routerlab.routers._common import nearest, neighbour_matrix, prior_means, propagate
 from routerlab.routers.base import Router, check_at_most_train, register
 
 # Tie-break between actors with equal neighbour means: a tiny bonus proportional to the actor's train
@@ -41,21 +41,16 @@ class KNNRouter(Router):
     _X: npt.NDArray[np.float32]
     _score: npt.NDArray[np.float64]
     _prior: npt.NDArray[np.float64]
-    _last: LastScores
 
     def check_applicable(self, train: RoutingTable) -> None:
         check_at_most_train(self, "k", train)
 
     def _fit(self, train: RoutingTable, features: Features) -> None:
-        self._last = LastScores()
         self._X = features.X
         self._score = np.asarray(train.score, dtype=np.float64)
         self._prior = prior_means(self._score)
 
     def _scores(self, features: Features) -> npt.ArrayLike:
-        cached = self._last.get(features)
-        if cached is not None:
-            return cached
         idx, sim = nearest(features.X, self._X, self.params["k"], self.params["metric"])
         if self.params["weighted"]:
             # cosine in [-1, 1] -> (0, 2]; euclidean -d^2 -> 1 / (1 + d)
@@ -63,7 +58,7 @@ class KNNRouter(Router):
         else:
             w = np.ones_like(sim)
         W = neighbour_matrix(idx, w, self._X.shape[0])
-        return self._last.put(features, propagate(W, self._score, self._prior) + _TIE_BREAK * self._prior[None, :])
+        return propagate(W, self._score, self._prior) + _TIE_BREAK * self._prior[None, :]
 
 
 @register

@@ -1,0 +1,105 @@
+"""Checks a router must pass to honour routerlab's contract, for built-ins and plugins alike
+(in the spirit of scikit-learn's ``check_estimator``)::
+
+    from routerlab.testing import check_router
+    check_router(MyRouter())          # raises AssertionError naming the broken rule
+
+The rules: after ``fit`` on a small synthetic split, one ``route`` pass gives finite scores of shape (n, m), the
+choice is their argmax, and the distribution is a probability distribution per query that agrees with the scores
+(it *is* the softmax of the scores unless the router has a distribution of its own, and then it gives the chosen
+actor positive probability); the same seed gives the same numbers; unobserved (NaN) training cells do not break
+it; and it never sees test outcomes (only a bound marked ``uses_test_labels`` accepts them, through ``reveal``).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+
+import numpy as np
+
+from routerlab.data.demo import demo
+from routerlab.data.table import RoutingTable
+from routerlab.errors import UsageError
+from routerlab.features.base import Features
+from routerlab.metrics.selection import softmax
+from routerlab.routers.base import Router, Routing
+
+
+def _features(train: RoutingTable, test: RoutingTable) -> tuple[Features, Features]:
+    """Cheap, deterministic query vectors: hashed bag of words of each text (no encoder needed)."""
+    def vectors(table: RoutingTable) -> np.ndarray:
+        X = np.zeros((table.n_queries, 64), dtype=np.float32)
+        for i, text in enumerate(table.queries.text.tolist()):
+            for word in str(text).lower().split():
+                X[i, sum(word.encode()) % 64] += 1.0
+        return np.asarray(X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1.0), dtype=np.float32)
+
+    return Features(vectors(train), train, "hashed-words"), Features(vectors(test), test, "hashed-words")
+
+
+def _fresh(router: Router) -> Router:
+    return copy.deepcopy(router)
+
+
+def _fit(router: Router, train: RoutingTable, test: RoutingTable, ftrain: Features) -> Router:
+    router.fit(train, ftrain)
+    return router.reveal(test) if router.uses_test_labels else router
+
+
+def _check_routing(router: Router, r: Routing, n: int, m: int) -> None:
+    name = router.name
+    assert r.scores.shape == (n, m), f"{name}: scores have shape {r.scores.shape}, expected {(n, m)}"
+    assert np.isfinite(r.scores).all(), f"{name}: non-finite scores"
+    assert np.array_equal(r.choice, r.scores.argmax(axis=1)), f"{name}: the choice is not the argmax of the scores"
+    p = r.distribution
+    assert p.shape == (n, m) and (p >= -1e-12).all() and np.allclose(p.sum(axis=1), 1.0), (
+        f"{name}: the selection distribution is not a probability distribution per query")
+    own = type(router)._distribution is not Router._distribution
+    if own:
+        chosen = p[np.arange(n), r.choice]
+        assert (chosen > 0).all(), (f"{name}: its distribution gives the actor it chooses probability 0 on "
+                                    f"{int((chosen <= 0).sum())} of {n} queries")
+    else:
+        np.testing.assert_allclose(p, softmax(r.scores), rtol=0, atol=1e-12,
+                                   err_msg=f"{name}: the distribution is not the softmax of the scores")
+
+
+def check_router(router: Router, *, n_queries: int = 400, seed: int = 0) -> None:
+    """Raise ``AssertionError`` (naming the rule) unless ``router`` honours the contract; ``router`` itself is
+    left unfitted (copies are checked). Runs on routerlab's synthetic demo, in about a second."""
+    table = demo(n_queries, seed=seed)
+    train, test = table.select_split("train"), table.select_split("test")
+    ftrain, ftest = _features(train, test)
+    n, m = test.n_queries, test.n_actors
+
+    first = _fit(_fresh(router), train, test, ftrain)
+    r1 = first.route(ftest)
+    _check_routing(first, r1, n, m)
+    assert np.array_equal(first.choose(ftest), r1.choice), f"{router.name}: choose() disagrees with route()"
+    assert np.array_equal(first.distribution(ftest), r1.distribution), (
+        f"{router.name}: distribution() disagrees with route()")
+
+    r2 = _fit(_fresh(router), train, test, ftrain).route(ftest)
+    assert np.array_equal(r1.scores, r2.scores) and np.array_equal(r1.distribution, r2.distribution), (
+        f"{router.name}: two fits with the same seed give different numbers")
+
+    for attr in ("table", "score", "latency_s", "cost_usd"):
+        assert not hasattr(ftest, attr), f"query features expose {attr!r}"
+    if not router.uses_test_labels:
+        try:
+            _fresh(router).reveal(test)
+        except UsageError:
+            pass
+        else:
+            raise AssertionError(f"{router.name}: accepts test outcomes but is not marked uses_test_labels")
+
+    score = train.score.copy()
+    rng = np.random.default_rng(seed)
+    score[rng.random(score.shape) < 0.3] = np.nan
+    masked = replace(train, score=score)
+    try:
+        r3 = _fit(_fresh(router), masked, test, Features(ftrain.X, masked, ftrain.encoder)).route(ftest)
+    except UsageError as exc:
+        raise AssertionError(f"{router.name}: cannot fit with 30% unobserved training cells: {exc}") from None
+    _check_routing(router, r3, n, m)
