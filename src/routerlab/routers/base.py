@@ -21,6 +21,7 @@ import numpy.typing as npt
 
 from routerlab._registry import Registry
 from routerlab._spec import Constraint, Interval, check_constraints, check_option_type, parse_spec
+from routerlab.data.feedback import Feedback, FeedbackKind, as_feedback
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.features.base import Features
@@ -64,10 +65,17 @@ class Router(ABC):
         self.seed: int = int(params.get("seed", 0))
         self.actor_names: list[str] = []
         self._fitted = False
+        self.feedback_kind: FeedbackKind = "full"  # what the last fit learned from
+        self.propensity: npt.NDArray[np.float64] | None = None
 
     # -- template methods ------------------------------------------------------------
-    def fit(self, train: RoutingTable, features: Features) -> Self:
-        """Learn from the training table and its query features."""
+    def fit(self, train: RoutingTable | Feedback, features: Features) -> Self:
+        """Learn from training feedback (a training table is full feedback; :class:`Feedback` may also be logged:
+        one observed actor per query with its propensity, kept as ``self.propensity``) and the query features."""
+        feedback = as_feedback(train)
+        train = feedback.table
+        self.feedback_kind = feedback.kind
+        self.propensity = feedback.propensity
         if features.n != train.n_queries:
             raise UsageError(f"{features.n} feature rows for {train.n_queries} training queries")
         if train.n_queries == 0:
