@@ -49,6 +49,9 @@ def test_import_refuses_a_file_or_a_non_empty_directory(tmp_path: Path, capsys: 
     assert main(["import", "long", src, "-o", str(afile)]) == 2
     assert "out.txt: exists and is not a directory" in capsys.readouterr().err
     assert afile.read_text() == "mine"
+    assert main(["import", "long", src, "-o", str(afile / "sub")]) == 2  # under a file: one line, no traceback
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "which is a file" in err
     other = tmp_path / "other"
     other.mkdir()
     (other / "notes.md").write_text("mine")

@@ -71,13 +71,15 @@ def _check_output(output: Path, force: bool) -> None:
     With ``--force`` an existing table is replaced atomically by the save; a directory holding other
     files is never overwritten (the save refuses it too).
     """
+    from routerlab.cli._io import check_output_dir
     from routerlab.data.store import MANIFEST
     from routerlab.errors import DataError
 
+    if output.exists() and not output.is_dir():
+        raise DataError("exists and is not a directory; choose a new directory for the table", file=output)
+    check_output_dir(output)  # a path under a file, a place that cannot be written: as every -o
     if not output.exists():
         return
-    if not output.is_dir():
-        raise DataError("exists and is not a directory; choose a new directory for the table", file=output)
     if (output / MANIFEST).exists():
         if not force:
             raise DataError("already holds a routerlab table; pass --force to replace it", file=output)
