@@ -123,6 +123,8 @@ def society_cmd(
         raise UsageError(f"--alpha must be a number in [0, 1], got {alpha}")
     if output is not None:
         check_output_dir(output)
+    from routerlab.reports.files import say_written
+
     table = open_table(table_dir)
     by_cols = [c for item in (by or []) for c in item.split(",") if c]
     record = society_report(table, metric=metric, linkage=linkage, coreset_k=coreset, alpha=alpha,
@@ -130,8 +132,7 @@ def society_cmd(
                             seed=seed)
     if as_json:
         print_json(record)
-        for f in record.get("files", []):
-            typer.echo(f"wrote {f}", err=True)
+        say_written([Path(f) for f in record.get("files", [])], to_stderr=True)
         return
     typer.echo(f"{record['n_actors']} actors, {record['n_items']} items ({record['metric']} distance, "
                f"{record['linkage']} linkage)")
@@ -149,5 +150,4 @@ def society_cmd(
         typer.echo(f"union of the specialists: {u['n_experts']} experts, HSE {u['hse']:.4f}")
     for note in record.get("notes", []):
         typer.echo(f"note: {note}")
-    for f in record.get("files", []):
-        typer.echo(f"wrote {f}")
+    say_written([Path(f) for f in record.get("files", [])])
