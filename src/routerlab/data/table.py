@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -389,33 +389,9 @@ class RoutingTable:
         Two tables with the same hash hold the same data; ``name`` and ``meta`` do not count.
         """
         h = hashlib.sha256()
-
-        def add_str(col: np.ndarray) -> None:
-            for s in col.tolist():
-                b = str(s).encode("utf-8")
-                h.update(len(b).to_bytes(8, "little"))
-                h.update(b)
-
-        def add_any(key: str, col: np.ndarray) -> None:
-            h.update(key.encode())
-            if col.dtype == object:
-                add_str(col)
-            else:
-                h.update(np.ascontiguousarray(col).tobytes())
-
-        q, a = self.queries, self.actors
-        for key in ("ids", "text", "dataset", "split"):
-            add_any("q." + key, getattr(q, key))
-        for key in sorted(q.extra):
-            add_any("qx." + key, q.extra[key])
-        add_any("a.names", a.names)
-        for key in ACTOR_NUMERIC_FIELDS:
-            add_any("a." + key, getattr(a, key))
-        for key in sorted(a.extra):
-            add_any("ax." + key, a.extra[key])
+        hash_labels(h, self.queries, self.actors)
         for key, mat in self.matrices().items():
-            h.update(key.encode())
-            h.update(np.asarray(mat.shape, dtype=np.int64).tobytes())
+            hash_matrix_header(h, key, mat.shape)
             h.update(np.ascontiguousarray(mat).data)  # same bytes as .tobytes(), without a 1.2 GB copy
         return h.hexdigest()
 
@@ -592,3 +568,53 @@ def concat(tables: Sequence[RoutingTable], name: str | None = None) -> RoutingTa
         meta=meta,
         **mats,  # type: ignore[arg-type]
     )
+
+
+# ---------------------------------------------------------------------------------------- content hash
+class Hasher(Protocol):
+    """What the content hash feeds: ``hashlib.sha256()`` (the store hashes row groups while reading)."""
+
+    def update(self, data: bytes | memoryview, /) -> None: ...
+
+    def hexdigest(self) -> str: ...
+
+
+def _hash_strings(h: Hasher, col: npt.NDArray[Any]) -> None:
+    """Feed ``len(b)`` as 8 little-endian bytes, then ``b``, for ``b = str(s).encode()`` of each entry.
+
+    A plain loop: building one buffer with Arrow and NumPy measured no faster (1M strings of 220 bytes:
+    loop 0.84 s, Arrow join 0.90 s, NumPy scatter 1.32 s), because turning Python strings into any buffer
+    costs as much as hashing them; at RouterEval scale the text columns take well under 0.1 s.
+    """
+    update = h.update
+    for v in col.tolist():
+        b = str(v).encode("utf-8")
+        update(len(b).to_bytes(8, "little"))
+        update(b)
+
+
+def _hash_column(h: Hasher, key: str, col: npt.NDArray[Any]) -> None:
+    h.update(key.encode())
+    if col.dtype == object:
+        _hash_strings(h, col)
+    else:
+        h.update(np.ascontiguousarray(col).tobytes())
+
+
+def hash_labels(h: Hasher, queries: Queries, actors: Actors) -> None:
+    """The part of :attr:`RoutingTable.content_hash` before the matrices: query and actor columns."""
+    for key in ("ids", "text", "dataset", "split"):
+        _hash_column(h, "q." + key, getattr(queries, key))
+    for key in sorted(queries.extra):
+        _hash_column(h, "qx." + key, queries.extra[key])
+    _hash_column(h, "a.names", actors.names)
+    for key in ACTOR_NUMERIC_FIELDS:
+        _hash_column(h, "a." + key, getattr(actors, key))
+    for key in sorted(actors.extra):
+        _hash_column(h, "ax." + key, actors.extra[key])
+
+
+def hash_matrix_header(h: Hasher, key: str, shape: tuple[int, ...]) -> None:
+    """What precedes a matrix's bytes in the content hash: its name and its shape."""
+    h.update(key.encode())
+    h.update(np.asarray(shape, dtype=np.int64).tobytes())
