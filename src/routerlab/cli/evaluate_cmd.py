@@ -79,19 +79,6 @@ def router_specs(text: str) -> list[str]:
     return specs
 
 
-def reference_router(compare_to: str, specs: list[str]) -> str | None:
-    """``--compare-to``: 'none' switches the paired comparison off, 'auto' is best-single when it is in the
-    run (else off); any other value must be one of the run's router specs."""
-    if compare_to == "none":
-        return None
-    if compare_to == "auto":
-        return "best-single" if "best-single" in specs else None
-    if compare_to not in specs:
-        raise UsageError(f"--compare-to {compare_to!r} is not a router of this run ({', '.join(specs)}); "
-                         "name one of them, or 'none'")
-    return compare_to
-
-
 @app.command("evaluate")
 def evaluate_cmd(
     table_dir: Annotated[Path | None, typer.Argument(help=TABLE_HELP)] = None,
@@ -112,12 +99,12 @@ def evaluate_cmd(
         "-o", "--output", help="Directory for the JSON record, per-query choices and plots.")] = None,
 ) -> None:
     """Train routers on the train split and evaluate them on the test split, every metric with a 95% CI."""
-    from routerlab.protocols.full import evaluate
+    from routerlab.protocols.full import evaluate, resolve_compare_to
     from routerlab.reports.evaluation import leaderboard_text, write_evaluation
     from routerlab.reports.files import say_written
 
     specs = router_specs(routers)
-    reference = reference_router(compare_to, specs)
+    reference = resolve_compare_to(compare_to, specs, option="--compare-to")
     if sweep is not None and sweep not in {"cost", "latency"}:
         raise UsageError(f"--sweep must be cost or latency, got {sweep!r}")
     if output is not None:

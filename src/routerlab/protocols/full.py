@@ -123,6 +123,19 @@ def router_label(router: RouterLike) -> str:
     return router if isinstance(router, str) else repr(router)
 
 
+def resolve_compare_to(compare_to: str | None, labels: list[str], *, option: str = "compare_to") -> str | None:
+    """The router every other is compared with (paired bootstrap): None or 'none' = no comparison, 'auto' =
+    best-single when it is in the run (else none); anything else must be one of the run's ``labels``."""
+    if compare_to is None or compare_to == "none":
+        return None
+    if compare_to == "auto":
+        return "best-single" if "best-single" in labels else None
+    if compare_to not in labels:
+        raise UsageError(f"{option} {compare_to!r} is not a router of this run ({', '.join(labels)}); "
+                         "name one of them, or 'none'")
+    return compare_to
+
+
 def featurize(train: RoutingTable, test: RoutingTable, encoder: str | Encoder, cache_dir: str | None = None
               ) -> tuple[Features, Features]:
     """Encode train and test texts with an encoder fitted on the training texts only."""
@@ -167,10 +180,7 @@ def evaluate(
         raise UsageError("name at least one router, e.g. --routers oracle,knn,best-single")
     labels = [router_label(r) for r in router_specs]
     from_objects = {router_label(r) for r in router_specs if not isinstance(r, str)}
-    if compare_to == "auto":
-        compare_to = "best-single" if "best-single" in labels else None
-    if compare_to is not None and compare_to not in labels:
-        raise UsageError(f"compare_to {compare_to!r} is not a router of this run ({', '.join(labels)})")
+    compare_to = resolve_compare_to(compare_to, labels)
     if sweep is not None and sweep not in {"cost", "latency"}:
         raise UsageError(f"sweep must be 'cost' or 'latency', got {sweep!r}")
     sp = split if isinstance(split, Split) else make_split(table, split, seed)
