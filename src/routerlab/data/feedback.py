@@ -73,6 +73,24 @@ class Feedback:
         return cls(replace(table, **masked), np.asarray(propensity, dtype=np.float64))
 
 
+def draw_actions(distribution: npt.ArrayLike, rng: np.random.Generator
+                 ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]:
+    """One actor per row drawn from ``distribution`` (n, m) (rows summing to 1), vectorised (one uniform per row,
+    inverse CDF), with its probability: (actor, propensity). What a logging policy does to one batch of queries."""
+    p = np.asarray(distribution, dtype=np.float64)
+    if p.ndim != 2 or p.shape[1] == 0 or not np.isfinite(p).all() or (p < 0).any() or not np.allclose(
+            p.sum(axis=1), 1.0, atol=1e-6):
+        raise UsageError("a logging distribution must be an (n, m) matrix of probabilities with rows summing to 1")
+    cdf = np.cumsum(p, axis=1)
+    u = rng.random(p.shape[0]) * cdf[:, -1]
+    actor = np.minimum((cdf <= u[:, None]).sum(axis=1), p.shape[1] - 1)
+    # never land on a zero-probability actor through rounding at the top of the CDF
+    zero = p[np.arange(p.shape[0]), actor] <= 0
+    if zero.any():
+        actor[zero] = p[zero].argmax(axis=1)
+    return actor.astype(np.intp), p[np.arange(p.shape[0]), actor]
+
+
 def as_feedback(train: RoutingTable | Feedback) -> Feedback:
     """A training table is full feedback; feedback stays as it is."""
     return train if isinstance(train, Feedback) else Feedback.full(train)

@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from routerlab._registry import Registry
 from routerlab._spec import Constraint, Interval, check_constraints, check_option_type, parse_spec
-from routerlab.data.feedback import Feedback, FeedbackKind, as_feedback
+from routerlab.data.feedback import Feedback, FeedbackKind, as_feedback, draw_actions
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.features.base import Features
@@ -47,6 +47,9 @@ class Router(ABC):
     name: ClassVar[str]
     summary: ClassVar[str] = ""
     uses_test_labels: ClassVar[bool] = False  # True only for bounds such as the oracle
+    # True for routers that act by sampling their selection distribution when deployed (bandits: their
+    # distribution is their real action distribution); False = they act by their argmax (see ``act``).
+    explores: ClassVar[bool] = False
     defaults: ClassVar[dict[str, Any]] = {}
     # The allowed range of every option in ``defaults`` (scikit-learn's ``_parameter_constraints``):
     # checked once here, so a router body can trust its options. Every option must have one.
@@ -114,6 +117,16 @@ class Router(ABC):
     def choose(self, features: Features) -> npt.NDArray[np.intp]:
         """The chosen actor per query: argmax of the scores (first on ties)."""
         return np.asarray(self.scores(features).argmax(axis=1), dtype=np.intp)
+
+    def act(self, features: Features, rng: np.random.Generator
+            ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]:
+        """How the router acts when deployed (a Voyager round, a warm-up logging policy): (actor, propensity) per
+        query. An exploring router (``explores``) samples its selection distribution and reports the drawn
+        actor's probability; any other takes its argmax, with propensity 1, as a deployed router does."""
+        routed = self.route(features)
+        if self.explores:
+            return draw_actions(routed.distribution, rng)
+        return routed.choice, np.ones(features.n)
 
     def check_applicable(self, train: RoutingTable) -> None:
         """Raise a UsageError saying why this router cannot be trained on ``train`` (``cheapest``
