@@ -256,3 +256,48 @@ def oracle_best_of_n(
     lat = None if latency is None else as_actor_matrix(latency, n, m, "latency")
     cst = None if cost is None else as_actor_matrix(cost, n, m, "cost")
     return pick_best(candidates, s, lat, cst)
+
+
+def latency_rewards(
+    score: npt.ArrayLike, latency: npt.ArrayLike | None = None, threshold: float = 0.5
+) -> dict[str, FloatArray]:
+    """Per-cell SPEC 5 rewards: (n, m) matrices whose cell (q, a) is the value query q gets if actor a is
+    chosen, for every actor at once (what a logged outcome is worth, what off-policy estimators average).
+
+    Keys ``acc_at_1``, and with ``latency`` also ``acc_at_1_l``, ``dcg``, ``l_dcg``; column a equals
+    :func:`latency_ranks` of the choice "always a" (same rank, tie and latency rules). An unobserved score
+    cell (NaN) gets NaN in every matrix (its reward is unknown); a correct actor with unknown latency raises
+    ``ValueError`` as in :func:`latency_ranks`. Ranks come from one row-wise sort: O(n m log m), no (n, m, m).
+    """
+    from scipy.stats import rankdata
+
+    s = as_matrix(score)
+    n, m = s.shape
+    unknown_score = np.isnan(s)
+    correct = correct_mask(s, threshold)
+    acc = np.where(unknown_score, np.nan, correct.astype(np.float64))
+    if latency is None:
+        return {"acc_at_1": acc}
+    lat = as_actor_matrix(latency, n, m, "latency")
+    unknown = (correct & np.isnan(lat)).any(axis=1)
+    if unknown.any():
+        raise ValueError(f"a correct actor's latency is unknown (NaN) at {where_nan_message(unknown)}")
+    if (lat[correct] < 0).any():
+        raise ValueError("latencies must be non-negative")
+    keyed = np.where(correct, lat, np.inf)  # only correct actors count as faster
+    # 'min' ranks: 1 + the number of strictly smaller keys, i.e. of correct actors strictly faster
+    rank = rankdata(keyed, method="min", axis=1) if m else np.zeros((n, 0))
+    lat_min = keyed.min(axis=1, initial=np.inf)[:, None]
+    dcg = np.where(correct, 1.0 / np.log2(np.asarray(rank, dtype=np.float64) + 1.0), 0.0)
+    slower = correct & (lat != lat_min)  # lat_min is finite wherever a cell is correct
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(slower, np.where(slower, lat_min, 1.0) / np.where(slower, lat, 1.0), 1.0)
+    out = {
+        "acc_at_1": acc,
+        "acc_at_1_l": (correct & (rank == 1)).astype(np.float64),
+        "dcg": dcg,
+        "l_dcg": np.where(correct, dcg * ratio, 0.0),
+    }
+    for key in ("acc_at_1_l", "dcg", "l_dcg"):
+        out[key] = np.where(unknown_score, np.nan, out[key])
+    return out
