@@ -72,6 +72,7 @@ def test_demo_table_agrees_with_latency_ranks() -> None:
     from routerlab.datasets import demo
 
     t = demo(300, seed=2)
+    assert t.latency_s is not None
     r = latency_rewards(t.score, t.latency_s)
     for a in range(t.n_actors):
         ranks = latency_ranks(t.score, np.full(t.n_queries, a), t.latency_s)
