@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from routerlab.data.feedback import Feedback
 from routerlab.data.provenance import Provenance
 from routerlab.data.splits import Split, make_split
 from routerlab.data.table import RoutingTable
@@ -55,6 +56,8 @@ class RouterResult:
     paired: dict[str, Any] | None = None
 
     router_class: str | None = None  # the router's module.qualname, for instances only
+    # what the router learned from when a protocol records it per router (Voyager: its own logged choices)
+    feedback: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {"router": self.router, "spec": self.spec, "params": self.params, "metrics": self.metrics,
@@ -67,6 +70,8 @@ class RouterResult:
             out["sweep"] = self.sweep
         if self.paired is not None:
             out["paired"] = self.paired
+        if self.feedback is not None:
+            out["feedback"] = self.feedback
         return out
 
 
@@ -186,6 +191,65 @@ def evaluate(
     sp = split if isinstance(split, Split) else make_split(table, split, seed)
     train, test = sp.apply(table)
     chosen, skipped = applicable_routers(router_specs, train, seed, skip_inapplicable)
+    bench = make_bench(sp, train, test, encoder=encoder, cache_dir=cache_dir, features=features)
+    results = []
+    fair = []
+    for spec, router in track(chosen, "evaluate: router", unit="router", label=lambda item: item[0]):
+        try:
+            fit_seconds = fit_router(router, train, bench.ftrain, bench)
+        except UsageError as exc:
+            if not skip_inapplicable:
+                raise
+            skipped[spec] = str(exc)
+            continue
+        results.append(score_router(spec, router, bench, fit_seconds=fit_seconds, seed=seed, n_boot=n_boot,
+                                    sweep=sweep, lambdas=lambdas, sweep_train=train,
+                                    router_class=_class_path(router) if spec in from_objects else None))
+        fair.append(not router.uses_test_labels)
+    if not results:
+        raise UsageError(f"no router could be fitted: {skipped}")
+    with task("evaluate: paired bootstrap and Oracle best-of-N"):
+        bon = compare_and_bound(results, fair, bench, compare_to, seed=seed, n_boot=n_boot)
+    return Evaluation(
+        provenance=bench.provenance(table, seed),
+        results=results, oracle_best_of_n=bon,
+        test_ids=bench.test.queries.ids, actor_names=bench.test.actor_names, excluded_test_queries=bench.excluded,
+        extra={**({"notes": bench.notes} if bench.notes else {}), **({"skipped": skipped} if skipped else {})},
+    )
+
+
+@dataclass(frozen=True)
+class Bench:
+    """What every router of a run is scored against (SPEC 4-5, 7), built once per run and shared by the full,
+    cold-start and voyager protocols: the split, the training table with its features (the hidden full
+    outcomes: the protocol decides how much of them a router sees), the evaluable test queries (every actor's
+    score observed) with their features, the latency and cost matrices when every test cell is known (else
+    None, with a note), and V_B's best single actor, picked on the full training split (README "Choices": a
+    router could not know the test split; under partial observability the metric still reads the hidden full
+    table, SPEC 1, so V_B means the same in every protocol)."""
+
+    split: Split
+    train: RoutingTable
+    ftrain: Features
+    test: RoutingTable
+    ftest: Features
+    latency: npt.NDArray[np.float32] | None
+    cost: npt.NDArray[np.float32] | None
+    best: int
+    excluded: int
+    notes: list[str]
+
+    def provenance(self, table: RoutingTable, seed: int) -> Provenance:
+        """The run record of an evaluation on this bench (SPEC 7)."""
+        return Provenance.of(table, self.split, seed=seed, encoder=self.ftrain.encoder,
+                             split_extra={"n_test": int(self.test.n_queries)})
+
+
+def make_bench(sp: Split, train: RoutingTable, test: RoutingTable, *, encoder: str | Encoder = "tfidf",
+               cache_dir: str | None = None, features: tuple[Features, Features] | None = None) -> Bench:
+    """The :class:`Bench` of ``sp`` (whose train and test tables are ``train`` and ``test``): encodes the
+    texts unless ``features`` (train, test vectors of the split, before incomplete test rows are dropped) are
+    given, and cuts the test side to its complete rows (a UsageError when none is complete)."""
     keep = complete_rows(test)
     excluded = int((~keep).sum())
     if not keep.any():
@@ -196,63 +260,68 @@ def evaluate(
     ftrain = Features(features[0].X, train, features[0].encoder)
     test = test.select_queries(keep)
     ftest = Features(features[1].X[keep], test, features[1].encoder)
-    best = best_single_actor(train.score)
     latency, cost, omitted = _known(test.latency_s, "latency"), _known(test.cost_usd, "cost"), []
     for name, full, kept in (("latency", test.latency_s, latency), ("cost", test.cost_usd, cost)):
         if full is not None and kept is None:
             omitted.append(f"{name} metrics omitted: {int(np.isnan(full).sum())} test cells are unknown")
-    results = []
-    routers_used = []
-    for spec, router in track(chosen, "evaluate: router", unit="router", label=lambda item: item[0]):
-        t0 = time.perf_counter()
-        try:
-            router.fit(train, ftrain)
-        except UsageError as exc:
-            if not skip_inapplicable:
-                raise
-            skipped[spec] = str(exc)
-            continue
-        routers_used.append(router)
-        if router.uses_test_labels:  # a bound (the oracle): the only routers handed the test outcomes
-            router.reveal(test)
-        t1 = time.perf_counter()
-        routed = router.route(ftest)  # one scoring pass: choices and the selection distribution
-        choice, dist = routed.choice, routed.distribution
-        t2 = time.perf_counter()
-        values = evaluate_choices(
-            test.score, choice, latency=latency, cost=cost, distribution=dist,
-            best_single=int(best), seed=seed, n_boot=n_boot,
-        )
-        m = test.n_actors
-        shares = selection_shares(choice, m)
-        curve = None
-        if sweep is not None and not router.uses_test_labels:
-            curve = _sweep(router, train, ftest, test, sweep, lambdas)
-        results.append(RouterResult(
-            router=router.name, spec=spec, params={**router.params, "seed": router.seed},
-            metrics={k: float(v[0]) for k, v in values.items()},
-            ci={k: interval(v[0], v[1], v[2]) for k, v in values.items()},
-            selection={a: float(s) for a, s in zip(test.actor_names, shares, strict=True) if s > 0},
-            collapsed=bool(collapsed(choice, m)), choice=choice, fit_seconds=t1 - t0, score_seconds=t2 - t1,
-            sweep=curve, router_class=_class_path(router) if spec in from_objects else None,
-        ))
-    if not results:
-        raise UsageError(f"no router could be fitted: {skipped}")
-    with task("evaluate: paired bootstrap and Oracle best-of-N"):
-        _paired(results, test, compare_to, seed, n_boot)
-        # Oracle(Best-of-N) (SPEC 5) is over the routers that route without seeing test outcomes
-        fair = [r.choice for r, rt in zip(results, routers_used, strict=True) if not rt.uses_test_labels]
-        bon_choice = oracle_best_of_n(test.score, latency, np.stack(fair or [r.choice for r in results]), cost)
-        bon = evaluate_choices(test.score, bon_choice, latency=latency, cost=cost,
-                               best_single=int(best), seed=seed, n_boot=n_boot)
-    return Evaluation(
-        provenance=Provenance.of(table, sp, seed=seed, encoder=ftrain.encoder,
-                                 split_extra={"n_test": int(test.n_queries)}),
-        results=results,
-        oracle_best_of_n={k: float(v[0]) for k, v in bon.items()},
-        test_ids=test.queries.ids, actor_names=test.actor_names, excluded_test_queries=excluded,
-        extra={**({"notes": omitted} if omitted else {}), **({"skipped": skipped} if skipped else {})},
+    return Bench(sp, train, ftrain, test, ftest, latency, cost, int(best_single_actor(train.score)), excluded,
+                     omitted)
+
+
+def fit_router(router: Router, train: RoutingTable | Feedback, ftrain: Features, bench: Bench) -> float:
+    """Fit ``router`` on ``train`` (the training table = full feedback, or a logged :class:`Feedback`) with
+    ``ftrain``, the features of its queries, and hand a bound (``uses_test_labels``) the bench's test outcomes;
+    returns the seconds it took. A UsageError (a router that cannot learn from this feedback) propagates, for
+    the protocol to stop or skip the router."""
+    t0 = time.perf_counter()
+    router.fit(train, ftrain)
+    if router.uses_test_labels:  # a bound (the oracle): the only routers handed the test outcomes
+        router.reveal(bench.test)
+    return time.perf_counter() - t0
+
+
+def score_router(spec: str, router: Router, bench: Bench, *, fit_seconds: float, seed: int, n_boot: int,
+                 sweep: str | None = None, lambdas: npt.ArrayLike | None = None,
+                 sweep_train: RoutingTable | None = None, router_class: str | None = None) -> RouterResult:
+    """Route the bench's test queries with a fitted ``router`` in one scoring pass and score every metric with
+    its bootstrap interval, the selection shares and the collapse flag (SPEC 4-5, 7): the step every protocol
+    repeats per router (and per Voyager round), after :func:`fit_router`. ``sweep`` adds the cost- or
+    latency-quality curve, its penalty read from ``sweep_train`` (what the router was trained on)."""
+    t1 = time.perf_counter()
+    routed = router.route(bench.ftest)  # one scoring pass: choices and the selection distribution
+    choice, dist = routed.choice, routed.distribution
+    t2 = time.perf_counter()
+    test = bench.test
+    values = evaluate_choices(
+        test.score, choice, latency=bench.latency, cost=bench.cost, distribution=dist,
+        best_single=bench.best, seed=seed, n_boot=n_boot,
     )
+    m = test.n_actors
+    shares = selection_shares(choice, m)
+    curve = None
+    if sweep is not None and not router.uses_test_labels:
+        curve = _sweep(router, sweep_train, bench.ftest, test, sweep, lambdas)
+    return RouterResult(
+        router=router.name, spec=spec, params={**router.params, "seed": router.seed},
+        metrics={k: float(v[0]) for k, v in values.items()},
+        ci={k: interval(v[0], v[1], v[2]) for k, v in values.items()},
+        selection={a: float(s) for a, s in zip(test.actor_names, shares, strict=True) if s > 0},
+        collapsed=bool(collapsed(choice, m)), choice=choice, fit_seconds=fit_seconds, score_seconds=t2 - t1,
+        sweep=curve, router_class=router_class,
+    )
+
+
+def compare_and_bound(results: list[RouterResult], fair: list[bool], bench: Bench, compare_to: str | None, *,
+                      seed: int, n_boot: int) -> dict[str, float]:
+    """The paired bootstrap of every router against ``compare_to`` (stored in each result's ``paired``) and
+    Oracle(Best-of-N) (SPEC 5) over the routers marked ``fair`` (those that route without test outcomes; all
+    of them when none is), returned as metric -> value."""
+    _paired(results, bench.test, compare_to, seed, n_boot)
+    picks = [r.choice for r, ok in zip(results, fair, strict=True) if ok] or [r.choice for r in results]
+    bon_choice = oracle_best_of_n(bench.test.score, bench.latency, np.stack(picks), bench.cost)
+    bon = evaluate_choices(bench.test.score, bon_choice, latency=bench.latency, cost=bench.cost,
+                           best_single=bench.best, seed=seed, n_boot=n_boot)
+    return {k: float(v[0]) for k, v in bon.items()}
 
 
 def applicable_routers(specs: Sequence[RouterLike], train: RoutingTable, seed: int, skip_inapplicable: bool = False
@@ -314,7 +383,7 @@ def _known(matrix: npt.NDArray[np.float32] | None, what: str) -> npt.NDArray[np.
 DEFAULT_LAMBDAS = np.concatenate([[0.0], np.geomspace(0.01, 1e4, 31)])
 
 
-def _sweep(router: Any, train: RoutingTable, ftest: Features, test: RoutingTable, by: str,
+def _sweep(router: Any, train: RoutingTable | None, ftest: Features, test: RoutingTable, by: str,
            lambdas: npt.ArrayLike | None) -> dict[str, Any]:
     """Cost- (or latency-) quality curve of one fitted router on the test split, with Pareto and AIQ."""
     from routerlab.metrics.cost import aiq, pareto_frontier
