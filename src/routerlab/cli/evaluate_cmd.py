@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from routerlab.cli import app
 from routerlab.cli._io import check_output_dir, json_option, open_table, print_json, seed_option
 from routerlab.errors import UsageError
+
+if TYPE_CHECKING:
+    from routerlab.protocols.full import Evaluation
 
 # The fewest resamples for a 95% percentile interval whose 2.5% and 97.5% tails each hold at least one
 # resample (alpha / 2 * n_boot >= 1); fewer would make the interval bounds a single arbitrary resample.
@@ -94,11 +97,23 @@ def evaluate_cmd(
     compare_to: Annotated[str, typer.Option(
         "--compare-to", help="Paired bootstrap of every router against this router of the run; 'auto' = "
                              "best-single when it is in the run, 'none' = off.")] = "auto",
+    protocol: Annotated[str, typer.Option(
+        help="full (every training outcome seen), cold-start (one logged outcome per training query) or "
+             "voyager (rounds of routing the next chunk, seeing only the chosen outcome).")] = "full",
+    logging: Annotated[str | None, typer.Option(
+        help="cold-start: the logging policy that draws the training log (default uniform).")] = None,
+    rounds: Annotated[int | None, typer.Option(
+        help="voyager: number of rounds T = chunks of the training split (>= 2; default 5).")] = None,
+    order: Annotated[str | None, typer.Option(
+        help="voyager: chunk the training split in its given order or a seeded shuffle (default given).")] = None,
     as_json: Annotated[bool, json_option()] = False,
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", help="Directory for the JSON record, per-query choices and plots.")] = None,
 ) -> None:
-    """Train routers on the train split and evaluate them on the test split, every metric with a 95% CI."""
+    """Train routers on the train split and evaluate them on the test split, every metric with a 95% CI.
+
+    --protocol cold-start trains on one logged outcome per training query; voyager runs T rounds in which each
+    router routes the next chunk of the training split and learns only the outcomes it chose (SPEC 5)."""
     from routerlab.protocols.full import evaluate, resolve_compare_to
     from routerlab.reports.evaluation import leaderboard_text, write_evaluation
     from routerlab.reports.files import say_written
@@ -107,17 +122,79 @@ def evaluate_cmd(
     reference = resolve_compare_to(compare_to, specs, option="--compare-to")
     if sweep is not None and sweep not in {"cost", "latency"}:
         raise UsageError(f"--sweep must be cost or latency, got {sweep!r}")
+    _check_protocol_options(protocol, logging, rounds, order, sweep)
     if output is not None:
         check_output_dir(output)
     table = open_table(table_dir)
-    result = evaluate(table, specs, split=split, encoder=encoder, seed=seed, n_boot=n_boot,
-                      sweep=sweep, compare_to=reference)
+    if protocol == "full":
+        result = evaluate(table, specs, split=split, encoder=encoder, seed=seed, n_boot=n_boot,
+                          sweep=sweep, compare_to=reference)
+    elif protocol == "cold-start":
+        from routerlab.protocols.partial import cold_start
+
+        result = cold_start(table, specs, logging=logging or "uniform", split=split, encoder=encoder, seed=seed,
+                            n_boot=n_boot, sweep=sweep, compare_to=reference)
+    else:
+        from routerlab.protocols.partial import voyager
+
+        result = voyager(table, specs, rounds=5 if rounds is None else rounds, order=order or "given", split=split,
+                         encoder=encoder, seed=seed, n_boot=n_boot, compare_to=reference)
     written = write_evaluation(result, output) if output is not None else []
+    if output is not None and protocol == "voyager":
+        from routerlab.reports.voyager_plot import plot_voyager, write_curves
+
+        written += write_curves(result, output)
+        plot_voyager(result, output / "voyager.png")
+        written.append("voyager.png")
     if as_json:
         print_json(result.to_dict())
     else:
         typer.echo(leaderboard_text(result))
+        if protocol != "full":
+            typer.echo(_protocol_text(result))
     say_written([output / f for f in written] if output is not None else [], to_stderr=as_json)
+
+
+def _check_protocol_options(protocol: str, logging: str | None, rounds: int | None, order: str | None,
+                            sweep: str | None) -> None:
+    """Each protocol's own options, checked before any data is loaded: an option of another protocol is an
+    error, not silently ignored."""
+    from routerlab.protocols.partial import ORDERS, PROTOCOLS
+
+    if protocol not in PROTOCOLS:
+        raise UsageError(f"--protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
+    if logging is not None and protocol != "cold-start":
+        raise UsageError(f"--logging applies to --protocol cold-start only (got --protocol {protocol})")
+    if (rounds is not None or order is not None) and protocol != "voyager":
+        which = "--rounds" if rounds is not None else "--order"
+        raise UsageError(f"{which} applies to --protocol voyager only (got --protocol {protocol})")
+    if sweep is not None and protocol == "voyager":
+        raise UsageError("--sweep is not available with --protocol voyager; sweep the full or cold-start protocol")
+    if rounds is not None and rounds < 2:
+        raise UsageError(f"--rounds must be at least 2 (chunk 1 logged uniformly, then routed chunks), got {rounds}")
+    if order is not None and order not in ORDERS:
+        raise UsageError(f"--order must be one of {', '.join(ORDERS)}, got {order!r}")
+    if logging is not None:
+        from routerlab.protocols.partial import check_logging
+
+        check_logging(logging)
+
+
+def _protocol_text(ev: Evaluation) -> str:
+    """The lines a partial-observability run adds under the leaderboard: what was logged, and Voyager's rounds."""
+    kind = ev.extra.get("protocol")
+    if kind == "cold-start":
+        lg = ev.extra["logging"]
+        correct = f", {lg['correct_share']:.1%} of them correct" if "correct_share" in lg else ""
+        return (f"protocol cold-start: trained on a {lg['policy']} log of {lg['n_logged']} training queries, one "
+                f"outcome each ({lg['n_observed']} known{correct})")
+    if kind == "voyager":
+        from routerlab.reports.voyager_plot import rounds_text
+
+        vg = ev.extra["voyager"]
+        return (f"protocol voyager: {vg['n_rounds']} rounds over chunks of {', '.join(map(str, vg['chunk_sizes']))} "
+                f"training queries ({vg['order']} order), chunk 1 logged uniformly\n" + rounds_text(ev))
+    return ""
 
 
 @app.command("scaling")

@@ -1,0 +1,360 @@
+"""Partial observability (SPEC 1 observability, SPEC 5 Cold-start / Voyager; routerworld.txt 3.3): routers that
+learn only the outcome of the actor a policy chose.
+
+**Cold-start** (:func:`cold_start`): one log of the training split is drawn by a logging policy (default uniform
+random, seeded), each training query carrying the outcome of one actor and its propensity; every router is
+trained on that same log (so the comparison between routers stays paired) and evaluated on the full (hidden)
+test split exactly as the full protocol evaluates it: the same metrics with bootstrap intervals, selection
+shares, collapse flag, Oracle(Best-of-N) and paired comparison.
+
+**Voyager** (:func:`voyager`): the training split is cut into T contiguous chunks (its given order or a seeded
+permutation). Chunk 1 is logged by the uniform policy (the same draws for every router). For each router, at
+round t = 1..T: train on the logged feedback of chunks 1..t, evaluate on the test split, then (t < T) route chunk
+t+1 as the router is deployed (:meth:`routerlab.routers.base.Router.act`: an exploring router samples its
+selection distribution and logs the drawn actor's probability; any other takes its argmax, propensity 1) and
+reveal only the chosen cells. Each router's stream is its own: its choices decide what it learns next.
+
+Choices where SPEC is silent (documented in docs/partial-observability.md):
+
+- A router is refitted from scratch each round on everything logged so far (the paper's "trained on
+  C_1..C_t"); nothing carries over between rounds but the log.
+- Every round is evaluated with the run's full ``n_boot`` (a bootstrap over a few hundred test queries costs
+  about 10 ms per router), so every round's intervals mean the same.
+- A router's act draws come from a generator seeded by the run's seed, the round and the router's label, so a
+  router's curve does not depend on which other routers share the run.
+- The bounds (oracle, oracle-p) read the outcomes of whatever they route: the test split when evaluated, the
+  next chunk when they act in the stream; random acts by its seeded random pick.
+- V_B's best single actor is picked on the full training split, as in the full protocol: a metric reads the
+  hidden full table (SPEC 1), so V_B means the same under every protocol.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from routerlab.data.feedback import Feedback, draw_actions
+from routerlab.data.splits import Split, make_split
+from routerlab.data.table import RoutingTable
+from routerlab.errors import UsageError
+from routerlab.features.base import Features
+from routerlab.features.registry import Encoder
+from routerlab.progress import task, track
+from routerlab.protocols.full import (
+    Bench,
+    Evaluation,
+    RouterLike,
+    RouterResult,
+    _class_path,
+    applicable_routers,
+    compare_and_bound,
+    fit_router,
+    make_bench,
+    resolve_compare_to,
+    router_label,
+    score_router,
+)
+from routerlab.routers.base import Router
+
+PROTOCOLS = ("full", "cold-start", "voyager")
+"""The evaluation protocols (``routerlab evaluate --protocol``)."""
+
+ORDERS = ("given", "shuffle")
+"""How Voyager orders the training split before cutting it into chunks."""
+
+CORRECT = 0.5
+"""A logged outcome counts as correct when its score is >= 0.5 (SPEC 5)."""
+
+_LOG_TAG = 0x434F4C44  # "COLD": the uniform logging draws
+_SHUFFLE_TAG = 0x53485546  # "SHUF": Voyager's seeded order
+_ACT_TAG = 0x564F5941  # "VOYA": a router's act draws in the stream
+
+
+# -- logging -------------------------------------------------------------------------------------------------
+def uniform_log(part: RoutingTable, seed: int) -> Feedback:
+    """The uniform logging policy on ``part``: one actor per query drawn uniformly from all m actors (the policy
+    cannot know which cells the table lacks), propensity 1/m, seeded. A drawn cell whose outcome the table does
+    not hold leaves that query without an observed outcome (counted by :func:`log_summary`)."""
+    m = part.n_actors
+    rng = np.random.default_rng([seed, _LOG_TAG])
+    actor, propensity = draw_actions(np.full((part.n_queries, m), 1.0 / m), rng)
+    return Feedback.logged(part, actor, propensity)
+
+
+def log_summary(feedback: Feedback) -> dict[str, Any]:
+    """What a log holds: queries logged, those whose logged cell has a known outcome (``n_observed``), the share of
+    those that are correct (SPEC 5: score >= 0.5), and each actor's share of the logged queries."""
+    table = feedback.table
+    observed = ~np.isnan(table.score)
+    rows = observed.any(axis=1)
+    n_obs = int(rows.sum())
+    out: dict[str, Any] = {"n_logged": int(table.n_queries), "n_observed": n_obs}
+    if n_obs:
+        values = table.score[observed]  # one cell per observed row
+        out["correct_share"] = float((values >= CORRECT).mean())
+        counts = observed.sum(axis=0)
+        out["actor_shares"] = {a: float(c / n_obs) for a, c in zip(table.actor_names, counts, strict=True) if c}
+    return out
+
+
+def check_logging(logging: str) -> str:
+    """The logging policy spec, checked before any work (today: ``uniform``)."""
+    if not isinstance(logging, str) or logging.strip() != "uniform":
+        raise UsageError(f"--logging {logging!r}: unknown logging policy; known: uniform")
+    return "uniform"
+
+
+# -- cold start ----------------------------------------------------------------------------------------------
+def cold_start(
+    table: RoutingTable,
+    router_specs: Sequence[RouterLike],
+    *,
+    logging: str = "uniform",
+    split: str | Split = "given",
+    encoder: str | Encoder = "tfidf",
+    seed: int = 0,
+    n_boot: int = 1000,
+    cache_dir: str | None = None,
+    features: tuple[Features, Features] | None = None,
+    skip_inapplicable: bool = False,
+    compare_to: str | None = "auto",
+    sweep: str | None = None,
+    lambdas: npt.ArrayLike | None = None,
+) -> Evaluation:
+    """Cold-start (SPEC 5, routerworld.txt 3.3): train every router on ONE seeded log of the training split drawn
+    by the ``logging`` policy, evaluate it on the full test split as :func:`routerlab.protocols.full.evaluate`
+    does (same metrics, intervals, selection shares, collapse flag, Oracle(Best-of-N), paired comparison).
+
+    The arguments mean what they mean for ``evaluate``; a router that cannot learn from logged feedback is an
+    error, or with ``skip_inapplicable`` listed under ``skipped`` with its reason. The result's extra fields
+    say ``protocol: "cold-start"`` and describe the log (``logging``: policy, queries logged, share correct).
+    A sweep reads each actor's expected cost or latency from the logged cells only (what the router saw).
+    """
+    _, from_objects, reference = _check_run(router_specs, compare_to)
+    policy = check_logging(logging)
+    if sweep is not None and sweep not in {"cost", "latency"}:
+        raise UsageError(f"sweep must be 'cost' or 'latency', got {sweep!r}")
+    sp = split if isinstance(split, Split) else make_split(table, split, seed)
+    train, test = sp.apply(table)
+    chosen, skipped = applicable_routers(router_specs, train, seed, skip_inapplicable)
+    bench = make_bench(sp, train, test, encoder=encoder, cache_dir=cache_dir, features=features)
+    with task("cold-start: logging the training split"):
+        feedback = uniform_log(train, seed)
+    results: list[RouterResult] = []
+    fair: list[bool] = []
+    for spec, router in track(chosen, "cold-start: router", unit="router", label=lambda item: item[0]):
+        try:
+            fit_seconds = fit_router(router, feedback, bench.ftrain, bench)
+        except UsageError as exc:
+            if not skip_inapplicable:
+                raise
+            skipped[spec] = str(exc)
+            continue
+        results.append(score_router(spec, router, bench, fit_seconds=fit_seconds, seed=seed, n_boot=n_boot,
+                                    sweep=sweep, lambdas=lambdas, sweep_train=feedback.table,
+                                    router_class=_class_path(router) if spec in from_objects else None))
+        fair.append(not router.uses_test_labels)
+    if not results:
+        raise UsageError(f"no router could be fitted on the logged feedback: {skipped}")
+    with task("cold-start: paired bootstrap and Oracle best-of-N"):
+        bon = compare_and_bound(results, fair, bench, reference, seed=seed, n_boot=n_boot)
+    extra: dict[str, Any] = {"protocol": "cold-start", "logging": {"policy": policy, **log_summary(feedback)}}
+    return _evaluation(table, bench, seed, results, bon, extra, skipped)
+
+
+# -- voyager -------------------------------------------------------------------------------------------------
+def voyager(
+    table: RoutingTable,
+    router_specs: Sequence[RouterLike],
+    *,
+    rounds: int = 5,
+    order: str = "given",
+    split: str | Split = "given",
+    encoder: str | Encoder = "tfidf",
+    seed: int = 0,
+    n_boot: int = 1000,
+    cache_dir: str | None = None,
+    features: tuple[Features, Features] | None = None,
+    skip_inapplicable: bool = False,
+    compare_to: str | None = "auto",
+) -> Evaluation:
+    """Voyager (SPEC 5, routerworld.txt 3.3 and 5.4): ``rounds`` = T contiguous chunks of the training split, in
+    its given order or a seeded permutation (``order="shuffle"``); chunk 1 logged uniformly (seeded, the same for
+    every router); each router, at round t, is trained on its log of chunks 1..t, evaluated on the test split, and
+    (t < T) routes chunk t+1 by :meth:`Router.act`, only the chosen cells being revealed to it.
+
+    ``results`` is the last round; ``extra["rounds"]`` holds every round as ``{"round": t, "n_train": ...,
+    "results": [...], "oracle_best_of_n": {...}}``, each router's result with ``feedback`` (what it had logged:
+    queries, share correct, share of its own choices correct, mean propensity). T must be in 2..number of training
+    queries. A router that cannot be fitted in some round is an error, or with ``skip_inapplicable`` left out of
+    every round and listed under ``skipped``.
+    """
+    _, from_objects, reference = _check_run(router_specs, compare_to)
+    if isinstance(rounds, bool) or not isinstance(rounds, int | np.integer) or rounds < 2:
+        raise UsageError(f"--rounds {rounds!r}: Voyager needs at least 2 rounds (chunk 1 logged uniformly, then "
+                         "routed chunks)")
+    if order not in ORDERS:
+        raise UsageError(f"--order {order!r}: must be one of {', '.join(ORDERS)}")
+    sp = split if isinstance(split, Split) else make_split(table, split, seed)
+    train, test = sp.apply(table)
+    if rounds > train.n_queries:
+        raise UsageError(f"--rounds {rounds}: more rounds than the {train.n_queries} training queries (each round "
+                         "needs a chunk of at least one query)")
+    chosen, skipped = applicable_routers(router_specs, train, seed, skip_inapplicable)
+    bench = make_bench(sp, train, test, encoder=encoder, cache_dir=cache_dir, features=features)
+    chunks = chunk_positions(train.n_queries, int(rounds), order, seed)
+    first = uniform_log(train.select_queries(chunks[0]), seed)
+    books = {spec: LogBook.start(train, chunks[0], first) for spec, _ in chosen}
+    per_router: dict[str, list[RouterResult]] = {spec: [] for spec, _ in chosen}
+    active = list(chosen)
+    for t in track(range(1, int(rounds) + 1), "voyager: round", unit="round", label=lambda r: f"round {r}"):
+        seen = np.concatenate(chunks[:t])
+        still = []
+        for spec, router in active:
+            book = books[spec]
+            try:
+                fit_seconds = fit_router(router, book.feedback(seen), bench.ftrain.take(seen), bench)
+            except UsageError as exc:
+                if not skip_inapplicable:
+                    raise
+                skipped[spec] = f"round {t}: {exc}" if t > 1 else str(exc)
+                continue
+            result = score_router(spec, router, bench, fit_seconds=fit_seconds, seed=seed, n_boot=n_boot,
+                                  router_class=_class_path(router) if spec in from_objects else None)
+            result.feedback = book.summary(seen, chunks[0].size)
+            per_router[spec].append(result)
+            if t < rounds:
+                book.act(router, train, bench, chunks[t], _act_rng(seed, t, spec))
+            still.append((spec, router))
+        active = still
+    done = [spec for spec, _ in active]  # routers fitted in every round
+    if not done:
+        raise UsageError(f"no router could be fitted on the logged feedback: {skipped}")
+    fair = [not router.uses_test_labels for _, router in active]
+    history: list[dict[str, Any]] = []
+    bon: dict[str, float] = {}
+    with task("voyager: paired bootstrap and Oracle best-of-N per round"):
+        for t in range(1, int(rounds) + 1):
+            results = [per_router[spec][t - 1] for spec in done]
+            bon = compare_and_bound(results, fair, bench, reference, seed=seed, n_boot=n_boot)
+            history.append({"round": t, "n_train": int(sum(c.size for c in chunks[:t])),
+                            "results": [r.to_dict() for r in results], "oracle_best_of_n": bon})
+    final = [per_router[spec][-1] for spec in done]
+    extra: dict[str, Any] = {
+        "protocol": "voyager",
+        "voyager": {"n_rounds": int(rounds), "order": order, "chunk_sizes": [int(c.size) for c in chunks],
+                    "first_chunk_logging": {"policy": "uniform", **log_summary(first)}},
+        "rounds": history,
+    }
+    return _evaluation(table, bench, seed, final, bon, extra, skipped)  # bon: the last round's
+
+
+def chunk_positions(n: int, rounds: int, order: str, seed: int) -> list[npt.NDArray[np.intp]]:
+    """Voyager's T chunks of n training positions: contiguous pieces (sizes differing by at most one, the larger
+    first) of the given order, or of a seeded permutation for ``order="shuffle"``."""
+    idx = np.arange(n, dtype=np.intp)
+    if order == "shuffle":
+        idx = np.random.default_rng([seed, _SHUFFLE_TAG]).permutation(n).astype(np.intp)
+    return [np.asarray(c, dtype=np.intp) for c in np.array_split(idx, rounds)]
+
+
+def _act_rng(seed: int, t: int, spec: str) -> np.random.Generator:
+    """The generator of one router's act draws at round t: from the run's seed, the round and the router's label
+    (crc32, stable across processes), so a router's stream does not depend on the other routers of the run."""
+    return np.random.default_rng([seed, _ACT_TAG, t, zlib.crc32(spec.encode())])
+
+
+@dataclass
+class LogBook:
+    """One router's Voyager log over the training split: the logged actor and propensity of every training
+    position routed so far (``logged``), from which the feedback of any set of positions is built. Keeping
+    one array per field instead of concatenating Feedback tables per round keeps every round's feedback one
+    vectorised mask."""
+
+    actor: npt.NDArray[np.intp]
+    propensity: npt.NDArray[np.float64]
+    logged: npt.NDArray[np.bool_]
+    train: RoutingTable
+
+    @classmethod
+    def start(cls, train: RoutingTable, rows: npt.NDArray[np.intp], first: Feedback) -> LogBook:
+        """A log holding chunk 1 (positions ``rows`` of ``train``), logged as ``first``."""
+        n = train.n_queries
+        book = cls(np.zeros(n, dtype=np.intp), np.ones(n), np.zeros(n, dtype=bool), train)
+        assert first.propensity is not None
+        book.record(rows, logged_actors(first), first.propensity)
+        return book
+
+    def record(self, rows: npt.NDArray[np.intp], actor: npt.ArrayLike, propensity: npt.ArrayLike) -> None:
+        if self.logged[rows].any():
+            raise RuntimeError("a training query is logged twice in one Voyager stream")
+        self.actor[rows] = np.asarray(actor, dtype=np.intp)
+        self.propensity[rows] = np.asarray(propensity, dtype=np.float64)
+        self.logged[rows] = True
+
+    def feedback(self, rows: npt.NDArray[np.intp]) -> Feedback:
+        """Logged feedback of the training positions ``rows`` (all logged), in that order."""
+        if not self.logged[rows].all():
+            raise RuntimeError("Voyager asked for feedback of a training query it has not logged")
+        return Feedback.logged(self.train.select_queries(rows), self.actor[rows], self.propensity[rows])
+
+    def act(self, router: Router, train: RoutingTable, bench: Bench, rows: npt.NDArray[np.intp],
+            rng: np.random.Generator) -> None:
+        """Let the fitted ``router`` route the training positions ``rows`` as deployed and log its choices."""
+        if router.uses_test_labels:  # a bound reads the outcomes of what it routes (here: the chunk's)
+            router.reveal(train.select_queries(rows))
+        actor, propensity = router.act(bench.ftrain.take(rows), rng)
+        self.record(rows, actor, propensity)
+
+    def summary(self, rows: npt.NDArray[np.intp], n_first: int) -> dict[str, Any]:
+        """What the router had learned from at this round: the log of ``rows`` (its first ``n_first`` = chunk 1,
+        the uniform part), the share correct, the share correct of its own choices (after chunk 1) and their
+        mean propensity (1 for a greedy router)."""
+        score = self.train.score[rows, self.actor[rows]]
+        known = ~np.isnan(score)
+        out: dict[str, Any] = {"n_logged": int(rows.size), "n_observed": int(known.sum())}
+        if known.any():
+            out["correct_share"] = float((score[known] >= CORRECT).mean())
+        own, own_known = score[n_first:], known[n_first:]
+        if own_known.any():
+            out["own_correct_share"] = float((own[own_known] >= CORRECT).mean())
+        if rows.size > n_first:
+            out["own_mean_propensity"] = float(self.propensity[rows[n_first:]].mean())
+        return out
+
+
+def logged_actors(feedback: Feedback) -> npt.NDArray[np.intp]:
+    """The logged actor of every row of a logged feedback, read from whichever matrix kept its cell (score, tokens,
+    latency or cost). A row where the table knows nothing of the drawn cell gets actor 0: its feedback row is all
+    unobserved whichever actor it names, so nothing a router sees depends on it."""
+    table = feedback.table
+    seen = np.zeros(table.score.shape, dtype=bool)
+    for mat in table.matrices().values():
+        seen |= ~np.isnan(mat)
+    return np.asarray(seen.argmax(axis=1), dtype=np.intp)
+
+
+# -- shared --------------------------------------------------------------------------------------------------
+def _check_run(router_specs: Sequence[RouterLike], compare_to: str | None
+               ) -> tuple[list[str], set[str], str | None]:
+    """(labels, labels of Router instances, the resolved compare_to): the checks every protocol makes first."""
+    if not router_specs:
+        raise UsageError("name at least one router, e.g. --routers oracle,knn,best-single")
+    labels = [router_label(r) for r in router_specs]
+    from_objects = {router_label(r) for r in router_specs if not isinstance(r, str)}
+    return labels, from_objects, resolve_compare_to(compare_to, labels)
+
+
+def _evaluation(table: RoutingTable, bench: Bench, seed: int, results: list[RouterResult], bon: dict[str, float],
+                extra: dict[str, Any], skipped: dict[str, str]) -> Evaluation:
+    notes = {"notes": bench.notes} if bench.notes else {}
+    return Evaluation(
+        provenance=bench.provenance(table, seed), results=results, oracle_best_of_n=bon,
+        test_ids=bench.test.queries.ids, actor_names=bench.test.actor_names, excluded_test_queries=bench.excluded,
+        extra={**notes, **({"skipped": skipped} if skipped else {}), **extra},
+    )
