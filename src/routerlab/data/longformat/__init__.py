@@ -15,6 +15,9 @@ tokens_in      no        per-cell numbers, finite and >= 0; empty = unknown
 tokens_out     no
 latency_s      no
 cost_usd       no
+propensity     no        logged feedback: the logging policy's probability of the row's actor,
+                         finite and in (0, 1]; checked, then left out of the table (a table holds
+                         outcomes, not how they were collected); :mod:`routerlab.data.logs` keeps it
 =============  ========  =====================================================================
 
 Files are CSV (``.csv``, ``.tsv``), JSON lines (``.jsonl``, ``.ndjson``, ``.json``; a ``.json`` holding
@@ -58,6 +61,7 @@ from routerlab.data.longformat.columns import (
     CELL_FIELDS,
     LONG_COLUMNS,
     ON_DUPLICATE,
+    PROPENSITY,
     QUERY_ATTRS,
     REQUIRED,
     column_map,
@@ -71,6 +75,7 @@ __all__ = [
     "CELL_FIELDS",
     "LONG_COLUMNS",
     "ON_DUPLICATE",
+    "PROPENSITY",
     "QUERY_ATTRS",
     "REQUIRED",
     "actors_path_for",

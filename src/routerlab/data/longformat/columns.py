@@ -28,8 +28,18 @@ CELL_FIELDS: tuple[str, ...] = MATRIX_FIELDS
 """Per-cell numeric columns: ``score`` and the optional matrices."""
 
 
-LONG_COLUMNS: tuple[str, ...] = ("query_id", "actor", *QUERY_ATTRS, *CELL_FIELDS)
+PROPENSITY = "propensity"
+"""The optional per-row column of logged feedback (SPEC 1): the logging policy's probability of the row's
+actor, finite and in (0, 1]. A routing table has no place for it: :func:`read_long` checks it and leaves it
+out; :func:`routerlab.data.logs.read_logs` keeps it."""
+
+
+LONG_COLUMNS: tuple[str, ...] = ("query_id", "actor", *QUERY_ATTRS, *CELL_FIELDS, PROPENSITY)
 """Every column the long format knows, in the order :func:`write_long` writes them."""
+
+
+STRING_FIELDS: tuple[str, ...] = ("query_id", "actor", *QUERY_ATTRS)
+"""Columns read as text; every other column the readers are asked for is a number."""
 
 
 ON_DUPLICATE = ("error", "last", "mean")

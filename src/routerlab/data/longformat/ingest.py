@@ -21,6 +21,7 @@ from routerlab.data.longformat.actors import read_actors
 from routerlab.data.longformat.columns import (
     CELL_FIELDS,
     ON_DUPLICATE,
+    PROPENSITY,
     QUERY_ATTRS,
     _decode,
     _first_bad,
@@ -105,8 +106,9 @@ class _Vocab:
         return len(self.values)
 
 
-def _numbers(arr: pa.Array, name: str, batch: _Batch, src: _Source) -> npt.NDArray[np.float32]:
-    """A cell column as float32 with NaN for missing, checked: score in [0, 1], others finite and >= 0."""
+def _parsed(arr: pa.Array, name: str, batch: _Batch, src: _Source, to: pa.DataType) -> np.ndarray:
+    """A numeric column (numbers, or text parsed correctly rounded straight to ``to``) as numpy, NaN for missing;
+    a value that is not a number names its file, row and field."""
     arr = _decode(arr)
     t = arr.type
     if pa.types.is_string(t) or pa.types.is_large_string(t):
@@ -116,25 +118,48 @@ def _numbers(arr: pa.Array, name: str, batch: _Batch, src: _Source) -> npt.NDArr
               or pa.types.is_decimal(t) or pa.types.is_null(t)):
         raise DataError(f"{name} has type {t}, expected numbers", file=src.path, field=name)
     try:
-        num = pc.cast(arr, pa.float32())  # text is parsed straight to float32: correctly rounded
+        num = pc.cast(arr, to)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        i = _first_bad(arr, pa.float32())
+        i = _first_bad(arr, to)
         raise DataError(f"{name} {arr[i].as_py()!r} is not a number", file=src.path, row=batch.row(i),
                         field=name) from None
-    vals: npt.NDArray[np.float32] = np.array(num.to_numpy(zero_copy_only=False), dtype=np.float32)
+    return np.array(num.to_numpy(zero_copy_only=False), dtype=to.to_pandas_dtype())
+
+
+def _check_range(vals: np.ndarray, name: str, batch: _Batch, src: _Source, *, unit: bool = False) -> None:
+    """Range rules (NaN = missing passes): score (and ``unit`` columns) in [0, 1]; propensity in (0, 1];
+    every other column finite and >= 0. The first bad value names its file, row and field."""
     with np.errstate(invalid="ignore"):
-        if name == "score":
+        if name == "score" or unit:
             bad = (vals < 0) | (vals > 1) | np.isinf(vals)
             what = "is outside [0, 1]"
+        elif name == PROPENSITY:
+            bad = (vals <= 0) | (vals > 1) | np.isinf(vals)
+            what = "must be in (0, 1]: the logging policy's probability of the row's actor"
         else:
             bad = (vals < 0) | np.isinf(vals)
             what = "must be finite and >= 0"
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise DataError(f"{name} {vals[i]} {what}", file=src.path, row=batch.row(i), field=name)
+
+
+def _numbers(arr: pa.Array, name: str, batch: _Batch, src: _Source) -> npt.NDArray[np.float32]:
+    """A cell column as float32 with NaN for missing, checked: score in [0, 1], others finite and >= 0."""
+    vals: npt.NDArray[np.float32] = _parsed(arr, name, batch, src, pa.float32())
+    _check_range(vals, name, batch, src)
     nan = np.isnan(vals)
     if nan.any():
         vals[nan] = np.float32(np.nan)  # one NaN bit pattern, never the "unseen" sentinel
+    return vals
+
+
+def _numbers64(arr: pa.Array, name: str, batch: _Batch, src: _Source, *, unit: bool = False
+               ) -> npt.NDArray[np.float64]:
+    """A per-row number (propensity, a log's reward) as float64, NaN for missing, range-checked as
+    :func:`_check_range` says: probabilities keep their full precision."""
+    vals: npt.NDArray[np.float64] = _parsed(arr, name, batch, src, pa.float64())
+    _check_range(vals, name, batch, src, unit=unit)
     return vals
 
 
@@ -293,6 +318,8 @@ def _ingest(st: _State, batch: _Batch, src: _Source) -> None:
             arr = pa.DictionaryArray.from_arrays(pa.array(np.zeros(k, dtype=np.int32)), pa.array([src.split]))
         if arr is not None:
             _check_attr(st, name, _strings(arr), _Rows(batch, src, q))
+    if src.has(PROPENSITY) and PROPENSITY in batch.cols:
+        _numbers64(batch.cols[PROPENSITY], PROPENSITY, batch, src)  # checked; a table does not keep it
     cells = q * st.m + a
     values = {f: _numbers(batch.cols[f], f, batch, src) for f in CELL_FIELDS if f in batch.cols and f in st.mats}
     if "score" not in values:  # JSON records without the key anywhere in this batch
@@ -451,7 +478,7 @@ def read_long(
     qv = _Vocab()
     av = _Vocab(actor_info[0] if actor_info else ())
     id_fields = ["query_id", "actor", *(["dataset"] if qualify_ids else [])]
-    all_fields = ["query_id", "actor", *QUERY_ATTRS, *CELL_FIELDS]
+    all_fields = ["query_id", "actor", *QUERY_ATTRS, *CELL_FIELDS, PROPENSITY]
     with Progress("long: ids", unit="row", unit_scale=True, enabled=enabled) as bar:
         for src in sources:
             # JSON is parsed whole anyway: read every key to learn which columns the file has

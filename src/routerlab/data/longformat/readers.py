@@ -23,7 +23,7 @@ import pyarrow.json as pjson
 import pyarrow.parquet as pq
 
 from routerlab.data._files import load_json
-from routerlab.data.longformat.columns import CELL_FIELDS, QUERY_ATTRS, REQUIRED
+from routerlab.data.longformat.columns import QUERY_ATTRS, REQUIRED, STRING_FIELDS
 from routerlab.data.longformat.sources import _Batch, _missing, _Source, _stream_head
 from routerlab.errors import DataError
 
@@ -143,7 +143,7 @@ def _py_records(
             raise DataError(f"expected a JSON object, got {type(obj).__name__}", file=path, row=r)
         for canonical, src in wanted.items():
             v = obj.get(src)
-            if canonical in CELL_FIELDS:
+            if canonical not in STRING_FIELDS:
                 if isinstance(v, str):
                     v = v.strip()
                     if v == "":
@@ -170,7 +170,7 @@ def _py_records(
                                         "pair): not valid Unicode", file=path, row=r, field=canonical) from None
                 cols[canonical].append(text)
     out = {
-        c: pa.array(v, type=pa.float64() if c in CELL_FIELDS else pa.string()) for c, v in cols.items()
+        c: pa.array(v, type=pa.string() if c in STRING_FIELDS else pa.float64()) for c, v in cols.items()
     }
     return out, rows
 
@@ -188,7 +188,7 @@ def _read_jsonl(src: _Source, wanted: dict[str, str], batch_rows: int) -> Iterat
             n = tbl.num_rows
             for c in wanted:  # keys no record of this chunk has
                 if c not in cols:
-                    cols[c] = pa.nulls(n, pa.float64() if c in CELL_FIELDS else pa.string())
+                    cols[c] = pa.nulls(n, pa.string() if c in STRING_FIELDS else pa.float64())
         except pa.ArrowInvalid:
             # mixed types (ids as numbers and strings), a line Arrow cannot parse: read it record by record
             records = []

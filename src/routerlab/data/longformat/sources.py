@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from routerlab.data._files import split_in_name
-from routerlab.data.longformat.columns import LONG_COLUMNS, REQUIRED
+from routerlab.data.longformat.columns import REQUIRED
 from routerlab.errors import DataError
 
 _COMPRESSED = (".gz", ".bz2", ".zst", ".lz4")
@@ -144,7 +144,7 @@ def _open_source(path: Path, mapping: dict[str, str], index: int) -> _Source:
         missing = [c for c in REQUIRED if mapping[c] not in header]
         if missing:
             raise _missing(path, missing[0], mapping, header)
-        names = {c: mapping[c] for c in LONG_COLUMNS if mapping[c] in header}
+        names = {c: f for c, f in mapping.items() if f in header}  # LONG_COLUMNS, plus a caller's extra ones
 
     return _Source(path=path, kind=kind, names=names, split=split_in_name(path), index=index)
 

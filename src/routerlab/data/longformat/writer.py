@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
 from routerlab.data.longformat.actors import _actors_table, actors_path_for
-from routerlab.data.longformat.columns import CELL_FIELDS
+from routerlab.data.longformat.columns import LONG_COLUMNS, PROPENSITY
 from routerlab.data.longformat.sources import _kind
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
@@ -51,7 +51,7 @@ class _Plan:
     """What every block of one :func:`write_long` call shares: the table, its matrices, the block size."""
 
     table: RoutingTable
-    mats: dict[str, npt.NDArray[np.float32]]
+    mats: dict[str, npt.NDArray[np.floating[Any]]]  # the table's matrices, then any extra cell columns
     names: pa.Array  # actor names as an Arrow string array
     step: int  # queries per block
     repeat_text: bool  # query text on every row, not only on a query's first
@@ -67,7 +67,8 @@ class _Plan:
 
 def _block(
     plan: _Plan, q0: int, q1: int
-) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], npt.NDArray[np.bool_], dict[str, npt.NDArray[np.float32]]]:
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], npt.NDArray[np.bool_],
+           dict[str, npt.NDArray[np.floating[Any]]]]:
     """Rows of queries ``q0:q1``: every cell with any value, and one empty row for a query with none."""
     table, mats, repeat_text = plan.table, plan.mats, plan.repeat_text
     obs = np.zeros((q1 - q0, table.n_actors), dtype=bool)
@@ -90,6 +91,7 @@ def write_long(
     actors_path: str | Path | None = None,
     block_cells: int = 1 << 20,
     repeat_text: bool = False,
+    cell_columns: Mapping[str, npt.ArrayLike] | None = None,
 ) -> tuple[Path, Path]:
     """Write ``table`` in the long format (CSV, TSV, JSON lines or Parquet by extension), block by block.
 
@@ -100,6 +102,10 @@ def write_long(
     both back with :func:`read_long` gives a table with the same content hash. Not carried: query
     metadata columns (``Queries.extra``), and, for a table with no queries written as JSON lines (no
     header line), which optional matrices it had.
+
+    ``cell_columns`` adds numeric columns after the table's, each an (n, m) matrix read at the written cells
+    (NaN = empty), e.g. a log's ``propensity`` (:func:`routerlab.data.logs.write_logs`); a value outside the
+    table's cells makes a row too. Their names must not be those of the table's columns.
     """
     out = Path(path)
     kind = _kind(out)
@@ -107,7 +113,15 @@ def write_long(
     if table.n_actors == 0 and table.n_queries > 0:
         raise UsageError("a table without actors has no cells to write in the long format")
     out.parent.mkdir(parents=True, exist_ok=True)
-    mats = table.matrices()
+    mats: dict[str, npt.NDArray[np.floating[Any]]] = dict(table.matrices())
+    shape = (table.n_queries, table.n_actors)
+    for key, values in (cell_columns or {}).items():
+        if key in LONG_COLUMNS and key != PROPENSITY:
+            raise UsageError(f"extra column {key!r} would overwrite the long format's own column of that name")
+        arr = np.asarray(values, dtype=np.float64)
+        if arr.shape != shape:
+            raise UsageError(f"extra column {key!r} has shape {arr.shape}, expected {shape} (queries x actors)")
+        mats[key] = arr
     names = pa.array(table.actor_names, type=pa.string())
     step = max(1, int(block_cells) // max(1, table.n_actors))
     # written beside the targets and renamed into place: a failure never leaves half a file
@@ -151,9 +165,8 @@ def _long_batch(plan: _Plan, q0: int, *, dictionary: bool) -> pa.Table:
         "dataset": per_query(q.dataset),
         "split": per_query(q.split),
     }
-    for f in CELL_FIELDS:
-        if f in values:
-            cols[f] = pa.array(values[f], from_pandas=True)  # NaN -> null
+    for f, v in values.items():  # the table's matrices in MATRIX_FIELDS order, then the extra columns
+        cols[f] = pa.array(v, from_pandas=True)  # NaN -> null
     return pa.table(cols)
 
 
@@ -204,10 +217,9 @@ def _write_long_jsonl(plan: _Plan, out: Path) -> None:
                 enc = pa.array([f',"{col}":' + json.dumps(str(t), ensure_ascii=False) if t else "" for t in vals],
                                type=pa.string())
                 parts.append(enc.take(qidx))
-            for f in CELL_FIELDS:
-                if f in values:
-                    num = pc.cast(pa.array(values[f], from_pandas=True), pa.string()).fill_null("null")
-                    parts += [f',"{f}":', num]
+            for f, v in values.items():
+                num = pc.cast(pa.array(v, from_pandas=True), pa.string()).fill_null("null")
+                parts += [f',{json.dumps(f)}:', num]
             parts.append("}\n")
             lines = pc.binary_join_element_wise(*parts, "")
             offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32)[lines.offset : lines.offset + len(lines) + 1]
