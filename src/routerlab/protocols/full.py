@@ -324,9 +324,10 @@ def compare_and_bound(results: list[RouterResult], fair: list[bool], bench: Benc
     return {k: float(v[0]) for k, v in bon.items()}
 
 
-def applicable_routers(specs: Sequence[RouterLike], train: RoutingTable, seed: int, skip_inapplicable: bool = False
-                       ) -> tuple[list[tuple[str, Router]], dict[str, str]]:
-    """Build every router of ``specs`` and check it can be trained on ``train``, before any training:
+def applicable_routers(specs: Sequence[RouterLike], train: RoutingTable | Feedback, seed: int,
+                       skip_inapplicable: bool = False) -> tuple[list[tuple[str, Router]], dict[str, str]]:
+    """Build every router of ``specs`` and check it can be trained on ``train`` (a training table, or the logged
+    :class:`Feedback` of a partial-observability protocol), before any training:
     a bad spec is always an error; an inapplicable router is an error, or with ``skip_inapplicable``
     left out and returned in ``skipped`` (label -> reason). Returns (label, router) pairs; an instance
     is used as is, given ``seed`` unless it was built with its own."""

@@ -141,10 +141,10 @@ def cold_start(
         raise UsageError(f"sweep must be 'cost' or 'latency', got {sweep!r}")
     sp = split if isinstance(split, Split) else make_split(table, split, seed)
     train, test = sp.apply(table)
-    chosen, skipped = applicable_routers(router_specs, train, seed, skip_inapplicable)
-    bench = make_bench(sp, train, test, encoder=encoder, cache_dir=cache_dir, features=features)
     with task("cold-start: logging the training split"):
         feedback = uniform_log(train, seed)
+    chosen, skipped = applicable_routers(router_specs, feedback, seed, skip_inapplicable)
+    bench = make_bench(sp, train, test, encoder=encoder, cache_dir=cache_dir, features=features)
     results: list[RouterResult] = []
     fair: list[bool] = []
     for spec, router in track(chosen, "cold-start: router", unit="router", label=lambda item: item[0]):
@@ -205,10 +205,11 @@ def voyager(
     if rounds > train.n_queries:
         raise UsageError(f"--rounds {rounds}: more rounds than the {train.n_queries} training queries (each round "
                          "needs a chunk of at least one query)")
-    chosen, skipped = applicable_routers(router_specs, train, seed, skip_inapplicable)
-    bench = make_bench(sp, train, test, encoder=encoder, cache_dir=cache_dir, features=features)
     chunks = chunk_positions(train.n_queries, int(rounds), order, seed)
     first = uniform_log(train.select_queries(chunks[0]), seed)
+    # checked on round 1's feedback, the smallest any round trains on
+    chosen, skipped = applicable_routers(router_specs, first, seed, skip_inapplicable)
+    bench = make_bench(sp, train, test, encoder=encoder, cache_dir=cache_dir, features=features)
     books = {spec: LogBook.start(train, chunks[0], first) for spec, _ in chosen}
     per_router: dict[str, list[RouterResult]] = {spec: [] for spec, _ in chosen}
     active = list(chosen)
