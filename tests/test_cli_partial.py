@@ -32,8 +32,9 @@ BAD = [
     (["--protocol", "voyager", "--rounds", "-4"], "--rounds must be at least 2"),
     (["--protocol", "voyager", "--order", "sideways"], "--order must be one of given, shuffle, got 'sideways'"),
     (["--protocol", "voyager", "--sweep", "cost"], "--sweep is not available with --protocol voyager"),
-    (["--protocol", "cold-start", "--logging", "nope"], "--logging 'nope': unknown logging policy"),
+    (["--protocol", "cold-start", "--logging", "nope"], "--logging: unknown logging policy 'nope'"),
     (["--protocol", "voyager", "--rounds", "many"], "Invalid value for '--rounds'"),
+    (["--protocol", "cold-start", "--logging", "eps-greedy:knn:2"], "--logging: logging policy 'eps-greedy:knn:2'"),
 ]
 
 

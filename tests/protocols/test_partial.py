@@ -207,7 +207,7 @@ def test_partial_errors() -> None:
         voyager(T, ["knn"], rounds=TRAIN.n_queries + 1)
     with pytest.raises(UsageError, match="--order 'sideways'"):
         voyager(T, ["knn"], order="sideways")
-    with pytest.raises(UsageError, match="logging policy"):
+    with pytest.raises(UsageError, match="unknown logging policy 'nope'"):
         cold_start(T, ["knn"], logging="nope")
     with pytest.raises(UsageError, match="at least one router"):
         cold_start(T, [])

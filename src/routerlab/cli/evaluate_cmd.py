@@ -101,7 +101,8 @@ def evaluate_cmd(
         help="full (every training outcome seen), cold-start (one logged outcome per training query) or "
              "voyager (rounds of routing the next chunk, seeing only the chosen outcome).")] = "full",
     logging: Annotated[str | None, typer.Option(
-        help="cold-start: the logging policy that draws the training log (default uniform).")] = None,
+        help="cold-start: the logging policy that draws the training log: uniform (default), "
+             "eps-greedy:ROUTER:EPS, softmax:ROUTER:T or router:ROUTER.")] = None,
     rounds: Annotated[int | None, typer.Option(
         help="voyager: number of rounds T = chunks of the training split (>= 2; default 5).")] = None,
     order: Annotated[str | None, typer.Option(
@@ -175,9 +176,12 @@ def _check_protocol_options(protocol: str, logging: str | None, rounds: int | No
     if order is not None and order not in ORDERS:
         raise UsageError(f"--order must be one of {', '.join(ORDERS)}, got {order!r}")
     if logging is not None:
-        from routerlab.protocols.partial import check_logging
+        from routerlab.protocols.policies import parse_policy
 
-        check_logging(logging)
+        try:
+            parse_policy(logging)
+        except UsageError as exc:
+            raise UsageError(f"--logging: {exc}") from None
 
 
 def _protocol_text(ev: Evaluation) -> str:
@@ -186,8 +190,8 @@ def _protocol_text(ev: Evaluation) -> str:
     if kind == "cold-start":
         lg = ev.extra["logging"]
         correct = f", {lg['correct_share']:.1%} of them correct" if "correct_share" in lg else ""
-        return (f"protocol cold-start: trained on a {lg['policy']} log of {lg['n_logged']} training queries, one "
-                f"outcome each ({lg['n_observed']} known{correct})")
+        return (f"protocol cold-start: trained on a {lg.get('spec', lg['policy'])} log of {lg['n_logged']} training "
+                f"queries, one outcome each ({lg['n_observed']} known{correct})")
     if kind == "voyager":
         from routerlab.reports.voyager_plot import rounds_text
 

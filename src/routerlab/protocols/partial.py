@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from routerlab.data.feedback import Feedback, draw_actions
+from routerlab.data.feedback import Feedback
 from routerlab.data.splits import Split, make_split
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
@@ -59,6 +59,7 @@ from routerlab.protocols.full import (
     router_label,
     score_router,
 )
+from routerlab.protocols.policies import LoggingPolicy, parse_policy
 from routerlab.routers.base import Router
 
 PROTOCOLS = ("full", "cold-start", "voyager")
@@ -70,20 +71,15 @@ ORDERS = ("given", "shuffle")
 CORRECT = 0.5
 """A logged outcome counts as correct when its score is >= 0.5 (SPEC 5)."""
 
-_LOG_TAG = 0x434F4C44  # "COLD": the uniform logging draws
 _SHUFFLE_TAG = 0x53485546  # "SHUF": Voyager's seeded order
 _ACT_TAG = 0x564F5941  # "VOYA": a router's act draws in the stream
 
 
 # -- logging -------------------------------------------------------------------------------------------------
 def uniform_log(part: RoutingTable, seed: int) -> Feedback:
-    """The uniform logging policy on ``part``: one actor per query drawn uniformly from all m actors (the policy
-    cannot know which cells the table lacks), propensity 1/m, seeded. A drawn cell whose outcome the table does
-    not hold leaves that query without an observed outcome (counted by :func:`log_summary`)."""
-    m = part.n_actors
-    rng = np.random.default_rng([seed, _LOG_TAG])
-    actor, propensity = draw_actions(np.full((part.n_queries, m), 1.0 / m), rng)
-    return Feedback.logged(part, actor, propensity)
+    """The uniform logging policy on ``part`` (:class:`routerlab.protocols.policies.Uniform`: every actor whose
+    outcome the table holds equally likely, propensity 1/m on a complete table), seeded: Voyager's chunk 1."""
+    return parse_policy("uniform").log(part, seed=seed)
 
 
 def log_summary(feedback: Feedback) -> dict[str, Any]:
@@ -102,19 +98,12 @@ def log_summary(feedback: Feedback) -> dict[str, Any]:
     return out
 
 
-def check_logging(logging: str) -> str:
-    """The logging policy spec, checked before any work (today: ``uniform``)."""
-    if not isinstance(logging, str) or logging.strip() != "uniform":
-        raise UsageError(f"--logging {logging!r}: unknown logging policy; known: uniform")
-    return "uniform"
-
-
 # -- cold start ----------------------------------------------------------------------------------------------
 def cold_start(
     table: RoutingTable,
     router_specs: Sequence[RouterLike],
     *,
-    logging: str = "uniform",
+    logging: str | LoggingPolicy = "uniform",
     split: str | Split = "given",
     encoder: str | Encoder = "tfidf",
     seed: int = 0,
@@ -136,15 +125,21 @@ def cold_start(
     A sweep reads each actor's expected cost or latency from the logged cells only (what the router saw).
     """
     _, from_objects, reference = _check_run(router_specs, compare_to)
-    policy = check_logging(logging)
+    policy = parse_policy(logging)
     if sweep is not None and sweep not in {"cost", "latency"}:
         raise UsageError(f"sweep must be 'cost' or 'latency', got {sweep!r}")
     sp = split if isinstance(split, Split) else make_split(table, split, seed)
     train, test = sp.apply(table)
-    with task("cold-start: logging the training split"):
-        feedback = uniform_log(train, seed)
-    chosen, skipped = applicable_routers(router_specs, feedback, seed, skip_inapplicable)
-    bench = make_bench(sp, train, test, encoder=encoder, cache_dir=cache_dir, features=features)
+    if policy.router is None:  # no features needed to log: check the routers before encoding
+        with task("cold-start: logging the training split"):
+            feedback = policy.log(train, seed=seed)
+        chosen, skipped = applicable_routers(router_specs, feedback, seed, skip_inapplicable)
+        bench = make_bench(sp, train, test, encoder=encoder, cache_dir=cache_dir, features=features)
+    else:  # the policy's router routes the training queries: encode first
+        bench = make_bench(sp, train, test, encoder=encoder, cache_dir=cache_dir, features=features)
+        with task("cold-start: logging the training split"):
+            feedback = policy.log(train, bench.ftrain, train=train, ftrain=bench.ftrain, seed=seed)
+        chosen, skipped = applicable_routers(router_specs, feedback, seed, skip_inapplicable)
     results: list[RouterResult] = []
     fair: list[bool] = []
     for spec, router in track(chosen, "cold-start: router", unit="router", label=lambda item: item[0]):
@@ -163,7 +158,7 @@ def cold_start(
         raise UsageError(f"no router could be fitted on the logged feedback: {skipped}")
     with task("cold-start: paired bootstrap and Oracle best-of-N"):
         bon = compare_and_bound(results, fair, bench, reference, seed=seed, n_boot=n_boot)
-    extra: dict[str, Any] = {"protocol": "cold-start", "logging": {"policy": policy, **log_summary(feedback)}}
+    extra: dict[str, Any] = {"protocol": "cold-start", "logging": {**policy.describe(), **log_summary(feedback)}}
     return _evaluation(table, bench, seed, results, bon, extra, skipped)
 
 
@@ -249,7 +244,7 @@ def voyager(
     extra: dict[str, Any] = {
         "protocol": "voyager",
         "voyager": {"n_rounds": int(rounds), "order": order, "chunk_sizes": [int(c.size) for c in chunks],
-                    "first_chunk_logging": {"policy": "uniform", **log_summary(first)}},
+                    "first_chunk_logging": {**parse_policy("uniform").describe(), **log_summary(first)}},
         "rounds": history,
     }
     return _evaluation(table, bench, seed, final, bon, extra, skipped)  # bon: the last round's
