@@ -6,13 +6,20 @@ that validate what the subclass returns, so a wrong shape or a NaN cannot slip i
 Decisions (:meth:`Router.choose`), selection distributions (:meth:`Router.distribution`, default
 softmax of the scores, SPEC 4) and cost/latency-aware utilities all come from one scoring pass.
 
+Training feedback is full or logged (SPEC 1, observability). A router class says how it learns from logged
+feedback with ``logged_recipe`` (routerworld appendix G: ``correct-only`` or ``masked``; ``native`` when it reads
+the logged table and propensities itself; None when it cannot); routers with a recipe take the option ``logged``
+(``paper``, ``correct-only``, ``masked``, ``iw``, ``dr``; see :mod:`routerlab.routers.logged`).
+
 Routers register with ``@register``; third-party routers join through the ``routerlab.routers``
 entry-point group. ``routerlab routers`` lists them.
 """
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self, TypeVar
 
@@ -20,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from routerlab._registry import Registry
-from routerlab._spec import Constraint, Interval, check_constraints, check_option_type, parse_spec
+from routerlab._spec import Constraint, Interval, Options, check_constraints, check_option_type, parse_spec
 from routerlab.data.feedback import Feedback, FeedbackKind, as_feedback, draw_actions
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
@@ -28,6 +35,12 @@ from routerlab.features.base import Features
 from routerlab.metrics.selection import softmax
 
 FloatMatrix = npt.NDArray[np.float64]
+
+# What a router class does with logged feedback (routerworld appendix G): train its full-feedback code on the
+# correct-only subset or on the masked table, read the logged table itself ("native"), or refuse (None).
+LOGGED_RECIPES = ("correct-only", "masked", "native")
+# Values of the universal option ``logged`` of the routers whose recipe is correct-only or masked.
+LOGGED_OPTION = Options({"paper", "correct-only", "masked", "iw", "dr"})
 
 
 @dataclass(frozen=True)
@@ -50,12 +63,38 @@ class Router(ABC):
     # True for routers that act by sampling their selection distribution when deployed (bandits: their
     # distribution is their real action distribution); False = they act by their argmax (see ``act``).
     explores: ClassVar[bool] = False
+    # How the router learns from logged feedback (one observed actor per query, SPEC 1): "correct-only" or
+    # "masked" (routerworld appendix G; such routers take the option ``logged``, added to ``defaults`` here),
+    # "native" (the logged table and ``self.propensity`` reach ``_fit`` as they are: bandits, and routers that
+    # learn nothing from training outcomes), or None: it cannot, and fitting it on logged feedback is an error.
+    logged_recipe: ClassVar[str | None] = None
     defaults: ClassVar[dict[str, Any]] = {}
     # The allowed range of every option in ``defaults`` (scikit-learn's ``_parameter_constraints``):
     # checked once here, so a router body can trust its options. Every option must have one.
     constraints: ClassVar[dict[str, Constraint]] = {}
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Give every class whose ``logged_recipe`` is correct-only or masked the option ``logged`` (and take it
+        away from a subclass that cannot use it); keep a subclass's own ``check_applicable(table)`` working when
+        it is handed :class:`Feedback` (new code overrides ``_check_table`` instead)."""
+        super().__init_subclass__(**kwargs)
+        recipe = cls.logged_recipe
+        if recipe is not None and recipe not in LOGGED_RECIPES:
+            raise TypeError(f"{cls.__name__}.logged_recipe must be one of {LOGGED_RECIPES} or None, got {recipe!r}")
+        if recipe in ("correct-only", "masked") and not cls.uses_test_labels:
+            if "logged" not in cls.defaults:
+                cls.defaults = {**cls.defaults, "logged": "paper"}
+            cls.constraints = {**cls.constraints, "logged": LOGGED_OPTION}
+        elif "logged" in cls.defaults:
+            cls.defaults = {k: v for k, v in cls.defaults.items() if k != "logged"}
+            cls.constraints = {k: v for k, v in cls.constraints.items() if k != "logged"}
+        own = cls.__dict__.get("check_applicable")
+        if own is not None and not getattr(own, "_takes_feedback", False):
+            cls.check_applicable = _converting(own)  # type: ignore[method-assign,assignment]
+
     def __init__(self, **params: Any) -> None:
+        if "logged" in params and "logged" not in self.defaults:
+            raise UsageError(f"router {self.name!r} takes no option logged: {self._no_logged_option()}")
         unknown = set(params) - set(self.defaults) - {"seed"}
         if unknown:
             raise UsageError(f"router {self.name!r} has no option {sorted(unknown)}; options: "
@@ -70,24 +109,56 @@ class Router(ABC):
         self._fitted = False
         self.feedback_kind: FeedbackKind = "full"  # what the last fit learned from
         self.propensity: npt.NDArray[np.float64] | None = None
+        # how the last fit turned logged feedback into its training table (None: full feedback or native)
+        self.recipe: str | None = None
 
     # -- template methods ------------------------------------------------------------
     def fit(self, train: RoutingTable | Feedback, features: Features) -> Self:
         """Learn from training feedback (a training table is full feedback; :class:`Feedback` may also be logged:
-        one observed actor per query with its propensity, kept as ``self.propensity``) and the query features."""
+        one observed actor per query with its propensity, kept as ``self.propensity``) and the query features.
+
+        Logged feedback reaches ``_fit`` through the router's recipe (option ``logged``, default its appendix-G
+        ``logged_recipe``): :func:`routerlab.routers.logged.training_table` builds the table (and the matching
+        feature rows) it trains on; ``self.recipe`` records which. Under full feedback the option does nothing."""
         feedback = as_feedback(train)
-        train = feedback.table
+        table = feedback.table
+        if features.n != table.n_queries:
+            raise UsageError(f"{features.n} feature rows for {table.n_queries} training queries")
+        if table.n_queries == 0:
+            raise UsageError(f"router {self.name!r} cannot fit on an empty training set")
+        self.check_applicable(feedback)
         self.feedback_kind = feedback.kind
         self.propensity = feedback.propensity
-        if features.n != train.n_queries:
-            raise UsageError(f"{features.n} feature rows for {train.n_queries} training queries")
-        if train.n_queries == 0:
-            raise UsageError(f"router {self.name!r} cannot fit on an empty training set")
-        self.check_applicable(train)
-        self.actor_names = train.actor_names
-        self._fit(train, features)
+        self.recipe = self.recipe_for(feedback)
+        self.actor_names = table.actor_names
+        if self.recipe is not None:
+            from routerlab.routers.logged import training_table
+
+            table, features = training_table(feedback, features, self.recipe, self.seed,
+                                             threshold=self._threshold(), router=self.name)
+        self._fit(table, features)
         self._fitted = True
         return self
+
+    def recipe_for(self, feedback: RoutingTable | Feedback) -> str | None:
+        """The recipe that turns ``feedback`` into this router's training table: None for full feedback and for
+        routers that read logged feedback as it is (``native``, the bounds); else ``correct-only``, ``masked``,
+        ``iw-correct-only``, ``iw-masked`` or ``dr`` (the option ``logged``, where ``paper`` = the class's
+        ``logged_recipe``). A router that cannot learn from logged feedback is a UsageError saying so."""
+        fb = as_feedback(feedback)
+        if fb.kind == "full" or self.uses_test_labels:
+            return None
+        if self.logged_recipe is None:
+            raise UsageError(f"router {self.name!r} cannot learn from logged feedback (one observed actor per "
+                             f"query): {self._no_logged_option()}")
+        if self.logged_recipe == "native":
+            return None
+        option = str(self.params.get("logged", "paper"))
+        if option == "paper":
+            return self.logged_recipe
+        if option == "iw":
+            return f"iw-{self.logged_recipe}"
+        return option
 
     def scores(self, features: Features) -> FloatMatrix:
         """(n, m) actor scores for the queries of ``features``; higher = better actor."""
@@ -128,11 +199,44 @@ class Router(ABC):
             return draw_actions(routed.distribution, rng)
         return routed.choice, np.ones(features.n)
 
-    def check_applicable(self, train: RoutingTable) -> None:
-        """Raise a UsageError saying why this router cannot be trained on ``train`` (``cheapest``
-        without costs or prices, a ``k`` larger than the training set, ...); cheap, so a protocol
-        checks every router of a run before training any. ``fit`` calls it too. Default: any table."""
+    def check_applicable(self, train: RoutingTable | Feedback) -> None:
+        """Raise a UsageError saying why this router cannot be trained on ``train`` (a training table, or
+        :class:`Feedback`: a router without a logged recipe refuses logged feedback; ``cheapest`` without costs
+        or prices, a ``k`` larger than the training set, ...); cheap, so a protocol checks every router of a run
+        before training any. ``fit`` calls it too. Subclasses add their checks in ``_check_table``."""
+        self._check_table(self._table_to_check(train))
+
+    def _check_table(self, train: RoutingTable) -> None:
+        """The router's own applicability checks, on the table it would train on (for logged feedback, the
+        recipe's table, or the logged table where building that one is not cheap). Default: any table."""
         return None
+
+    def _table_to_check(self, train: RoutingTable | Feedback) -> RoutingTable:
+        """The table ``_check_table`` sees: the training table for full feedback; for logged feedback the
+        correct-only subset where the recipe keeps only that (an empty one is a UsageError naming the router),
+        else the logged table itself (the masked, importance-resampled and DR tables have its queries)."""
+        feedback = as_feedback(train)
+        recipe = self.recipe_for(feedback)
+        if recipe is None:
+            return feedback.table
+        from routerlab.routers.logged import check_table
+
+        return check_table(feedback, recipe, threshold=self._threshold(), router=self.name)
+
+    def _threshold(self) -> float:
+        """Correctness threshold of the correct-only recipe: the router's own ``threshold`` option where it has
+        one (hybrid, avenger), else SPEC 5's 0.5."""
+        return float(self.params.get("threshold", 0.5))
+
+    def _no_logged_option(self) -> str:
+        """Why this router has no ``logged`` option, in words (for error messages)."""
+        if self.uses_test_labels:
+            return "it is a bound that reads test outcomes and learns nothing from training feedback"
+        if self.logged_recipe == "native":
+            return "it reads logged feedback as it is (it learns nothing from training outcomes, or learns " \
+                   "from logs natively), so it has no recipe to choose"
+        return (f"{type(self).__name__} declares no logged_recipe (routerworld appendix G: correct-only or "
+                "masked), so it would train on the logged table as if it were full feedback")
 
     # -- for subclasses --------------------------------------------------------------
     @abstractmethod
@@ -185,6 +289,18 @@ class Router(ABC):
 
 
 _SEED = Interval(int, 0, None)  # numpy's SeedSequence refuses negative seeds
+
+
+def _converting(check: Callable[[Any, RoutingTable], None]) -> Callable[[Router, RoutingTable | Feedback], None]:
+    """A subclass's own ``check_applicable(table)`` made to accept :class:`Feedback` too: the base's logged
+    checks first, then the subclass's on the table it would train on."""
+
+    @functools.wraps(check)
+    def check_applicable(self: Router, train: RoutingTable | Feedback) -> None:
+        check(self, self._table_to_check(train))
+
+    check_applicable._takes_feedback = True  # type: ignore[attr-defined]
+    return check_applicable
 
 
 def check_at_most_train(router: Router, key: str, train: RoutingTable) -> None:

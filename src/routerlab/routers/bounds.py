@@ -36,6 +36,7 @@ class RandomRouter(Router):
     distribution is uniform over all m actors (it cannot see which cells are observed)."""
 
     name = "random"
+    logged_recipe = "native"  # learns nothing from training outcomes: any feedback will do
     summary = "uniform random actor per query (seeded); distribution uniform, E_p = log2 m"
 
     def _fit(self, train: RoutingTable, features: Features) -> None:
@@ -81,6 +82,7 @@ class OracleRouter(Router):
     name = "oracle"
     summary = "upper bound r_o: the best actor of each query from its test scores (ties: fastest, cheapest)"
     uses_test_labels = True
+    logged_recipe = "native"  # reads test outcomes only (reveal); training feedback is ignored
 
     def _fit(self, train: RoutingTable, features: Features) -> None:
         pass
@@ -102,6 +104,7 @@ class OracleP(Router):
     name = "oracle-p"
     summary = "r_o(p): the oracle's actor with probability p, else a uniform random one (option p=0.5)"
     uses_test_labels = True
+    logged_recipe = "native"  # reads test outcomes only (reveal); training feedback is ignored
     defaults: ClassVar[dict[str, Any]] = {"p": 0.5}
     constraints: ClassVar[dict[str, Constraint]] = {"p": Interval(float, 0, 1)}
 
@@ -139,6 +142,9 @@ class _ConstantRouter(Router):
     """A query-blind router: per-actor scores learned once; picks their argmax (first on ties) for
     every query; its distribution is the one-hot vector of that actor."""
 
+    # means over the observed cells (appendix G "masked"): the mean score, cost or latency of each actor over
+    # the queries where it was logged
+    logged_recipe = "masked"
     _actor_scores: npt.NDArray[np.float64]
 
     def _fit(self, train: RoutingTable, features: Features) -> None:
@@ -183,9 +189,10 @@ class Largest(_ConstantRouter):
     actors of unknown size rank last; ties: first."""
 
     name = "largest"
+    logged_recipe = "native"  # actor sizes only: learns nothing from training outcomes
     summary = "always the actor with the most parameters (params_b)"
 
-    def check_applicable(self, train: RoutingTable) -> None:
+    def _check_table(self, train: RoutingTable) -> None:
         _require_known(train.actors.params_b, "actor sizes (params_b)", self.name)
 
     def _per_actor(self, train: RoutingTable) -> npt.NDArray[np.float64]:
@@ -197,9 +204,10 @@ class Smallest(_ConstantRouter):
     """RouterWorld's Always-Route-To-Smallest: the actor with the fewest parameters."""
 
     name = "smallest"
+    logged_recipe = "native"  # actor sizes only: learns nothing from training outcomes
     summary = "always the actor with the fewest parameters (params_b)"
 
-    def check_applicable(self, train: RoutingTable) -> None:
+    def _check_table(self, train: RoutingTable) -> None:
         _require_known(train.actors.params_b, "actor sizes (params_b)", self.name)
 
     def _per_actor(self, train: RoutingTable) -> npt.NDArray[np.float64]:
@@ -214,7 +222,7 @@ class Cheapest(_ConstantRouter):
     name = "cheapest"
     summary = "always the cheapest actor (mean train cost, else prices)"
 
-    def check_applicable(self, train: RoutingTable) -> None:
+    def _check_table(self, train: RoutingTable) -> None:
         _require_known(expected_actor_cost(train)[0], "cost or prices", self.name)
 
     def _per_actor(self, train: RoutingTable) -> npt.NDArray[np.float64]:
@@ -229,7 +237,7 @@ class Fastest(_ConstantRouter):
     name = "fastest"
     summary = "always the fastest actor (mean train latency, else TTFT/ITL)"
 
-    def check_applicable(self, train: RoutingTable) -> None:
+    def _check_table(self, train: RoutingTable) -> None:
         _require_known(expected_actor_latency(train)[0], "latency or TTFT/ITL", self.name)
 
     def _per_actor(self, train: RoutingTable) -> npt.NDArray[np.float64]:

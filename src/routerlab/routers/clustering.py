@@ -54,6 +54,12 @@ def _sq_distances(X: npt.ArrayLike, centres: npt.ArrayLike) -> FloatMatrix:
     return np.asarray(np.maximum(d, 0.0))
 
 
+def _every_model_seen(train: RoutingTable) -> bool:
+    """False for a table built from logged feedback by the correct-only or masked recipe (one model seen per
+    query: L-DCG ranks are undefined, routerworld G.1), True for full feedback and the DR pseudo-full table."""
+    return train.meta.get("logged_recipe") in (None, "dr")
+
+
 @register
 class ClusterRouter(Router):
     """RouterEval C-RoBERTa: k-means on the training query vectors (``k``=3 as the paper), the
@@ -63,6 +69,7 @@ class ClusterRouter(Router):
     the mean train distance to the own centre (choice: makes ``temperature``=1 scale-free)."""
 
     name = "cluster"
+    logged_recipe = "correct-only"  # most often selected-and-correct actor per cluster (G.1 style)
     summary = "RouterEval C-RoBERTa: k-means (k=3), best actor of the nearest cluster"
     defaults: ClassVar[dict[str, Any]] = {"k": 3, "temperature": 1.0}
     constraints: ClassVar[dict[str, Constraint]] = {
@@ -73,7 +80,7 @@ class ClusterRouter(Router):
     _means: FloatMatrix
     _scale: float
 
-    def check_applicable(self, train: RoutingTable) -> None:
+    def _check_table(self, train: RoutingTable) -> None:
         check_at_most_train(self, "k", train)
 
     def _fit(self, train: RoutingTable, features: Features) -> None:
@@ -103,9 +110,13 @@ class AvengerRouter(Router):
     centres by cosine distance, weighted ``softmax(-beta * distance)`` with beta=3, and each cluster
     votes ``1 / (rank + 0.1)`` (rank 0 = first) for every actor; scores are the weighted votes.
     Choices: the vote and the weighting follow the Avenger method description; ranking ties go to
-    the lower index. Distribution: the cluster weights mapped to each cluster's first actor."""
+    the lower index. Distribution: the cluster weights mapped to each cluster's first actor. Logged
+    feedback (routerworld G.1): ranked by each actor's mean observed score per cluster (the "masked" recipe),
+    since L-DCG needs every model; ``logged=dr`` restores L-DCG ranks on the pseudo-full table."""
 
     name = "avenger"
+    # routerworld G.1: accuracy over the selected field only = per-cluster mean of the observed cells
+    logged_recipe = "masked"
     summary = "RouterWorld Avenger: k-means 64, per-cluster L-DCG rankings, top-11 clusters vote (beta 3)"
     defaults: ClassVar[dict[str, Any]] = {"k": 64, "top": 11, "beta": 3.0, "rank_by": "auto", "threshold": 0.5}
     constraints: ClassVar[dict[str, Constraint]] = {
@@ -118,14 +129,18 @@ class AvengerRouter(Router):
     _first: npt.NDArray[np.intp]
     ranked_by: str
 
-    def check_applicable(self, train: RoutingTable) -> None:
+    def _check_table(self, train: RoutingTable) -> None:
         check_at_most_train(self, "k", train)
         if self.params["rank_by"] == "ldcg" and train.latency_s is None:
             raise UsageError("router 'avenger': rank_by=ldcg needs latency in the training table")
+        if self.params["rank_by"] == "ldcg" and not _every_model_seen(train):
+            raise UsageError("router 'avenger': rank_by=ldcg needs every model's outcome on each training query; "
+                             "logged feedback shows one (use logged=dr, or rank_by=accuracy as routerworld G.1)")
 
     def _fit(self, train: RoutingTable, features: Features) -> None:
         p = self.params
-        use_ldcg = p["rank_by"] == "ldcg" or (p["rank_by"] == "auto" and train.latency_s is not None)
+        use_ldcg = p["rank_by"] == "ldcg" or (
+            p["rank_by"] == "auto" and train.latency_s is not None and _every_model_seen(train))
         x = l2_normalize(features.X)
         centres, labels = _kmeans(x, p["k"], self.seed)
         self._centres = np.asarray(l2_normalize(centres), dtype=np.float64)

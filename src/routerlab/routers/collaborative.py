@@ -40,6 +40,7 @@ class MFRouter(Router):
     targets), L2 ``l2`` on P and V. Options: ``dim`` (16), ``epochs`` (300), ``lr`` (0.01)."""
 
     name = "mf"
+    logged_recipe = "masked"  # masked BCE: only the selected model receives gradient
     summary = "matrix factorisation (EmbedLLM/RouteLLM MF): projected query embedding x actor embedding"
     defaults: ClassVar[dict[str, Any]] = {"dim": 16, "epochs": 300, "lr": 0.01, "l2": 1e-4}
     constraints: ClassVar[dict[str, Constraint]] = {
@@ -112,6 +113,7 @@ class HybridRouter(Router):
     fine-tuned DeBERTa; its class probabilities are the scores and the selection distribution."""
 
     name = "hybrid"
+    logged_recipe = "correct-only"  # routerworld G.1 Hybrid-LLM: the selected model as label, correct only
     summary = "Hybrid-LLM style: classifier of the fastest correct actor (best actor without latency)"
     defaults: ClassVar[dict[str, Any]] = {
         "hidden": (), "epochs": 20, "lr": 1e-3, "batch_size": 64, "weight_decay": 1e-4, "threshold": 0.5,
@@ -121,7 +123,7 @@ class HybridRouter(Router):
     _net: MaskedMLP
     label_kind: str
 
-    def check_applicable(self, train: RoutingTable) -> None:
+    def _check_table(self, train: RoutingTable) -> None:
         if not observed_rows(train.score).any():
             raise UsageError("router 'hybrid': the training table has no observed score")
 
@@ -155,6 +157,7 @@ class GraphRouter(Router):
     learned weights (GraphRouter trains a GNN), so it is deterministic and CPU-cheap."""
 
     name = "graph"
+    logged_recipe = "masked"  # routerworld G.1 GraphRouter: only the selected model receives gradient
     summary = "GraphRouter-spirit: query-actor score graph + kNN query graph, label propagation"
     defaults: ClassVar[dict[str, Any]] = {"k": 10, "hops": 2, "alpha": 0.5, "prior_weight": 0.1}
     constraints: ClassVar[dict[str, Constraint]] = {
@@ -170,7 +173,7 @@ class GraphRouter(Router):
         idx, sim = nearest(query, self._X, self.params["k"], "cosine", exclude_self=exclude_self)
         return neighbour_matrix(idx, np.maximum(sim, 0.0) + 1e-6, self._X.shape[0])
 
-    def check_applicable(self, train: RoutingTable) -> None:
+    def _check_table(self, train: RoutingTable) -> None:
         check_at_most_train(self, "k", train)
 
     def _fit(self, train: RoutingTable, features: Features) -> None:

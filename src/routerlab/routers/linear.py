@@ -71,6 +71,7 @@ class LinearRouter(Router):
     with SGD (batch 1, lr 1e-2, 10 epochs); same model class, deterministic and exact."""
 
     name = "linear"
+    logged_recipe = "masked"  # per-actor ridge over the observed cells: only the logged actor gets a target
     summary = "RouterEval LinearR: per-actor ridge regression of score on the query vector"
     defaults: ClassVar[dict[str, Any]] = {"alpha": 1.0}
     constraints: ClassVar[dict[str, Constraint]] = {"alpha": Interval(float, 0, None, closed="neither")}
@@ -95,6 +96,7 @@ class MLPRouter(Router):
     a cross-entropy classifier; here it is the multi-output regressor with RouterWorld's sizes."""
 
     name = "mlp"
+    logged_recipe = "correct-only"  # routerworld G.1 MLP: the correct_only subset
     summary = "RouterEval MLPR: MLP predicting each actor's score (hidden=128; RouterWorld 1024/512/256/128)"
     defaults: ClassVar[dict[str, Any]] = {
         "hidden": (128,), "epochs": 20, "lr": 1e-3, "batch_size": 64, "weight_decay": 1e-4,
@@ -121,6 +123,7 @@ class MLCRouter(Router):
     ``lr`` (1e-2), ``batch_size`` (32), ``rel`` (0.95)."""
 
     name = "mlc"
+    logged_recipe = "correct-only"  # a classifier of optimal actors: the selected correct one (G.1)
     summary = "RouterEval MLC: multi-label classifier on the selection vector (optimal actors)"
     defaults: ClassVar[dict[str, Any]] = {
         "hidden": (), "epochs": 10, "lr": 1e-2, "batch_size": 32, "weight_decay": 1e-4, "rel": 0.95,
@@ -154,6 +157,7 @@ class NaiveBayesRouter(Router):
     ``var_smoothing`` (0.1 times the largest feature variance; sklearn uses 1e-9, far too little for TF-IDF)."""
 
     name = "naive-bayes"
+    logged_recipe = "correct-only"  # routerworld G.1 Naive Bayes: the correct_only subset
     summary = "RouterWorld Naive Bayes: per-actor Gaussian NB posterior that the actor is correct"
     defaults: ClassVar[dict[str, Any]] = {"var_smoothing": 0.1}
     constraints: ClassVar[dict[str, Constraint]] = {"var_smoothing": Interval(float, 0, None, closed="neither")}
@@ -206,6 +210,7 @@ class SVMRouter(Router):
     LinearSVC takes ~5 s per class on 30,000 x 384 and real tables have up to 112 actors)."""
 
     name = "svm"
+    logged_recipe = "correct-only"  # a best-actor classifier: the selected correct one (G.1)
     summary = "linear SVM (one-vs-rest) on the best-actor label of each training query"
     defaults: ClassVar[dict[str, Any]] = {"C": 1.0, "solver": "auto", "max_iter": 2000}
     constraints: ClassVar[dict[str, Constraint]] = {
@@ -217,7 +222,7 @@ class SVMRouter(Router):
     _model: Any
     solver_used: str
 
-    def check_applicable(self, train: RoutingTable) -> None:
+    def _check_table(self, train: RoutingTable) -> None:
         if not observed_rows(train.score).any():
             raise UsageError("router 'svm': the training table has no observed score")
 

@@ -32,6 +32,7 @@ class KNNRouter(Router):
     on train (paper-unspecified; argmax would take the first column)."""
 
     name = "knn"
+    logged_recipe = "correct-only"  # routerworld G.1: the selected model as label, correct samples only
     summary = "mean score of each actor on the k nearest train queries (cosine, k=5)"
     defaults: ClassVar[dict[str, Any]] = {"k": 5, "metric": "cosine", "weighted": False}
     constraints: ClassVar[dict[str, Constraint]] = {
@@ -42,7 +43,7 @@ class KNNRouter(Router):
     _score: npt.NDArray[np.float64]
     _prior: npt.NDArray[np.float64]
 
-    def check_applicable(self, train: RoutingTable) -> None:
+    def _check_table(self, train: RoutingTable) -> None:
         check_at_most_train(self, "k", train)
 
     def _fit(self, train: RoutingTable, features: Features) -> None:
