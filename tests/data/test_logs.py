@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -172,11 +173,27 @@ def test_a_log_imports_as_a_table(tmp_path: Path, ext: str) -> None:
     assert read_long([out]).n_queries == 20
 
 
-def test_long_importer_checks_a_propensity_column(tmp_path: Path) -> None:
-    path = tmp_path / "t.csv"
-    path.write_text("query_id,actor,score,propensity\nq1,a,1,0.5\nq1,b,0,\nq2,a,1,2\n")
-    with pytest.raises(DataError, match=r"t.csv, row 4, field 'propensity': propensity 2.0 must be in \(0, 1\]"):
+@pytest.mark.parametrize("ext,row", [("csv", 4), ("jsonl", 3), ("parquet", 3)])
+def test_long_importer_checks_a_propensity_column(tmp_path: Path, ext: str, row: int) -> None:
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    rows = pa.table({"query_id": ["q1", "q1", "q2"], "actor": ["a", "b", "a"], "score": [1.0, 0.0, 1.0],
+                     "propensity": [0.5, None, 2.0]})
+    path = tmp_path / f"t.{ext}"
+    if ext == "csv":
+        pcsv.write_csv(rows, str(path))
+    elif ext == "parquet":
+        pq.write_table(rows, str(path))
+    else:
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows.to_pylist()))
+    with pytest.raises(DataError, match=rf"t.{ext}, row {row}, field 'propensity': propensity 2.0 must be in "
+                                        r"\(0, 1\]"):
         read_long([path])
+    with pytest.raises(DataError, match=rf"t.{ext}, row {row}, field 'propensity'"):
+        read("long", path)
+    path = tmp_path / "renamed.csv"
     path.write_text("query_id,actor,score,p\nq1,a,1,0.5\nq1,b,0,\nq2,a,1,1\n")
     t = read_long([path], rename="p=propensity")  # empty = unknown is fine in a table
     assert t.n_queries == 2 and t.n_actors == 2

@@ -183,7 +183,7 @@ def test_oracle_warm_up_logs_correct_actors() -> None:
 @pytest.mark.parametrize("part", ["train", "test", "all"])
 def test_simulate_logs_parts_and_rewards(part: str) -> None:
     table, train, test = _parts(300, seed=3)
-    logs = simulate_logs(table, "eps-greedy:best-single:0.3", part=part, seed=1)  # type: ignore[arg-type]
+    logs = simulate_logs(table, "eps-greedy:best-single:0.3", part=part, seed=1)
     logged = {"train": train, "test": test, "all": table}[part]
     assert logs.table.queries.ids.tolist() == logged.queries.ids.tolist()
     rows = np.arange(logged.n_queries)
@@ -194,7 +194,7 @@ def test_simulate_logs_parts_and_rewards(part: str) -> None:
     for key, values in logs.rewards.items():
         np.testing.assert_allclose(values, full[key][rows, logs.actor])
     with pytest.raises(UsageError, match="part must be one of train, test, all"):
-        simulate_logs(table, "uniform", part="val")  # type: ignore[arg-type]
+        simulate_logs(table, "uniform", part="val")
 
 
 def test_no_rewards_without_latency() -> None:

@@ -69,7 +69,7 @@ def log_cmd(
         raise UsageError(f"--part must be one of {', '.join(PARTS)}, got {part!r}")
     check_log_path(output)
     table = open_table(table_dir)
-    logs = simulate_logs(table, pol, part=part, split=split, seed=seed, encoder=encoder)  # type: ignore[arg-type]
+    logs = simulate_logs(table, pol, part=part, split=split, seed=seed, encoder=encoder)
     written = list(write_logs(logs, output))
     summary = logs.describe()
     record = {

@@ -30,7 +30,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -45,7 +45,6 @@ from routerlab.routers.base import Router, Routing, get_router
 FloatMatrix = npt.NDArray[np.float64]
 LOG_STREAM = 0x434F4C44  # "COLD": the logging draws (shared with the cold-start protocol)
 PARTS = ("train", "test", "all")
-Part = Literal["train", "test", "all"]
 
 POLICY_HELP = "uniform, eps-greedy:ROUTER:EPS, softmax:ROUTER:T or router:ROUTER"
 
@@ -277,7 +276,7 @@ def simulate_logs(
     table: RoutingTable,
     policy: str | LoggingPolicy,
     *,
-    part: Part = "train",
+    part: str = "train",
     split: str = "given",
     seed: int = 0,
     encoder: str = "tfidf",
