@@ -143,8 +143,7 @@ def read_logs(
     _check_rows(rows)
     actors = _actors(rows, table)
     names = [str(a) for a in actors.names]
-    lookup = {a: j for j, a in enumerate(names)}
-    actor_idx = np.array([lookup.get(str(a), -1) for a in rows.strings["actor"]], dtype=np.intp)
+    actor_idx = _positions(rows.strings["actor"], actors.names)
     if (actor_idx < 0).any():  # only with a table: without one every logged actor was added
         i = int(np.flatnonzero(actor_idx < 0)[0])
         raise rows.error(i, f"actor {rows.strings['actor'][i]!r} is not an actor of table "
@@ -192,11 +191,13 @@ def _actors(rows: LongRows, table: RoutingTable | None) -> Actors:
         side = [actors_path_for(rows.files[0])]
     if len(side) > 1:
         raise UsageError(f"more than one actors side-file: {[str(p) for p in side]}")
-    logged = list(dict.fromkeys(str(a) for a in rows.strings["actor"]))
+    values, first = np.unique(rows.strings["actor"].astype(str), return_index=True)
+    logged = [str(a) for a in values[np.argsort(first)]]  # in order of first appearance
     if not side:
         return Actors.create(logged)
     names, attrs, extra = read_actors(side[0])
-    others = [a for a in logged if a not in set(names)]
+    known = set(names)
+    others = [a for a in logged if a not in known]
     pad = len(others)
     return Actors.create(
         [*names, *others],
@@ -212,14 +213,25 @@ def _queries(rows: LongRows, table: RoutingTable | None) -> Queries:
     ids = rows.strings["query_id"]
     attrs = {k: rows.strings[k].copy() for k in ("text", "dataset", "split")}
     if table is not None:
-        pos = {str(q): i for i, q in enumerate(table.queries.ids)}
-        where = np.array([pos.get(str(q), -1) for q in ids], dtype=np.intp)
+        where = _positions(ids, table.queries.ids)
         known = where >= 0
         for key in attrs:
             attrs[key][known] = getattr(table.queries, key)[where[known]]
-    no_text = np.array([not t for t in attrs["text"]], dtype=bool)
+    no_text = attrs["text"].astype(str) == ""
     if no_text.any():
         i = int(np.flatnonzero(no_text)[0])
         elsewhere = "" if table is None else f" and table {table.name!r} does not hold the query"
         raise rows.error(i, f"query {str(ids[i])!r} has no text in the log{elsewhere}; routers need the text", "text")
     return Queries.create(ids, text=attrs["text"], dataset=attrs["dataset"], split=attrs["split"])
+
+
+def _positions(values: npt.NDArray[np.object_], keys: npt.NDArray[np.object_]) -> npt.NDArray[np.intp]:
+    """Position of each of ``values`` in ``keys`` (unique strings), -1 where absent; sorted search, no Python loop."""
+    k = keys.astype(str)
+    v = values.astype(str)
+    if k.size == 0:
+        return np.full(v.shape, -1, dtype=np.intp)
+    order = np.argsort(k, kind="stable")
+    sorted_keys = k[order]
+    at = np.minimum(np.searchsorted(sorted_keys, v), k.size - 1)
+    return np.where(sorted_keys[at] == v, order[at], -1).astype(np.intp)
