@@ -139,7 +139,9 @@ def test_only_observed_cells_are_logged() -> None:
     holes = RoutingTable.from_arrays(score, actors=train.actors, query_ids=train.queries.ids.tolist(),
                                      text=train.queries.text.tolist(), split=train.queries.split.tolist())
     ftrain, _ = encode_pair(holes, holes, "tfidf")
-    for spec in ("uniform", "eps-greedy:best-single:0.5", "softmax:knn:1", "router:knn", "router:oracle"):
+    explorers = [f"router:{n}" for n, c in routers().items() if c.explores][:1]  # a bandit's own draws
+    for spec in ("uniform", "eps-greedy:best-single:0.5", "softmax:knn:1", "router:knn", "router:oracle",
+                 *explorers):
         fb = parse_policy(spec).log(holes, ftrain, train=holes, ftrain=ftrain, seed=1)
         logged = ~np.isnan(fb.table.score)
         assert (logged.sum(axis=1) == 1).all() and not (logged & np.isnan(score)).any(), spec
