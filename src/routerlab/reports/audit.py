@@ -50,6 +50,9 @@ class AuditContext:
     test: RoutingTable
     options: dict[str, Any] = field(default_factory=dict)
     excluded_test_queries: int = 0
+    # results one section computes and a later one may reuse (the leaderboard's full-observability evaluation,
+    # which the partial-observability section compares with), keyed by what they are
+    shared: dict[str, Any] = field(default_factory=dict)
 
 
 SectionFn = Callable[[RoutingTable, AuditContext], Section]
@@ -67,6 +70,13 @@ _SECTIONS: Registry[_Registered] = Registry("audit section", package="routerlab.
 GLOSSARY: dict[str, tuple[str, str]] = {
     "full observability": ("full observability", "routers are trained on every actor's score for every training "
                            "query, and evaluated on the test queries' full (hidden) scores (SPEC 1)"),
+    "cold-start": ("cold-start", "routers are trained on one outcome per training query, of the actor a logging "
+                   "policy (uniform random unless stated) chose, and evaluated on the full test outcomes (SPEC 1, 5; "
+                   "routerworld.txt 3.3)"),
+    "shift": ("Δ (shift)", "a metric under cold-start minus the same metric under full observability, same router "
+              "and test queries: Acc@1 up with L-DCG down is routerworld.txt's risk-aversion (SPEC 5)"),
+    "held up": ("held up", "a router whose cold-start L-DCG (mu_o without latency) is at or above the lower end of "
+                "its full-observability 95% interval"),
     "oracle": ("oracle", "mean over the test queries of the best actor's score: what a perfect router would "
                "reach (SPEC 4)"),
     "best single actor": ("best single actor", "the actor with the highest mean score on the training split, "
@@ -253,6 +263,8 @@ def audit_summary(record: dict[str, Any], out_dir: Path) -> list[str]:
                      f"random {b['random']:.4f}")
     if "leaderboard" in secs and secs["leaderboard"].get("headline"):
         lines.append(secs["leaderboard"]["headline"])
+    if "partial" in secs and secs["partial"].get("headline"):
+        lines.append(secs["partial"]["headline"])
     if "diversity" in secs and "hse_normalized" in secs["diversity"]:
         d = secs["diversity"]
         lines.append(f"diversity: normalised HSE {d['hse_normalized']:.3f} over {d['n_actors']} actors"

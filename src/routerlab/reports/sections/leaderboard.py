@@ -20,6 +20,7 @@ def leaderboard_section(table: RoutingTable, ctx: AuditContext) -> Section:
     specs = list(ctx.options.get("routers", DEFAULT_ROUTERS))
     ev = evaluate(table, specs, split=ctx.split, encoder=str(ctx.options.get("encoder", "tfidf")), seed=ctx.seed,
                   skip_inapplicable=True)
+    ctx.shared["full_evaluation"] = ev  # the partial-observability section compares with it
     figures = [Figure(f) for f in plot_evaluation(ev, ctx.out_dir, display_name(table))]
     best = max((r for r in ev.results if r.router not in {"oracle", "oracle-p"}), key=lambda r: r.metrics["mu_o"])
     oracle = next((r for r in ev.results if r.router == "oracle"), None)
