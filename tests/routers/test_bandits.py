@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_limits
 
 from routerlab.data.feedback import Feedback, draw_actions
 from routerlab.data.table import Actors, Queries, RoutingTable
@@ -117,18 +118,20 @@ def test_thompson_probabilities_match_a_direct_monte_carlo_estimate(data: Data) 
     routed = router.route(features)
     mean, std = router.predictive(features)
     np.testing.assert_array_equal(routed.scores, mean)
-    # the posterior by hand: theta_a ~ N(A_a^-1 b_a, v^2 A_a^-1) on the projected context
-    ctx = Context(32, 0).fit(data.ftrain.X)
-    Z, Zq = ctx.transform(data.ftrain.X), ctx.transform(features.X)
-    R = np.asarray(logs.table.score, dtype=np.float64)
-    mu = np.nanmean(R)
-    for a in range(R.shape[1]):
-        rows = ~np.isnan(R[:, a])
-        A = np.eye(Z.shape[1]) + Z[rows].T @ Z[rows]
-        theta = np.linalg.solve(A, Z[rows].T @ (R[rows, a] - mu))
-        np.testing.assert_allclose(mean[:, a], mu + Zq @ theta, rtol=1e-8, atol=1e-10)
-        var = np.einsum("ij,ij->i", Zq @ np.linalg.inv(A), Zq)
-        np.testing.assert_allclose(std[:, a], 0.5 * np.sqrt(var), rtol=1e-8)
+    # the posterior by hand: theta_a ~ N(A_a^-1 b_a, v^2 A_a^-1) on the projected context (one BLAS thread, as
+    # the router: on a loaded 2-core machine threaded BLAS makes these small products take seconds)
+    with threadpool_limits(limits=1, user_api="blas"):
+        ctx = Context(32, 0).fit(data.ftrain.X)
+        Z, Zq = ctx.transform(data.ftrain.X), ctx.transform(features.X)
+        R = np.asarray(logs.table.score, dtype=np.float64)
+        mu = np.nanmean(R)
+        for a in range(R.shape[1]):
+            rows = ~np.isnan(R[:, a])
+            A = np.eye(Z.shape[1]) + Z[rows].T @ Z[rows]
+            theta = np.linalg.solve(A, Z[rows].T @ (R[rows, a] - mu))
+            np.testing.assert_allclose(mean[:, a], mu + Zq @ theta, rtol=1e-6, atol=1e-9)
+            var = np.einsum("ij,ij->i", Zq @ np.linalg.inv(A), Zq)
+            np.testing.assert_allclose(std[:, a], 0.5 * np.sqrt(var), rtol=1e-6)
     # each actor's sampled reward is an independent Gaussian: draw them directly, per query
     rng = np.random.default_rng(123)
     sampled = mean[:, :, None] + std[:, :, None] * rng.standard_normal((*mean.shape, 40_000))
@@ -194,7 +197,7 @@ def test_barp_and_linucb_recover_the_best_arm_from_non_uniform_logs() -> None:
 def llmrouter(real_table: Callable[[str], RoutingTable]) -> tuple[RoutingTable, RoutingTable, Features, Features]:
     table = real_table("llmrouter")
     train, test = table.select_split("train"), table.select_split("test")
-    ftrain, ftest = encode_pair(train, test, "tfidf")
+    ftrain, ftest = encode_pair(train, test, "tfidf")  # the session's feature cache shares it with other tests
     return train, test, ftrain, ftest
 
 

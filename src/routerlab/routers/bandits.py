@@ -27,8 +27,10 @@ are taken once per fit and applied to all queries at once, and BaRP trains on mi
 
 from __future__ import annotations
 
+import functools
 import itertools
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar, ParamSpec, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -44,13 +46,12 @@ from routerlab.routers.base import Router, register
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
+T = TypeVar("T")
+P = ParamSpec("P")
 
 # Input widths up to which the principal directions come from an exact eigendecomposition of the covariance;
 # above it a seeded randomised SVD (the covariance of 5,000 inputs would cost n * 25M multiply-adds).
 _EXACT_PCA_MAX_DIM = 1024
-# _ONE_THREAD: fits run with one BLAS thread. Their matrices are small (a few thousand x tens), threads gain
-# nothing there, and on a loaded machine OpenBLAS threads spinning for cores made one 600 x 600 eigh take 9 s
-# instead of 0.1 s (measured on the 2-core test machine).
 # Queries per block when Thompson's posterior draws are applied: keeps (block, m, draws) floats near 64 MB.
 _DRAW_BLOCK_ELEMENTS = 1 << 23
 
@@ -63,6 +64,20 @@ _SHARED_CONSTRAINTS: dict[str, Constraint] = {
     "by": Options({"none", "latency", "cost"}),
     "weight": Interval(float, 0, None),
 }
+
+
+def one_blas_thread(method: Callable[P, T]) -> Callable[P, T]:
+    """Run ``method`` with one BLAS thread. The bandits' matrices are small (thousands x tens), threads gain
+    nothing there, and on a loaded machine OpenBLAS threads spinning for cores are ruinous: one 600 x 600
+    eigendecomposition took 9 s instead of 0.1 s, and LinUCB's scoring ran slower than a per-query loop
+    (measured on the 2-core test machine). Costs ~0.4 ms a call."""
+
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        with threadpool_limits(limits=1, user_api="blas"):
+            return method(*args, **kwargs)
+
+    return wrapper
 
 
 # ---------------------------------------------------------------------------- context and reward
@@ -79,32 +94,36 @@ class Context:
         self.basis: F64 | None = None  # (d, k), or None: no projection
 
     def fit(self, X: npt.ArrayLike) -> Context:
-        x = np.asarray(X, dtype=np.float64)
+        x = np.asarray(X, dtype=np.float32)  # float32 until projected: a 5,600 x 5,000 input stays 112 MB
         n, d = x.shape
-        self.mean = x.mean(axis=0) if n else np.zeros(d)
-        xc = x - self.mean
-        std = float(xc.std()) if xc.size else 0.0
+        self.mean = x.mean(axis=0, dtype=np.float64) if n else np.zeros(d)
+        xc = x - self.mean.astype(np.float32)
+        std = float(xc.std(dtype=np.float64)) if xc.size else 0.0
         self.scale = std if std > 1e-12 else 1.0
-        xc /= self.scale
+        xc /= np.float32(self.scale)
         k = min(self.dim, d, n)
         self.basis = None
         if self.dim and k < d:
             if d <= _EXACT_PCA_MAX_DIM:
                 from scipy.linalg import eigh
 
-                _, vectors = eigh(xc.T @ xc, subset_by_index=[d - k, d - 1])  # the top k, ascending
+                xc64 = xc.astype(np.float64)
+                _, vectors = eigh(xc64.T @ xc64, subset_by_index=[d - k, d - 1])  # the top k, ascending
                 self.basis = np.ascontiguousarray(vectors[:, ::-1])
             else:
                 from sklearn.utils.extmath import randomized_svd
 
                 _, _, vt = randomized_svd(xc, k, n_iter=2, random_state=self.seed)
-                self.basis = np.ascontiguousarray(vt.T)
+                self.basis = np.ascontiguousarray(vt.T, dtype=np.float64)
         return self
 
     def transform(self, X: npt.ArrayLike) -> F64:
-        z = (np.asarray(X, dtype=np.float64) - self.mean) / self.scale
-        if self.basis is not None:
-            z = z @ self.basis
+        x = np.asarray(X)
+        if self.basis is None:
+            z = (x.astype(np.float64) - self.mean) / self.scale
+        else:  # project first (X (n, d) @ basis (d, k)), then centre and scale the k columns
+            z = (x.astype(np.float32) @ self.basis.astype(np.float32)).astype(np.float64)
+            z = (z - self.mean @ self.basis) / self.scale
         return np.hstack([z, np.ones((z.shape[0], 1))])
 
 
@@ -153,9 +172,12 @@ def ridge_statistics(Z: F64, R: F64, l2: float) -> tuple[F64, F64, float]:
     b = (Z.T @ np.where(obs, R - mu, 0.0)).T
     A = np.empty((m, k, k))
     ridge = l2 * np.eye(k)
-    patterns, inverse = np.unique(obs.T, axis=0, return_inverse=True)
+    groups: dict[bytes, list[int]] = {}  # actors by observation pattern (np.unique(axis=0) is slow on long rows)
+    for a, key in enumerate(np.packbits(obs, axis=0).T):
+        groups.setdefault(key.tobytes(), []).append(a)
     full_gram: F64 | None = None
-    for p, pattern in enumerate(patterns):
+    for actors in groups.values():
+        pattern = obs[:, actors[0]]
         n_obs = int(pattern.sum())
         if 2 * n_obs > n:
             if full_gram is None:
@@ -165,7 +187,7 @@ def ridge_statistics(Z: F64, R: F64, l2: float) -> tuple[F64, F64, float]:
         else:
             rows = Z[pattern]
             gram = rows.T @ rows
-        A[inverse.ravel() == p] = gram + ridge
+        A[actors] = gram + ridge
     return A, np.asarray(b), mu
 
 
@@ -194,27 +216,33 @@ class _LinearBandit(Router):
     def _check_table(self, train: RoutingTable) -> None:
         check_reward(self, train)
 
+    @one_blas_thread
     def _fit(self, train: RoutingTable, features: Features) -> None:
         p = self.params
-        with threadpool_limits(limits=1, user_api="blas"):  # see _ONE_THREAD
-            self._context = Context(p["dim"], self.seed).fit(features.X)
-            Z = self._context.transform(features.X)
-            A, b, self._mu = ridge_statistics(Z, rewards(train, p["by"], float(p["weight"])), float(p["l2"]))
-            self._inv = _symmetric_inverse(A)
-            self._theta = np.einsum("aij,aj->ai", self._inv, b)
-            self._after_fit()
+        self._context = Context(p["dim"], self.seed).fit(features.X)
+        Z = self._context.transform(features.X)
+        A, b, self._mu = ridge_statistics(Z, rewards(train, p["by"], float(p["weight"])), float(p["l2"]))
+        self._inv = _symmetric_inverse(A)
+        self._theta = np.einsum("aij,aj->ai", self._inv, b)
+        self._after_fit()
 
     def _after_fit(self) -> None:
         return None
 
+    @one_blas_thread
     def predict(self, features: Features) -> F64:
         """(n, m) posterior-mean / ridge reward of every actor."""
-        Z = self._context.transform(features.X)
-        return np.asarray(Z @ self._theta.T + self._mu)
+        return self._predict(self._context.transform(features.X))
 
+    @one_blas_thread
     def uncertainty(self, features: Features) -> F64:
         """(n, m) ``sqrt(z^T A_a^-1 z)``: the width of actor a's confidence ellipsoid at each query."""
-        Z = self._context.transform(features.X)
+        return self._uncertainty(self._context.transform(features.X))
+
+    def _predict(self, Z: F64) -> F64:
+        return np.asarray(Z @ self._theta.T + self._mu)
+
+    def _uncertainty(self, Z: F64) -> F64:
         out = np.empty((Z.shape[0], self._inv.shape[0]))
         for a, inv in enumerate(self._inv):  # one (n, k) x (k, k) product per actor
             out[:, a] = np.einsum("ij,ij->i", Z @ inv, Z)
@@ -238,11 +266,13 @@ class LinUCB(_LinearBandit):
         "alpha": Interval(float, 0, None), "l2": Interval(float, 0, None, closed="neither"), **_SHARED_CONSTRAINTS,
     }
 
+    @one_blas_thread
     def _scores(self, features: Features) -> npt.ArrayLike:
-        mean = self.predict(features)
+        Z = self._context.transform(features.X)
         alpha = float(self.params["alpha"])
-        return mean + alpha * self.uncertainty(features) if alpha else mean
+        return self._predict(Z) + alpha * self._uncertainty(Z) if alpha else self._predict(Z)
 
+    @one_blas_thread
     def _distribution(self, features: Features, scores: FloatMatrix) -> npt.ArrayLike:
         return _argmax_mask(scores)
 
@@ -261,9 +291,11 @@ class EpsGreedy(_LinearBandit):
         "eps": Interval(float, 0, 1), "l2": Interval(float, 0, None, closed="neither"), **_SHARED_CONSTRAINTS,
     }
 
+    @one_blas_thread
     def _scores(self, features: Features) -> npt.ArrayLike:
         return self.predict(features)
 
+    @one_blas_thread
     def _distribution(self, features: Features, scores: FloatMatrix) -> npt.ArrayLike:
         eps = float(self.params["eps"])
         m = scores.shape[1]
@@ -289,7 +321,7 @@ class Thompson(_LinearBandit):
         "draws": Interval(int, 1, 1_000_000), **_SHARED_CONSTRAINTS,
     }
 
-    _samples: F64  # (k, m * draws): column a * draws + s is draw s of actor a
+    _samples: F64  # (k, draws * m): column s * m + a is draw s of actor a
 
     def _after_fit(self) -> None:
         m, k, _ = self._inv.shape
@@ -298,26 +330,29 @@ class Thompson(_LinearBandit):
         chol = np.linalg.cholesky(self._inv + 1e-12 * np.eye(k))  # (m, k, k), chol @ chol^T = A^-1
         noise = rng.standard_normal((m, k, S))
         theta = self._theta[:, :, None] + float(self.params["v"]) * (chol @ noise)  # (m, k, S)
-        self._samples = np.ascontiguousarray(np.transpose(theta, (1, 0, 2)).reshape(k, m * S))
+        self._samples = np.ascontiguousarray(np.transpose(theta, (1, 2, 0)).reshape(k, S * m))
 
+    @one_blas_thread
     def predictive(self, features: Features) -> tuple[F64, F64]:
         """Mean and standard deviation of each actor's sampled reward at each query, (n, m) each: the sampled
         rewards of different actors are independent Gaussians with these moments."""
         return self.predict(features), float(self.params["v"]) * self.uncertainty(features)
 
+    @one_blas_thread
     def _scores(self, features: Features) -> npt.ArrayLike:
         return self.predict(features)
 
+    @one_blas_thread
     def _distribution(self, features: Features, scores: FloatMatrix) -> npt.ArrayLike:
         Z = self._context.transform(features.X)
         m, S = len(self.actor_names), int(self.params["draws"])
         counts = np.zeros((Z.shape[0], m))
         step = max(1, _DRAW_BLOCK_ELEMENTS // (m * S))
         for start in range(0, Z.shape[0], step):
-            sampled = (Z[start : start + step] @ self._samples).reshape(-1, m, S)
-            winner = sampled.argmax(axis=1)  # (block, S)
-            for a in range(m):
-                counts[start : start + step, a] = (winner == a).sum(axis=1)
+            block = Z[start : start + step]
+            winner = (block @ self._samples).reshape(-1, S, m).argmax(axis=2)  # (block, S)
+            cell = np.arange(block.shape[0])[:, None] * m + winner
+            counts[start : start + step] = np.bincount(cell.ravel(), minlength=block.shape[0] * m).reshape(-1, m)
         return (counts + 1.0 / m) / (S + 1.0)
 
 
@@ -422,12 +457,12 @@ class BaRP(Router):
         return _softmax32(self._forward(z)[1])
 
     # -- training ----------------------------------------------------------------------
+    @one_blas_thread
     def _fit(self, train: RoutingTable, features: Features) -> None:
         p = self.params
         m = train.n_actors
         rng = np.random.default_rng([self.seed, 0x42615250])
-        with threadpool_limits(limits=1, user_api="blas"):  # see _ONE_THREAD
-            self._context = Context(p["dim"], self.seed).fit(features.X)
+        self._context = Context(p["dim"], self.seed).fit(features.X)
         Z = self._context.transform(features.X).astype(np.float32)
         R = rewards(train, p["by"], float(p["weight"]))
         obs = ~np.isnan(R)
@@ -454,8 +489,7 @@ class BaRP(Router):
             means = np.where(np.isnan(means), float(np.nanmean(R[rows])), means)
             filled = np.where(obs[rows], R[rows], means[None, :])
             target = {"reward": filled.astype(np.float32)}
-        with threadpool_limits(limits=1, user_api="blas"):  # see _ONE_THREAD
-            self._train(Z[rows], target, rng)
+        self._train(Z[rows], target, rng)
 
     def _split(self, n: int, rng: np.random.Generator) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
         n_val = round(float(self.params["holdout"]) * n)
@@ -524,9 +558,11 @@ class BaRP(Router):
         self.weights, self.biases = kept[:n_layers], kept[n_layers:]
 
     # -- routing -----------------------------------------------------------------------
+    @one_blas_thread
     def _scores(self, features: Features) -> npt.ArrayLike:
         z = self._context.transform(features.X).astype(np.float32)
         return np.asarray(_softmax32(self._forward(z)[1]), dtype=np.float64)
 
+    @one_blas_thread
     def _distribution(self, features: Features, scores: FloatMatrix) -> npt.ArrayLike:
         return np.asarray(scores / scores.sum(axis=1, keepdims=True))  # pi itself (renormalised after the float64 cast)
