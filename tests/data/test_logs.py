@@ -119,6 +119,8 @@ def test_table_supplies_text_and_actor_order(tmp_path: Path) -> None:
      "row 4, field 'query_id': query 'q1' is logged twice ({f} row 2 and {f} row 4)"),
     ("query_id,actor,text,score,propensity,dcg\nq1,a,x,1,0.5,1.2\n", "row 2, field 'dcg': dcg 1.2 is outside [0, 1]"),
     ("query_id,actor,text,score,propensity\nq1,a,,1,0.5\n", "row 2, field 'text': query 'q1' has no text"),
+    ("query_id,actor,text,score,propensity\n", "holds no logged query"),
+    ("query_id,actor,text,score,propensity\n,a,x,1,0.5\n", "row 2, field 'query_id': query_id is empty"),
 ])
 def test_bad_logs_name_file_row_and_field(tmp_path: Path, body: str, needle: str) -> None:
     path = tmp_path / "bad.csv"
