@@ -46,6 +46,12 @@ def test_bandits_pass_the_router_contract(name: str) -> None:
     check_router(router)
 
 
+@pytest.mark.parametrize("spec", ["barp:hidden=0,holdout=0,dropout=0,epochs=5", "linucb:alpha=0,dim=0",
+                                  "thompson:draws=1,dim=4", "eps-greedy:eps=0,by=cost,weight=2"])
+def test_non_default_settings_pass_the_contract(spec: str) -> None:
+    check_router(get_router(spec))
+
+
 @pytest.mark.parametrize("name", BANDITS)
 def test_same_seed_same_numbers_on_full_and_logged_feedback(name: str, data: Data) -> None:
     logs = _uniform_logs(data.train, 0)
