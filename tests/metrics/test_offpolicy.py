@@ -183,3 +183,22 @@ def test_ridge_reward_model_is_cross_fitted_and_falls_back_to_means() -> None:
     # several reward columns at once give the single-column answers
     both, _ = op.ridge_reward_model(x, a, np.column_stack([r, 1 - r]), m, fold, alpha=1e-6)
     assert np.allclose(both[..., 0], rhat)
+
+
+@pytest.mark.parametrize("d", [3, 40])  # primal (rows > d) and dual (rows <= d) systems
+def test_ridge_reward_model_equals_scikit_learn_ridge_per_fold_and_actor(d: int) -> None:
+    from sklearn.linear_model import Ridge
+
+    rng = np.random.default_rng(d)
+    n, m = 120, 3
+    x = rng.normal(size=(n, d))
+    a = rng.integers(0, m, size=n)
+    r = rng.random((n, 2))
+    fold = op.fold_assignment(n, 3, seed=1)
+    rhat, fallback = op.ridge_reward_model(x, a, r, m, fold, alpha=0.7, min_rows=2)
+    assert fallback == 0
+    for g in range(3):
+        for actor in range(m):
+            rows = (fold != g) & (a == actor)
+            want = Ridge(alpha=0.7).fit(x[rows], r[rows]).predict(x[fold == g])
+            assert np.allclose(rhat[fold == g, actor], np.clip(want, r.min(axis=0), r.max(axis=0)))

@@ -319,14 +319,17 @@ def ridge_reward_model(
 ) -> tuple[FloatArray, int]:
     """A cross-fitted reward model for DR: rhat (n, m) or (n, m, k) for rewards (n,) or (n, k).
 
-    Per fold f and actor a, a ridge regression (unpenalised intercept, penalty ``alpha`` on the weights) of the
-    rewards of the logged rows of actor a outside fold f on their features ``X`` (n, d) predicts rhat(x_i, a)
-    for the queries of fold f. No query's own reward enters its prediction (cross-fitting; Chernozhukov et al.
-    2018), which keeps DR's correction term unbiased. An actor with fewer than ``min_rows`` rows outside the fold
-    gets their mean reward (all logged rewards outside the fold when it has none; 0 when there are none at all,
-    which makes DR equal IPS). Predictions are clipped to the range of the logged rewards. Returns (rhat, number
-    of (fold, actor) cells that fell back to a mean). Vectorised per (fold, actor) cell: each training Gram
-    matrix is the actor's total minus its fold's part.
+    Per fold f and actor a, a ridge regression (intercept unpenalised, i.e. ridge on features and rewards centred
+    on the training rows' means, as scikit-learn's ``Ridge``; penalty ``alpha``) of the rewards of the logged rows
+    of actor a outside fold f on their features ``X`` (n, d) predicts rhat(x_i, a) for the queries of fold f. No
+    query's own reward enters its prediction (cross-fitting; Chernozhukov et al. 2018), which keeps DR's
+    correction term unbiased. An actor with fewer than ``min_rows`` rows outside the fold gets their mean reward
+    (all logged rewards outside the fold when it has none; 0 when there are none at all, which makes DR equal
+    IPS). Predictions are clipped to the range of the logged rewards. Returns (rhat, number of (fold, actor) cells
+    that fell back to a mean).
+
+    Each cell solves the smaller of its two equivalent systems: the dual (rows x rows, when an actor has fewer
+    training rows than features, the usual case for a log of a few hundred queries) or the primal (d x d).
     """
     x = np.asarray(X, dtype=np.float64)
     a = np.asarray(action).astype(np.intp)
@@ -341,45 +344,51 @@ def ridge_reward_model(
         raise ValueError("rewards and features must be finite")
     if alpha <= 0:
         raise ValueError(f"alpha must be positive, got {alpha}")
-    n_folds = int(f.max()) + 1 if n else 0
     d, k = x.shape[1], y2.shape[1]
-    xa = np.column_stack([x, np.ones(n)])
-    cell = f * n_actors + a
-    n_cells = n_folds * n_actors
-    counts = np.bincount(cell, minlength=n_cells).reshape(n_folds, n_actors)
-    gram = np.zeros((n_cells, d + 1, d + 1))
-    xty = np.zeros((n_cells, d + 1, k))
-    for c in np.flatnonzero(counts.ravel()):
-        rows = cell == c
-        gram[c] = xa[rows].T @ xa[rows]
-        xty[c] = xa[rows].T @ y2[rows]
-    gram = gram.reshape(n_folds, n_actors, d + 1, d + 1)
-    xty = xty.reshape(n_folds, n_actors, d + 1, k)
-    train_gram = gram.sum(axis=0, keepdims=True) - gram
-    train_xty = xty.sum(axis=0, keepdims=True) - xty
-    train_n = counts.sum(axis=0, keepdims=True) - counts  # (folds, actors)
-    penalty = alpha * np.eye(d + 1)
-    penalty[d, d] = 0.0
-    fit = train_n >= max(min_rows, 1)
-    coef = np.zeros((n_folds, n_actors, d + 1, k))
-    if fit.any():
-        coef[fit] = np.linalg.solve(train_gram[fit] + penalty, train_xty[fit])
-    # fallbacks: the actor's mean outside the fold, else every logged reward outside the fold, else 0
-    sums = train_xty[..., d, :]  # the intercept column of X'y is the sum of the rewards
-    fold_total = xty[..., d, :].sum(axis=1)  # (folds, k)
-    all_sum = fold_total.sum(axis=0, keepdims=True) - fold_total
-    all_n = (n - counts.sum(axis=1))[:, None]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        everyone = np.where(all_n > 0, all_sum / np.maximum(all_n, 1), 0.0)  # (folds, k)
-        own = np.where(train_n[..., None] > 0, sums / np.maximum(train_n, 1)[..., None], everyone[:, None, :])
-    rhat = np.empty((n, n_actors, k))
-    for g in range(n_folds):  # one product per fold: (rows, d+1) x (actors, d+1, k)
-        rows = f == g
-        pred = np.einsum("nd,adk->nak", xa[rows], coef[g])
-        rhat[rows] = np.where(fit[g][None, :, None], pred, own[g][None])
-    lo, hi = (float(y2.min()), float(y2.max())) if n else (0.0, 0.0)
-    rhat = np.clip(rhat, lo, hi)
-    fallback = int((~fit).sum())
+    n_folds = int(f.max()) + 1 if n else 0
+    rhat = np.zeros((n, n_actors, k))
+    beta = np.zeros((n_folds, n_actors, d, k))
+    xm = np.zeros((n_folds, n_actors, d))
+    ym = np.zeros((n_folds, n_actors, k))
+    fitted = np.zeros((n_folds, n_actors), dtype=bool)
+    dual: list[tuple[int, int, IntArray]] = []
+    for g in range(n_folds):
+        outside = f != g
+        everyone = y2[outside].mean(axis=0) if outside.any() else np.zeros(k)
+        for actor in range(n_actors):
+            rows = np.flatnonzero(outside & (a == actor))
+            r = rows.size
+            if r < max(min_rows, 1) or d == 0:
+                ym[g, actor] = y2[rows].mean(axis=0) if r else everyone  # the mean fallback (beta stays 0)
+                continue
+            fitted[g, actor] = True
+            xm[g, actor], ym[g, actor] = x[rows].mean(axis=0), y2[rows].mean(axis=0)
+            if r <= d:
+                dual.append((g, actor, rows))
+            else:  # primal: beta = (Xc' Xc + alpha I)^-1 Xc' yc, one d x d system
+                xc, yc = x[rows] - xm[g, actor], y2[rows] - ym[g, actor]
+                beta[g, actor] = np.linalg.solve(xc.T @ xc + alpha * np.eye(d), xc.T @ yc)
+    if dual:
+        # dual: beta = Xc' (Xc Xc' + alpha I)^-1 yc, every cell at once, each padded to the longest with zero rows
+        # (a zero row adds alpha on its diagonal and 0 to the right-hand side, so its coefficient is 0)
+        size = max(rows.size for _, _, rows in dual)
+        idx = np.zeros((len(dual), size), dtype=np.intp)
+        valid = np.zeros((len(dual), size), dtype=bool)
+        for c, (_, _, rows) in enumerate(dual):
+            idx[c, :rows.size] = rows
+            valid[c, :rows.size] = True
+        g_, a_ = np.array([c[0] for c in dual]), np.array([c[1] for c in dual])
+        xc = np.where(valid[..., None], x[idx] - xm[g_, a_][:, None, :], 0.0)
+        yc = np.where(valid[..., None], y2[idx] - ym[g_, a_][:, None, :], 0.0)
+        gram = xc @ xc.transpose(0, 2, 1) + alpha * np.eye(size)
+        beta[g_, a_] = xc.transpose(0, 2, 1) @ np.linalg.solve(gram, yc)
+    for g in range(n_folds):  # rhat = (x - xm) beta + ym for the fold's queries, every actor at once
+        test = f == g
+        offset = ym[g] - np.einsum("ad,adk->ak", xm[g], beta[g])
+        rhat[test] = np.einsum("nd,adk->nak", x[test], beta[g]) + offset[None]
+    fallback = int((~fitted).sum())
+    if n:
+        rhat = np.clip(rhat, y2.min(axis=0), y2.max(axis=0))
     return (rhat[..., 0] if single else rhat), fallback
 
 
