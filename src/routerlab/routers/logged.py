@@ -20,8 +20,9 @@ router's ``_fit`` sees, with :func:`training_table`, by one of these recipes (th
   the query vectors of that actor's logged rows, cross-fitted over 5 seeded folds) gives every cell
   ``Γ[i, a] = r̂(x_i, a) + 1[a = a_i] (r_i - r̂(x_i, a_i)) / p_i`` (score; latency and cost too where logged), and
   the router trains on Γ as under full observability, so latency-aware labels (hybrid's fastest correct actor,
-  avenger's L-DCG ranks) come back. Γ is clipped to the table's ranges (score in [0, 1], latency and cost >= 0):
-  clipping biases the unbiased Γ, most on the logged cell where 1 / p is large.
+  avenger's L-DCG ranks) come back. r̂ and Γ are clipped to the table's ranges (score in [0, 1], latency and
+  cost >= 0): clipping biases the unbiased Γ, most on the logged cell where 1 / p is large (with 0/1 scores and
+  p < 1 the logged cell's Γ is exactly its outcome).
 
 Tables made here carry ``meta["logged_recipe"]``, so a router can tell a one-model-per-query table from a full one.
 Full docs: docs/logged-recipes.md.
@@ -105,9 +106,10 @@ def reward_model(X: npt.ArrayLike, values: npt.ArrayLike, observed: npt.ArrayLik
     """Cross-fitted per-column ridge predictions r̂ (n, k) of ``values`` (n, k) from ``X`` (n, d) with an
     unpenalised intercept, each column fitted on its ``observed`` rows only: a row's prediction comes from a
     model fitted without its fold (seeded folds), so its own outcome never enters its r̂ (a lone row is fitted on
-    itself). Each column keeps the penalty of ``alphas`` whose predictions err least on its observed cells. A
-    column never observed in the other folds is NaN there (nothing to learn from). Sufficient statistics per
-    fold and one eigendecomposition per (column, fold) serve every fold and penalty."""
+    itself). Each column keeps the penalty of ``alphas`` whose held-out predictions err least on its observed
+    cells. A column never observed in the other folds is NaN there (nothing to learn from). Columns observed on
+    the same rows (an actor's score, latency and cost) share one eigendecomposition per fold (of the smaller of
+    the Gram and kernel matrices), which serves every penalty."""
     x = np.asarray(X, dtype=np.float64)
     y = np.asarray(values, dtype=np.float64)
     obs = np.asarray(observed, dtype=bool)
@@ -115,57 +117,47 @@ def reward_model(X: npt.ArrayLike, values: npt.ArrayLike, observed: npt.ArrayLik
     k = max(1, min(int(folds), n))
     fold = np.empty(n, dtype=np.intp)
     fold[np.random.default_rng([seed, 0x4452]).permutation(n)] = np.arange(n) % k
-    out = np.full(y.shape, np.nan)
+    lam = np.asarray(alphas, dtype=np.float64)
+    preds = np.full((lam.size, *y.shape), np.nan)
+    patterns, inverse = np.unique(obs.T, axis=0, return_inverse=True)
     with threadpool_limits(limits=1, user_api="blas"):  # small systems: threads only thrash a shared machine
-        for c in range(y.shape[1]):
-            out[:, c] = _column_model(x, y[:, c], obs[:, c], fold, k, alphas)
-    return out
-
-
-def _column_model(x: FloatMatrix, y: npt.NDArray[np.float64], obs: npt.NDArray[np.bool_], fold: IntVector, k: int,
-                  alphas: tuple[float, ...]) -> npt.NDArray[np.float64]:
-    """One column of :func:`reward_model`: the cross-fitted predictions (n,) of its best penalty."""
-    n = x.shape[0]
-    rows = np.flatnonzero(obs)
-    if rows.size == 0:
-        return np.full(n, np.nan)
-    xo, yo, fo = x[rows], y[rows], fold[rows]
-    # per fold: count, sum x, sum y, sum x x^T, sum x y over the column's observed rows
-    cnt = np.bincount(fo, minlength=k).astype(np.float64)
-    sy = np.bincount(fo, weights=yo, minlength=k)
-    sx = np.stack([xo[fo == f].sum(axis=0) for f in range(k)])
-    sxx = np.stack([xo[fo == f].T @ xo[fo == f] for f in range(k)])
-    sxy = np.stack([xo[fo == f].T @ yo[fo == f] for f in range(k)])
-    preds = np.full((len(alphas), n), np.nan)
-    for f in range(k):
-        keep = np.arange(k) != f if k > 1 else np.ones(1, dtype=bool)
-        count = float(cnt[keep].sum())
-        if count == 0:
-            continue
-        mx, my = sx[keep].sum(axis=0) / count, float(sy[keep].sum()) / count
-        gram = sxx[keep].sum(axis=0) - count * np.outer(mx, mx)
-        rhs = sxy[keep].sum(axis=0) - count * mx * my
-        lam, vec = np.linalg.eigh(gram)  # one decomposition serves every penalty
-        proj = vec.T @ rhs
-        held = fold == f
-        xh = (x[held] - mx) @ vec
-        for i, alpha in enumerate(alphas):
-            preds[i, held] = xh @ (proj / (np.maximum(lam, 0.0) + alpha)) + my
-    err = (preds[:, rows] - yo[None, :]) ** 2
-    mse = np.where(np.isnan(err), np.inf, err).mean(axis=1)
-    return np.asarray(preds[int(np.argmin(mse))])
+        for i, pattern in enumerate(patterns):
+            cols = np.flatnonzero(inverse.ravel() == i)
+            for f in range(k):
+                held = np.flatnonzero(fold == f)
+                rows = pattern & (fold != f) if k > 1 else pattern
+                if not rows.any():
+                    continue
+                xr, yr = x[rows], y[np.ix_(rows, cols)]
+                mx, my = xr.mean(axis=0), yr.mean(axis=0)
+                xc, yc, xh = xr - mx, yr - my, x[held] - mx
+                # ridge = (xc'xc + alpha)^-1 xc'yc from the eigenpairs of the smaller of xc'xc and xc xc'
+                if xc.shape[0] >= xc.shape[1]:
+                    ev, vec = np.linalg.eigh(xc.T @ xc)
+                    left, right = xh @ vec, vec.T @ (xc.T @ yc)
+                else:
+                    ev, vec = np.linalg.eigh(xc @ xc.T)
+                    left, right = (xh @ xc.T) @ vec, vec.T @ yc
+                for a, alpha in enumerate(lam):
+                    preds[a][np.ix_(held, cols)] = left @ (right / (np.maximum(ev, 0.0) + alpha)[:, None]) + my
+    err = np.where(obs[None], preds - y[None], 0.0) ** 2
+    err = np.where(np.isnan(err), np.inf, err).sum(axis=1)  # (alphas, columns)
+    best = err.argmin(axis=0)
+    return np.asarray(np.take_along_axis(preds, best[None, None, :], axis=0)[0])
 
 
 def doubly_robust(r_hat: npt.ArrayLike, values: npt.ArrayLike, propensity: npt.ArrayLike,
                   low: float = 0.0, high: float = np.inf) -> FloatMatrix:
-    """``Γ = r̂ + 1[logged] (r - r̂) / p`` cell by cell (``values`` NaN = not logged; ``propensity`` per row),
-    clipped to [``low``, ``high``]; NaN where r̂ is NaN (nothing known about that actor)."""
+    """``Γ = r̂ + 1[logged] (r - r̂) / p`` cell by cell (``values`` NaN = not logged; ``propensity`` per row), with
+    r̂ first clipped to [``low``, ``high``] (a ridge can leave the range; an out-of-range r̂ would flip the sign of
+    the correction) and Γ clipped to it too; NaN where r̂ is NaN (nothing known about that actor), except on a
+    logged cell, which then keeps its outcome."""
     r = np.asarray(values, dtype=np.float64)
-    est = np.asarray(r_hat, dtype=np.float64)
+    est = np.clip(np.asarray(r_hat, dtype=np.float64), low, high)
     p = np.asarray(propensity, dtype=np.float64)[:, None]
     logged = ~np.isnan(r)
     gamma = est + np.where(logged, (np.where(logged, r, 0.0) - np.nan_to_num(est)) / p, 0.0)
-    gamma = np.where(logged & np.isnan(est), r, gamma)  # an unmodelled actor's logged cell: its outcome
+    gamma = np.where(logged & np.isnan(est), r, gamma)
     return np.asarray(np.clip(gamma, low, high))
 
 
