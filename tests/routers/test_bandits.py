@@ -18,7 +18,7 @@ from routerlab.features import encode_pair
 from routerlab.features.base import Features
 from routerlab.metrics.selection import entropy_bits
 from routerlab.routers import Router, get_router
-from routerlab.routers.bandits import Context, Thompson, rewards
+from routerlab.routers.bandits import Context, Thompson, rewards, ridge_statistics
 from routerlab.testing import check_router
 from tests.routers.conftest import Data, mean_score
 
@@ -103,6 +103,37 @@ def test_linucb_upper_confidence_bound_by_hand() -> None:
     routed = router.route(Features(Xq, _table(np.zeros((2, 2))), "toy"))
     np.testing.assert_allclose(routed.scores, expected, rtol=1e-10)
     np.testing.assert_array_equal(routed.distribution, np.eye(2)[expected.argmax(axis=1)])
+
+
+def test_ridge_statistics_per_observation_pattern() -> None:
+    """Full columns share one Gram matrix, a nearly full one subtracts its missing rows from it, a sparse one is
+    built from its own rows, a never-observed one is the bare ridge: all equal the direct sums."""
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(40, 3))
+    R = rng.random((40, 5))
+    R[:3, 2] = np.nan  # nearly full
+    R[5:, 3] = np.nan  # sparse
+    R[:, 4] = np.nan  # never observed
+    A, b, mu = ridge_statistics(Z, R, 0.5)
+    assert mu == pytest.approx(float(np.nanmean(R)))
+    for a in range(5):
+        rows = ~np.isnan(R[:, a])
+        np.testing.assert_allclose(A[a], 0.5 * np.eye(3) + Z[rows].T @ Z[rows], atol=1e-12)
+        np.testing.assert_allclose(b[a], Z[rows].T @ (R[rows, a] - mu), atol=1e-12)
+
+
+def test_context_projects_wide_inputs_onto_their_principal_subspace() -> None:
+    """Above 1,024 inputs the randomised SVD must find the same top subspace as the exact eigendecomposition."""
+    rng = np.random.default_rng(1)
+    X = (rng.normal(size=(300, 6)) * [9, 8, 7, 6, 5, 4]) @ rng.normal(size=(6, 1100)) + 0.1 * rng.normal(
+        size=(300, 1100))
+    ctx = Context(6, 0).fit(X.astype(np.float32))
+    assert ctx.basis is not None and ctx.basis.shape == (1100, 6)
+    xc = X - X.mean(axis=0)
+    top = np.linalg.svd(xc, full_matrices=False)[2][:6].T
+    np.testing.assert_allclose(ctx.basis @ ctx.basis.T @ top, top, atol=1e-3)  # same span
+    Z = ctx.transform(X)
+    assert Z.shape == (300, 7) and np.allclose(Z[:, -1], 1.0) and np.allclose(Z[:, :-1].mean(axis=0), 0, atol=1e-4)
 
 
 def test_linucb_is_uniform_over_exact_ties() -> None:

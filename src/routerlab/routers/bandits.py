@@ -313,7 +313,8 @@ class Thompson(_LinearBandit):
     ``draws`` posterior samples per actor taken once per fit (seeded) and applied to every query as one matrix
     product, plus one uniform pseudo-draw (weight 1 / (draws + 1)) so no actor has probability 0 (a logged
     propensity is never 0). Scores are the posterior means. Options ``v`` (posterior scale, default 0.5: the
-    largest standard deviation of a reward in [0, 1]), ``l2`` (1), ``draws`` (100) and the shared
+    largest standard deviation of a reward in [0, 1]), ``l2`` (1), ``draws`` (100, at most 100,000: the draws
+    are m x k x draws floats) and the shared
     ``dim``/``by``/``weight``; logged feedback as ``linucb``."""
 
     name = "thompson"
@@ -321,7 +322,7 @@ class Thompson(_LinearBandit):
     defaults: ClassVar[dict[str, Any]] = {"v": 0.5, "l2": 1.0, "draws": 100, **_SHARED_DEFAULTS}
     constraints: ClassVar[dict[str, Constraint]] = {
         "v": Interval(float, 0, None, closed="neither"), "l2": Interval(float, 0, None, closed="neither"),
-        "draws": Interval(int, 1, 1_000_000), **_SHARED_CONSTRAINTS,
+        "draws": Interval(int, 1, 100_000), **_SHARED_CONSTRAINTS,
     }
 
     _samples: F64  # (k, draws * m): column s * m + a is draw s of actor a
