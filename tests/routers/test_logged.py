@@ -4,6 +4,7 @@ what the recipes reach on llmrouter."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
@@ -112,6 +113,11 @@ def test_cli_lists_the_option(capsys: pytest.CaptureFixture[str]) -> None:
     lines = {ln.split()[0]: ln for ln in capsys.readouterr().out.splitlines() if ln.strip()}
     assert "logged=paper" in lines["knn"] and "logged=paper" in lines["mf"]
     assert "logged=" not in lines["random"] and "logged=" not in lines["oracle"]
+    assert main(["routers", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["knn"]["logged_recipe"] == "correct-only" and listed["knn"]["options"]["logged"] == "paper"
+    assert listed["mf"]["ranges"]["logged"] == "one of correct-only, dr, iw, masked, paper"
+    assert listed["random"]["logged_recipe"] == "native" and "logged" not in listed["random"]["options"]
 
 
 @pytest.mark.parametrize("spec,needle", [

@@ -23,7 +23,7 @@ def routers_cmd(
         print_json({
             name: {"summary": cls.summary, "options": dict(cls.defaults),
                    "ranges": {k: rule.describe() for k, rule in cls.constraints.items()},
-                   "uses_test_labels": cls.uses_test_labels}
+                   "uses_test_labels": cls.uses_test_labels, "logged_recipe": cls.logged_recipe}
             for name, cls in known.items()
         })
         return
