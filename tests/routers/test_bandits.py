@@ -226,8 +226,9 @@ def test_barp_and_linucb_recover_the_best_arm_from_non_uniform_logs() -> None:
     # the control: with the importance weight clipped to ~nothing, REINFORCE follows the logging policy's
     # favourite (0.85 x (0.6 - baseline) outweighs 0.05 x (0.9 - baseline)), so the weighting does the work
     unweighted = get_router("barp:clip=0.001").fit(c.logs, c.ftrain).choose(c.ftest)
-    assert (unweighted == (c.cluster_test + 1) % 4).mean() > 0.6  # measured 0.83
-    assert (unweighted == c.cluster_test).mean() < 0.3  # measured 0.16
+    # measured over data seeds 0 / 1 / 2: decoy 0.83 / 0.36 / 0.43, best 0.16 / 0.15 / 0.21 (weighted: best 1.0)
+    decoy, best = (unweighted == (c.cluster_test + 1) % 4).mean(), (unweighted == c.cluster_test).mean()
+    assert best < 0.3 and decoy > best
 
 
 @pytest.fixture(scope="module")
