@@ -102,20 +102,20 @@ def findings(cmp: dict[str, Any], full: Evaluation, cold: Evaluation) -> list[st
     c = counts(cmp)
     rows = {k: cmp["routers"][k] for k in c["counted"]}
     n = c["n"]
-    unchanged = (f" ({_names(c['unchanged'])} chose exactly as under full observability and are not counted)"
+    unchanged = (f" {_names(c['unchanged'])} chose exactly as under full observability and are not counted."
                  if c["unchanged"] else "")
     if not n:
-        return ["No router's test choices changed under cold-start, so there is no shift to report" + unchanged + "."]
+        return ["No router's test choices changed under cold-start, so there is no shift to report." + unchanged]
     out = []
     if eff == "l_dcg":
         out.append(f"Trained on one logged outcome per training query, Acc@1 rose for {len(c['acc_up'])} of the {n} "
                    f"routers whose choices changed and L-DCG fell for {len(c['eff_down'])} of them (mean shift "
-                   f"{100 * c['mean_acc_shift']:+.1f} pp Acc@1, {c['mean_eff_shift']:+.4f} L-DCG): {verdict(c)}"
-                   f"{unchanged}.")
+                   f"{100 * c['mean_acc_shift']:+.1f} pp Acc@1, {c['mean_eff_shift']:+.4f} L-DCG): {verdict(c)}."
+                   f"{unchanged}")
     else:
         out.append(f"Trained on one logged outcome per training query, Acc@1 rose for {len(c['acc_up'])} of the {n} "
                    f"routers whose choices changed and mu_o fell for {len(c['eff_down'])} of them (mean shift "
-                   f"{100 * c['mean_acc_shift']:+.1f} pp Acc@1): {verdict(c)}{unchanged}.")
+                   f"{100 * c['mean_acc_shift']:+.1f} pp Acc@1): {verdict(c)}.{unchanged}")
     held = sorted(k for k, v in rows.items() if v["held_up"])
     fell = sorted(k for k, v in rows.items() if not v["held_up"])
     label = LABELS[eff]
