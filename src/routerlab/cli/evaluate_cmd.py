@@ -1,4 +1,4 @@
-"""``routerlab evaluate``, ``routerlab scaling`` and ``routerlab groups``: the full-observability protocols.
+"""``routerlab evaluate`` (full, cold-start and Voyager protocols), ``routerlab scaling`` and ``routerlab groups``.
 
 Every option is checked before any data is loaded or any router trained: numbers by their typer ranges
 (one usage line, exit 2), lists and router names by the helpers below.
