@@ -109,12 +109,12 @@ def test_oracle_is_the_same_under_full_and_cold_start() -> None:
 
 
 def test_cold_start_same_seed_same_json_and_the_seed_changes_the_log() -> None:
-    specs = ["knn", "linear", "best-single"]
+    specs = ["knn", "naive-bayes", "best-single"]
     one = cold_start(T, specs, seed=5, n_boot=50).to_dict()
     assert _strip(one) == _strip(cold_start(T, specs, seed=5, n_boot=50).to_dict())
     other = cold_start(T, specs, seed=6, n_boot=50).to_dict()
     assert one["logging"]["actor_shares"] != other["logging"]["actor_shares"]
-    assert [r["router"] for r in one["results"]] == ["knn", "linear", "best-single"]
+    assert [r["router"] for r in one["results"]] == ["knn", "naive-bayes", "best-single"]
     assert set(one) >= {"routerlab_version", "data", "split", "results", "oracle_best_of_n", "protocol", "logging"}
 
 
