@@ -14,7 +14,7 @@ import typer
 
 from routerlab.cli import app
 from routerlab.cli._io import check_output_dir, json_option, print_json, seed_option
-from routerlab.cli.evaluate_cmd import ENCODER_HELP, MAX_BOOT, MIN_BOOT, NBOOT_HELP, SPLIT_HELP, router_specs
+from routerlab.cli.evaluate_cmd import ENCODER_HELP, MAX_BOOT, MIN_BOOT, NBOOT_HELP, router_specs
 from routerlab.errors import UsageError
 
 if TYPE_CHECKING:
@@ -44,7 +44,9 @@ def ope_cmd(
         "--reward-model", help="DR's reward model: ridge (cross-fitted, on query features) or mean "
                                "(cross-fitted per-actor mean).")] = "ridge",
     encoder: Annotated[str, typer.Option(help=ENCODER_HELP)] = "tfidf",
-    split: Annotated[str, typer.Option(help=SPLIT_HELP)] = "given",
+    split: Annotated[str, typer.Option(
+        help="Which queries of TABLE train the routers: given (its 'train' rows), all, random[:F] (seeded, the "
+             "train part) or ood:DS1,DS2 (the other datasets). Logged queries never train.")] = "given",
     seed: Annotated[int, seed_option("Seed for the split, routers, reward-model folds and the bootstrap.")] = 0,
     n_boot: Annotated[int, typer.Option("--n-boot", min=MIN_BOOT, max=MAX_BOOT, help=NBOOT_HELP)] = 1000,
     as_json: Annotated[bool, json_option()] = False,

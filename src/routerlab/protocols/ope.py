@@ -49,7 +49,7 @@ import numpy.typing as npt
 from routerlab.data.feedback import Feedback
 from routerlab.data.logs import Logs
 from routerlab.data.provenance import Provenance
-from routerlab.data.splits import Split, make_split
+from routerlab.data.splits import TEST_NAMES, Split, make_split
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.features.registry import Encoder
@@ -211,7 +211,7 @@ def off_policy_evaluate(
     # the training side, without the logged queries (no router learns an outcome it is evaluated on)
     sp: Split | dict[str, Any]
     if train_logs is None:
-        sp = split if isinstance(split, Split) else make_split(table, split, seed)
+        sp = training_split(table, split, seed)
         train_table, _ = sp.apply(table)
         propensity = None
     else:
@@ -284,6 +284,22 @@ def off_policy_evaluate(
                   {"method": "normal", "kind": "estimator's own normal approximation", "level": 0.95}),
         reward_model=model_info, training=training, results=results, truth_note=truth_note, warnings=run_warnings,
     )
+
+
+def training_split(table: RoutingTable, split: str | Split, seed: int) -> Split:
+    """The split whose train part the routers learn from. Off-policy evaluation needs no test part, so besides
+    every spec of :func:`make_split` it takes ``all`` (every query of the table trains) and ``given`` on a table
+    with only ``train`` labels (a table of training data beside logs from a deployment)."""
+    if isinstance(split, Split):
+        return split
+    if split == "all":
+        return Split(np.arange(table.n_queries), np.zeros(0, dtype=np.intp), "all")
+    if split == "given":
+        labels = table.queries.split.astype(str)
+        if "train" in set(labels.tolist()) and not set(labels.tolist()) & set(TEST_NAMES):
+            return Split(np.flatnonzero(labels == "train"), np.zeros(0, dtype=np.intp), "given",
+                         params={"test_split": None})
+    return make_split(table, split, seed)
 
 
 def _check_actors(table: RoutingTable, logs: Logs, what: str) -> None:
