@@ -1,0 +1,108 @@
+"""``routerlab ope`` end to end on the demo: JSON in the style of evaluate, the text table, -o, warnings on stderr,
+and every bad input as one line with exit code 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from routerlab.cli import main
+from routerlab.data.logs import write_logs
+from routerlab.data.longformat import write_long
+from routerlab.datasets import demo
+from routerlab.protocols.policies import simulate_logs
+
+ENC = ["--encoder", "tfidf:dim=32", "--n-boot", "100"]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A saved demo table, a uniform log of its test split, a log of its train split and a propensity-less file."""
+    root = tmp_path_factory.mktemp("ope")
+    table = demo(500, seed=3)
+    table.save(root / "table")
+    test_log, _ = write_logs(simulate_logs(table, "uniform", part="test", seed=1), root / "test.csv")
+    train_log, _ = write_logs(simulate_logs(table, "uniform", part="train", seed=2), root / "train.jsonl")
+    write_long(table.select_queries(table.queries.split == "test"), root / "plain.csv")
+    return {"table": root / "table", "logs": test_log, "train": train_log, "plain": root / "plain.csv"}
+
+
+def test_json_record(files: dict[str, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    code = main(["ope", str(files["table"]), str(files["logs"]), "--routers", "best-single,knn", "--json",
+                 "-o", str(out), "--seed", "4", *ENC])
+    assert code == 0
+    captured = capsys.readouterr()
+    record = json.loads(captured.out)
+    assert list(record)[:3] == ["routerlab_version", "data", "split"]
+    assert record["seed"] == 4 and record["routers"] == ["best-single", "knn"]
+    assert record["n_logged"] == record["logs"]["n_logged"] > 0
+    assert record["metrics"] == ["mu_o", "acc_at_1_l", "dcg", "l_dcg", "mean_cost", "mean_latency"]
+    assert record["interval"] == {"method": "bootstrap", "kind": "percentile over logged queries", "level": 0.95,
+                                  "n_boot": 100, "seed": 4}
+    for res in record["results"]:
+        assert set(res["estimates"]) == {"ips", "snips", "dr"}
+        cell = res["estimates"]["dr"]["mu_o"]
+        assert cell["ci"][0] <= cell["value"] <= cell["ci"][1]
+        assert set(res["truth"]) == set(record["metrics"])
+        assert res["diagnostics"]["ess"] > 0
+    assert json.loads((out / "ope.json").read_text()) == record
+    assert f"wrote {out / 'ope.json'}" in captured.err
+
+
+def test_text_table_and_options(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["ope", str(files["table"]), str(files["logs"]), "--routers", "knn", "--estimators", "ips,dr",
+                 "--interval", "normal", "--reward-model", "mean", *ENC])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "knn  (argmax; agrees with the log on" in out and "ESS" in out
+    header = next(line for line in out.splitlines() if line.strip().startswith("metric"))
+    assert header.split() == ["metric", "IPS", "DR", "truth"]
+    assert "intervals: 95% normal" in out
+    assert any(line.strip().startswith("mean_latency") for line in out.splitlines())
+
+
+def test_training_on_logs_and_warnings_on_stderr(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["ope", str(files["table"]), str(files["logs"]), "--routers", "best-single", "--json",
+                 "--train-logs", str(files["train"]), *ENC])
+    assert code == 0
+    captured = capsys.readouterr()
+    record = json.loads(captured.out)
+    assert record["training"]["feedback"] == "logged" and record["split"]["kind"] == "logs"
+    # evaluating the training log itself: every training query is logged
+    code = main(["ope", str(files["table"]), str(files["train"]), "--routers", "best-single", *ENC])
+    assert code == 2
+    assert "every one of the" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--estimators", "ips,ipw"], "unknown estimator 'ipw'"),
+    (["--estimators", ""], "--estimators needs at least one of ips, snips, dr"),
+    (["--interval", "bca"], "--interval must be one of bootstrap, normal"),
+    (["--reward-model", "forest"], "--reward-model must be one of ridge, mean"),
+    (["--routers", "knn,oracle"], "'oracle' is a bound"),
+    (["--routers", "nosuch"], "nosuch"),
+    (["--n-boot", "5"], "--n-boot"),
+    (["--seed", "-1"], "--seed"),
+])
+def test_bad_options_are_one_line(files: dict[str, Path], capsys: pytest.CaptureFixture[str], args: list[str],
+                                  needle: str) -> None:
+    assert main(["ope", str(files["table"]), str(files["logs"]), *args]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1 and err.startswith("routerlab: error:")
+
+
+def test_bad_files_are_one_line(files: dict[str, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["ope", str(files["table"]), str(tmp_path / "missing.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "missing.csv: no such log file" in err and err.count("\n") == 1
+    assert main(["ope", str(files["table"]), str(files["plain"]), *ENC]) == 2
+    err = capsys.readouterr().err
+    assert "propensity" in err and str(files["plain"]) in err and err.count("\n") == 1
+    assert main(["ope", str(tmp_path / "nope"), str(files["logs"])]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    (tmp_path / "file").write_text("x")
+    assert main(["ope", str(files["table"]), str(files["logs"]), "-o", str(tmp_path / "file")]) == 2
+    assert "is an existing file" in capsys.readouterr().err
