@@ -169,6 +169,18 @@ class OldStyleCheck(NoRecipe):
             raise UsageError("router 'old-style' needs 3 queries")
 
 
+def test_subclasses_gain_and_lose_the_option_with_their_recipe() -> None:
+    knn = routers()["knn"]
+    native = type("NativeKNN", (knn,), {"name": "native-knn", "logged_recipe": "native"})
+    assert "logged" not in native.defaults and "logged" not in native.constraints and "k" in native.defaults
+    masked = type("MaskedRouter", (NoRecipe,), {"name": "masked-mean", "logged_recipe": "masked"})
+    assert masked.defaults == {"logged": "paper"} and NoRecipe.defaults == {}
+    own = type("OwnOption", (NoRecipe,), {"name": "own", "defaults": {"logged": 1}, "constraints": {}})
+    assert own.defaults == {"logged": 1}  # an option of its own by that name is left alone
+    with pytest.raises(TypeError, match="logged_recipe must be one of"):
+        type("Bad", (NoRecipe,), {"name": "bad", "logged_recipe": "sometimes"})
+
+
 def test_a_router_without_recipe_refuses_logged_feedback(data: Data) -> None:
     fb = uniform_logs(data.train)
     with pytest.raises(UsageError, match=r"router 'no-recipe' cannot learn from logged feedback .*declares no "

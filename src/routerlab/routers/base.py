@@ -85,7 +85,7 @@ class Router(ABC):
             if "logged" not in cls.defaults:
                 cls.defaults = {**cls.defaults, "logged": "paper"}
             cls.constraints = {**cls.constraints, "logged": LOGGED_OPTION}
-        elif "logged" in cls.defaults:
+        elif cls.constraints.get("logged") is LOGGED_OPTION:  # inherited from a parent that takes it
             cls.defaults = {k: v for k, v in cls.defaults.items() if k != "logged"}
             cls.constraints = {k: v for k, v in cls.constraints.items() if k != "logged"}
         own = cls.__dict__.get("check_applicable")
