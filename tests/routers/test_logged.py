@@ -352,6 +352,31 @@ def test_fit_sees_only_logged_outcomes(spec: str, logs: Callable[[RoutingTable],
         assert len(set(src.tolist())) < src.size  # importance resampling repeats rows
 
 
+def test_correct_only_routers_learn_the_selected_label(data: Data) -> None:
+    """How the full-feedback code reads the one-hot rows: hybrid's fastest-correct label, mlc's selection vector
+    and svm's best-actor label are the selected actor, and knn's mean is the label's vote share."""
+    from routerlab.metrics.latency import fastest_correct
+    from routerlab.metrics.selection import oracle_choice, selection_vector
+
+    fb = uniform_logs(data.train)
+    keep, table = correct_only(fb.table)
+    label = fb.table.observed.argmax(axis=1)[keep]
+    assert table.latency_s is not None
+    np.testing.assert_array_equal(fastest_correct(table.score, table.latency_s), label)
+    np.testing.assert_array_equal(selection_vector(table.score).argmax(axis=1), label)
+    assert selection_vector(table.score).sum() == keep.size
+    np.testing.assert_array_equal(oracle_choice(table.score, table.latency_s), label)
+    knn = get_router("knn:k=1").fit(fb, data.ftrain)
+    rows = Features.of(data.ftrain.X[keep], table.queries, table.actors, "tfidf")
+    # k=1 on a kept training query: its own label (where no other kept query has the same vector)
+    _, inverse, counts = np.unique(data.ftrain.X[keep], axis=0, return_inverse=True, return_counts=True)
+    alone = counts[inverse.ravel()] == 1
+    assert alone.sum() > 100
+    np.testing.assert_array_equal(knn.choose(rows)[alone], label[alone])
+    votes = get_router("knn:k=5").fit(fb, data.ftrain).scores(rows)
+    assert np.allclose(np.round(votes * 5, 3) % 1, 0)  # shares of 5 votes (plus a 1e-6 tie-break)
+
+
 def test_dr_table_comes_from_the_reward_model(data: Data) -> None:
     fb = skewed_logs(data.train)
     router = get_router("knn:logged=dr")
