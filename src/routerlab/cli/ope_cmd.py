@@ -118,7 +118,10 @@ def ope_text(result: OPEResult) -> str:
         lines.extend("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows)
     if result.unavailable:
         lines.append("")
-        lines.extend(f"not estimable: {k}: {why}" for k, why in result.unavailable.items())
+        by_reason: dict[str, list[str]] = {}
+        for metric, why in result.unavailable.items():
+            by_reason.setdefault(why, []).append(metric)
+        lines.extend(f"not estimable: {', '.join(ms)}: {why}" for why, ms in by_reason.items())
     if result.truth_note:
         lines.append(f"truth: {result.truth_note}")
     return "\n".join(lines)
