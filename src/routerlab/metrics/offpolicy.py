@@ -352,6 +352,7 @@ def ridge_reward_model(
     ym = np.zeros((n_folds, n_actors, k))
     fitted = np.zeros((n_folds, n_actors), dtype=bool)
     dual: list[tuple[int, int, IntArray]] = []
+    primal: list[tuple[int, int]] = []
     for g in range(n_folds):
         outside = f != g
         everyone = y2[outside].mean(axis=0) if outside.any() else np.zeros(k)
@@ -365,9 +366,26 @@ def ridge_reward_model(
             xm[g, actor], ym[g, actor] = x[rows].mean(axis=0), y2[rows].mean(axis=0)
             if r <= d:
                 dual.append((g, actor, rows))
-            else:  # primal: beta = (Xc' Xc + alpha I)^-1 Xc' yc, one d x d system
-                xc, yc = x[rows] - xm[g, actor], y2[rows] - ym[g, actor]
-                beta[g, actor] = np.linalg.solve(xc.T @ xc + alpha * np.eye(d), xc.T @ yc)
+            else:
+                primal.append((g, actor))
+    if primal:
+        # primal: beta = (Xc' Xc + alpha I)^-1 Xc' yc. Each row's products are formed once, in its own (fold, actor)
+        # cell; a training set's sums are its actor's total minus the held-out fold's cell, then centred:
+        # Xc' Xc = X' X - r xm xm', Xc' yc = X' y - r xm ym'
+        xx = np.zeros((n_folds, n_actors, d, d))
+        xy = np.zeros((n_folds, n_actors, d, k))
+        cnt = np.zeros((n_folds, n_actors))
+        for actor in sorted({c[1] for c in primal}):
+            for g in range(n_folds):
+                rows = (f == g) & (a == actor)
+                xx[g, actor] = x[rows].T @ x[rows]
+                xy[g, actor] = x[rows].T @ y2[rows]
+                cnt[g, actor] = rows.sum()
+        for g, actor in primal:
+            r = cnt[:, actor].sum() - cnt[g, actor]
+            gram = xx[:, actor].sum(axis=0) - xx[g, actor] - r * np.outer(xm[g, actor], xm[g, actor])
+            rhs = xy[:, actor].sum(axis=0) - xy[g, actor] - r * np.outer(xm[g, actor], ym[g, actor])
+            beta[g, actor] = np.linalg.solve(gram + alpha * np.eye(d), rhs)
     if dual:
         # dual: beta = Xc' (Xc Xc' + alpha I)^-1 yc, every cell at once, each padded to the longest with zero rows
         # (a zero row adds alpha on its diagonal and 0 to the right-hand side, so its coefficient is 0)
@@ -385,7 +403,8 @@ def ridge_reward_model(
     for g in range(n_folds):  # rhat = (x - xm) beta + ym for the fold's queries, every actor at once
         test = f == g
         offset = ym[g] - np.einsum("ad,adk->ak", xm[g], beta[g])
-        rhat[test] = np.einsum("nd,adk->nak", x[test], beta[g]) + offset[None]
+        coef = beta[g].transpose(1, 0, 2).reshape(d, n_actors * k)  # one matrix product for every actor
+        rhat[test] = (x[test] @ coef).reshape(-1, n_actors, k) + offset[None]
     fallback = int((~fitted).sum())
     if n:
         rhat = np.clip(rhat, y2.min(axis=0), y2.max(axis=0))
