@@ -71,6 +71,16 @@ def test_training_on_logs_and_warnings_on_stderr(files: dict[str, Path], capsys:
     captured = capsys.readouterr()
     record = json.loads(captured.out)
     assert record["training"]["feedback"] == "logged" and record["split"]["kind"] == "logs"
+    # training on every query of the table: the logged ones are left out, with a warning on stderr
+    code = main(["ope", str(files["table"]), str(files["logs"]), "--routers", "best-single", "--json",
+                 "--split", "all", *ENC])
+    assert code == 0
+    captured = capsys.readouterr()
+    record = json.loads(captured.out)
+    n_logged = record["n_logged"]
+    assert record["training"] == {"feedback": "full", "n_train": 500 - n_logged, "left_out_logged_queries": n_logged}
+    assert f"routerlab: warning: {n_logged} logged queries are also in the training split" in captured.err
+    assert record["warnings"][0].startswith(f"{n_logged} logged queries are also in the training split")
     # evaluating the training log itself: every training query is logged
     code = main(["ope", str(files["table"]), str(files["train"]), "--routers", "best-single", *ENC])
     assert code == 2
