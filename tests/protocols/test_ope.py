@@ -315,3 +315,25 @@ def test_an_exploring_router_is_evaluated_as_its_distribution(demo_table: Routin
     assert np.array_equal(test.queries.ids, logs.table.queries.ids)
     assert res.truth is not None and res.truth["mu_o"] == pytest.approx(float(test.score.mean(axis=1).mean()))
     assert result.to_dict()["results"][0]["class"].endswith("_Flat")
+
+
+def test_truth_needs_only_the_cells_the_router_can_pick(demo_table: RoutingTable) -> None:
+    from dataclasses import replace
+
+    logs = simulate_logs(demo_table, "uniform", part="test", seed=5)
+    sp = make_split(demo_table, "given", 0)
+    best = int(np.nanmean(sp.apply(demo_table)[0].score, axis=0).argmax())  # best-single's constant choice
+    q = int(np.flatnonzero(logs.actor != best)[0])  # a logged query whose logged actor is not best-single's
+    row = int(sp.test[q])
+    assert demo_table.queries.ids[row] == logs.table.queries.ids[q]
+    other = next(a for a in range(demo_table.n_actors) if a not in (best, int(logs.actor[q])))
+    holes = demo_table.score.copy()
+    holes[row, other] = np.nan  # a cell best-single never picks: its truth stays known
+    result = _run(replace(demo_table, score=holes), logs, ["best-single"], estimators="ips")
+    full = _run(demo_table, logs, ["best-single"], estimators="ips")
+    assert result.results[0].truth is not None and full.results[0].truth is not None
+    assert result.results[0].truth["mu_o"] == full.results[0].truth["mu_o"]
+    holes[row, best] = np.nan  # the cell it picks: no truth for mu_o, the estimate is unchanged
+    result = _run(replace(demo_table, score=holes), logs, ["best-single"], estimators="ips")
+    assert result.results[0].truth is not None and "mu_o" not in result.results[0].truth
+    assert result.results[0].estimates == full.results[0].estimates

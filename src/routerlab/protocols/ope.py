@@ -28,9 +28,10 @@ Choices (documented in docs/off-policy.md):
   regression of every metric's reward on the query features of that actor's logged rows, cross-fitted over
   ``folds`` seeded folds (no query's reward predicts itself); an actor with fewer than ``min_rows`` rows outside
   a fold falls back to its mean logged reward, and the record counts those cells.
-- ``truth``: when every logged query id is in ``table`` with every actor's score observed, the router's true
-  value of each estimated metric on exactly the logged queries under the same target policy (cost and latency
-  need their cells known, the SPEC 5 metrics every correct actor's latency); otherwise absent, with the reason.
+- ``truth``: when every logged query id is in ``table``, the router's true value of each estimated metric on
+  exactly the logged queries under the same target policy, for each metric whose cells the policy can pick are
+  all known in the table (the SPEC 5 metrics also need every correct actor's latency); when the ids are not all
+  there, absent, with the reason.
 """
 
 from __future__ import annotations
@@ -357,7 +358,8 @@ def _estimates(ests: list[str], metrics: list[str], rewards: npt.NDArray[np.floa
 
 
 def _truth_rows(table: RoutingTable, logged: RoutingTable) -> tuple[npt.NDArray[np.intp] | None, str | None]:
-    """Positions in ``table`` of the logged queries when all are there with every actor's score observed."""
+    """Positions in ``table`` of the logged queries when all are there (which cells a router's truth needs is
+    checked per router, by :func:`_truth`)."""
     ids = table.queries.ids.astype(str)
     order = np.argsort(ids)
     want = logged.queries.ids.astype(str)
@@ -367,11 +369,7 @@ def _truth_rows(table: RoutingTable, logged: RoutingTable) -> tuple[npt.NDArray[
     if not found:
         missing = int((ids[order][pos] != want).sum()) if ids.size else want.size
         return None, f"{missing} logged queries are not in the table: the truth is unknown"
-    rows = order[pos]
-    incomplete = int(np.isnan(table.score[rows]).any(axis=1).sum())
-    if incomplete:
-        return None, f"{incomplete} logged queries lack some actor's score in the table: the truth is unknown"
-    return rows, None
+    return order[pos], None
 
 
 def _truth(full: RoutingTable, target: npt.NDArray[np.float64], metrics: list[str]) -> dict[str, float]:
