@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from routerlab.data.feedback import Feedback
+from routerlab.data.feedback import Feedback, as_feedback
 from routerlab.data.provenance import Provenance
 from routerlab.data.splits import Split, make_split
 from routerlab.data.table import RoutingTable
@@ -192,22 +192,9 @@ def evaluate(
     train, test = sp.apply(table)
     chosen, skipped = applicable_routers(router_specs, train, seed, skip_inapplicable)
     bench = make_bench(sp, train, test, encoder=encoder, cache_dir=cache_dir, features=features)
-    results = []
-    fair = []
-    for spec, router in track(chosen, "evaluate: router", unit="router", label=lambda item: item[0]):
-        try:
-            fit_seconds = fit_router(router, train, bench.ftrain, bench)
-        except UsageError as exc:
-            if not skip_inapplicable:
-                raise
-            skipped[spec] = str(exc)
-            continue
-        results.append(score_router(spec, router, bench, fit_seconds=fit_seconds, seed=seed, n_boot=n_boot,
-                                    sweep=sweep, lambdas=lambdas, sweep_train=train,
-                                    router_class=_class_path(router) if spec in from_objects else None))
-        fair.append(not router.uses_test_labels)
-    if not results:
-        raise UsageError(f"no router could be fitted: {skipped}")
+    results, fair = run_routers(chosen, train, bench, "evaluate", skipped=skipped,
+                                skip_inapplicable=skip_inapplicable, from_objects=from_objects, seed=seed,
+                                n_boot=n_boot, sweep=sweep, lambdas=lambdas)
     with task("evaluate: paired bootstrap and Oracle best-of-N"):
         bon = compare_and_bound(results, fair, bench, compare_to, seed=seed, n_boot=n_boot)
     return Evaluation(
@@ -309,6 +296,35 @@ def score_router(spec: str, router: Router, bench: Bench, *, fit_seconds: float,
         collapsed=bool(collapsed(choice, m)), choice=choice, fit_seconds=fit_seconds, score_seconds=t2 - t1,
         sweep=curve, router_class=router_class,
     )
+
+
+def run_routers(chosen: Sequence[tuple[str, Router]], train: RoutingTable | Feedback, bench: Bench, what: str, *,
+                skipped: dict[str, str], skip_inapplicable: bool, from_objects: set[str], seed: int, n_boot: int,
+                sweep: str | None = None, lambdas: npt.ArrayLike | None = None
+                ) -> tuple[list[RouterResult], list[bool]]:
+    """Fit every router of ``chosen`` on ``train`` (full feedback, or a cold-start log) and score it on the
+    bench: the loop the full and cold-start protocols share. A router that cannot be fitted stops the run, or
+    with ``skip_inapplicable`` is recorded in ``skipped``. Returns the results and, per result, whether the
+    router routes without test outcomes (what Oracle(Best-of-N) is taken over)."""
+    feedback = as_feedback(train)
+    results: list[RouterResult] = []
+    fair: list[bool] = []
+    for spec, router in track(chosen, f"{what}: router", unit="router", label=lambda item: item[0]):
+        try:
+            fit_seconds = fit_router(router, feedback, bench.ftrain, bench)
+        except UsageError as exc:
+            if not skip_inapplicable:
+                raise
+            skipped[spec] = str(exc)
+            continue
+        results.append(score_router(spec, router, bench, fit_seconds=fit_seconds, seed=seed, n_boot=n_boot,
+                                    sweep=sweep, lambdas=lambdas, sweep_train=feedback.table,
+                                    router_class=_class_path(router) if spec in from_objects else None))
+        fair.append(not router.uses_test_labels)
+    if not results:
+        raise UsageError(f"no router could be fitted{'' if feedback.kind == 'full' else ' on the logged feedback'}: "
+                         f"{skipped}")
+    return results, fair
 
 
 def compare_and_bound(results: list[RouterResult], fair: list[bool], bench: Bench, compare_to: str | None, *,

@@ -57,6 +57,7 @@ from routerlab.protocols.full import (
     make_bench,
     resolve_compare_to,
     router_label,
+    run_routers,
     score_router,
 )
 from routerlab.protocols.policies import LoggingPolicy, parse_policy
@@ -140,22 +141,9 @@ def cold_start(
         with task("cold-start: logging the training split"):
             feedback = policy.log(train, bench.ftrain, train=train, ftrain=bench.ftrain, seed=seed)
         chosen, skipped = applicable_routers(router_specs, feedback, seed, skip_inapplicable)
-    results: list[RouterResult] = []
-    fair: list[bool] = []
-    for spec, router in track(chosen, "cold-start: router", unit="router", label=lambda item: item[0]):
-        try:
-            fit_seconds = fit_router(router, feedback, bench.ftrain, bench)
-        except UsageError as exc:
-            if not skip_inapplicable:
-                raise
-            skipped[spec] = str(exc)
-            continue
-        results.append(score_router(spec, router, bench, fit_seconds=fit_seconds, seed=seed, n_boot=n_boot,
-                                    sweep=sweep, lambdas=lambdas, sweep_train=feedback.table,
-                                    router_class=_class_path(router) if spec in from_objects else None))
-        fair.append(not router.uses_test_labels)
-    if not results:
-        raise UsageError(f"no router could be fitted on the logged feedback: {skipped}")
+    results, fair = run_routers(chosen, feedback, bench, "cold-start", skipped=skipped,
+                                skip_inapplicable=skip_inapplicable, from_objects=from_objects, seed=seed,
+                                n_boot=n_boot, sweep=sweep, lambdas=lambdas)
     with task("cold-start: paired bootstrap and Oracle best-of-N"):
         bon = compare_and_bound(results, fair, bench, reference, seed=seed, n_boot=n_boot)
     extra: dict[str, Any] = {"protocol": "cold-start", "logging": {**policy.describe(), **log_summary(feedback)}}
