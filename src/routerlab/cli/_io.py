@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,24 @@ def print_json(obj: Any) -> None:
     from routerlab.reports.files import dumps
 
     sys.stdout.write(dumps(obj) + "\n")
+
+
+def emit_record(record: dict[str, Any], output: Path | None, name: str, as_json: bool, text: Callable[[], str]
+                ) -> None:
+    """The end of a command with one JSON result: ``output/name`` written (atomically) when ``-o`` was given,
+    then either the record as JSON or ``text()`` on stdout, and the ``wrote PATH`` line (on stderr with JSON)."""
+    from routerlab.reports.files import say_written, write_json
+
+    written = []
+    if output is not None:
+        output.mkdir(parents=True, exist_ok=True)
+        write_json(output / name, record)
+        written.append(output / name)
+    if as_json:
+        print_json(record)
+    else:
+        typer.echo(text())
+    say_written(written, to_stderr=as_json)
 
 
 def _probe_writable(directory: Path) -> bool:

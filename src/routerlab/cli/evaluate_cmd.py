@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from routerlab.cli import app
-from routerlab.cli._io import check_output_dir, json_option, open_table, print_json, seed_option
+from routerlab.cli._io import check_output_dir, emit_record, json_option, open_table, print_json, seed_option
 from routerlab.errors import UsageError
 
 if TYPE_CHECKING:
@@ -264,8 +264,7 @@ def groups_cmd(
 ) -> None:
     """Candidate groups (all-strong, all-weak, strong-to-weak; SPEC 4), every router evaluated on each."""
     from routerlab.protocols.groups_eval import evaluate_groups
-    from routerlab.reports.evaluation import groups_text, write_json
-    from routerlab.reports.files import say_written
+    from routerlab.reports.evaluation import groups_text
 
     m_values, specs = positive_ints(m, "--m"), router_specs(routers)
     if output is not None:
@@ -274,11 +273,4 @@ def groups_cmd(
     check_pool_sizes(m_values, table.n_actors)
     record = evaluate_groups(table, m_values, specs, draws=draws, encoder=encoder, split=split, seed=seed,
                              n_boot=n_boot)
-    if output is not None:
-        output.mkdir(parents=True, exist_ok=True)
-        write_json(output / "groups.json", record)
-    if as_json:
-        print_json(record)
-    else:
-        typer.echo(groups_text(record))
-    say_written([output / "groups.json"] if output is not None else [], to_stderr=as_json)
+    emit_record(record, output, "groups.json", as_json, lambda: groups_text(record))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from routerlab.cli import app
-from routerlab.cli._io import check_output_dir, json_option, print_json, seed_option
+from routerlab.cli._io import check_output_dir, emit_record, json_option, seed_option
 from routerlab.cli.evaluate_cmd import ENCODER_HELP, MAX_BOOT, MIN_BOOT, NBOOT_HELP, router_specs
 from routerlab.errors import UsageError
 
@@ -56,7 +56,6 @@ def ope_cmd(
     from routerlab.data.logs import read_logs
     from routerlab.data.store import load
     from routerlab.protocols.ope import INTERVALS, REWARD_MODELS, off_policy_evaluate, parse_estimators, refuse_bounds
-    from routerlab.reports.files import say_written, write_json
 
     ests = parse_estimators(estimators, "--estimators")
     if interval not in INTERVALS:
@@ -76,15 +75,7 @@ def ope_cmd(
     result = off_policy_evaluate(table, logged, specs, estimators=ests, split=split, encoder=encoder, seed=seed,
                                  n_boot=n_boot, interval_method=interval, train_logs=trained_on,
                                  reward_model=reward_model)
-    record = result.to_dict()
-    if output is not None:
-        output.mkdir(parents=True, exist_ok=True)
-        write_json(output / "ope.json", record)
-    if as_json:
-        print_json(record)
-    else:
-        typer.echo(ope_text(result))
-    say_written([output / "ope.json"] if output is not None else [], to_stderr=as_json)
+    emit_record(result.to_dict(), output, "ope.json", as_json, lambda: ope_text(result))
 
 
 def _num(v: float) -> str:

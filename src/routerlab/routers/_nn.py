@@ -34,6 +34,20 @@ def _sigmoid(z: F32) -> F32:
     return np.asarray(0.5 * (1.0 + np.tanh(0.5 * z)), dtype=np.float32)
 
 
+def backward(weights: list[F32], acts: list[F32], dz: F32) -> list[F32]:
+    """Gradients of a ReLU MLP (weights of every layer, then biases) given its layer inputs ``acts`` and the
+    gradient ``dz`` of the loss with respect to its output logits: the backward pass every numpy network of the
+    zoo shares."""
+    gW: list[F32] = []
+    gb: list[F32] = []
+    for layer in range(len(weights) - 1, -1, -1):
+        gW.append(acts[layer].T @ dz)
+        gb.append(dz.sum(axis=0))
+        if layer:
+            dz = (dz @ weights[layer].T) * (acts[layer] > 0)
+    return [*gW[::-1], *gb[::-1]]
+
+
 class MaskedMLP:
     def __init__(
         self,
@@ -128,15 +142,7 @@ class MaskedMLP:
             e = np.where(msk, np.exp(zm), 0.0)
             p = e / e.sum(axis=1, keepdims=True)
             dz = (p - y) / x.shape[0]
-        dz = dz.astype(np.float32)
-        gW: list[F32] = []
-        gb: list[F32] = []
-        for layer in range(len(self.weights) - 1, -1, -1):
-            gW.append(acts[layer].T @ dz)
-            gb.append(dz.sum(axis=0))
-            if layer:
-                dz = (dz @ self.weights[layer].T) * (acts[layer] > 0)
-        return [*gW[::-1], *gb[::-1]]
+        return backward(self.weights, acts, dz.astype(np.float32))
 
     def logits(self, X: npt.ArrayLike, block: int = 8192) -> npt.NDArray[np.float64]:
         x = np.asarray(X, dtype=np.float32)

@@ -41,7 +41,7 @@ from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.features.base import Features
 from routerlab.routers._common import FloatMatrix, expected_actor_cost, expected_actor_latency, one_hot
-from routerlab.routers._nn import hidden_layers
+from routerlab.routers._nn import backward, hidden_layers
 from routerlab.routers.base import Router, register
 
 F32 = npt.NDArray[np.float32]
@@ -451,14 +451,7 @@ class BaRP(Router):
         return acts, np.asarray(h @ self.weights[-1] + self.biases[-1], dtype=np.float32)
 
     def _backward(self, acts: list[F32], dz: F32) -> list[F32]:
-        gW: list[F32] = []
-        gb: list[F32] = []
-        for layer in range(len(self.weights) - 1, -1, -1):
-            gW.append(acts[layer].T @ dz)
-            gb.append(dz.sum(axis=0))
-            if layer:
-                dz = (dz @ self.weights[layer].T) * (acts[layer] > 0)
-        return [*gW[::-1], *gb[::-1]]
+        return backward(self.weights, acts, dz)
 
     def _policy(self, z: F32) -> F32:
         return _softmax32(self._forward(z)[1])
