@@ -139,6 +139,55 @@ def test_router_options(table_dir: str, router: str, value: str) -> None:
     run_cli(["evaluate", table_dir, "--routers", f"random,{router}={value}", "--n-boot", "40", "--json"])
 
 
+PARTIAL = {"--routers": "random,best-single,knn:k=3", "--seed": "0", "--n-boot": "40", "--rounds": "2"}
+
+
+@FUZZ
+@given(field=st.sampled_from(["--rounds", "--seed", "--logging", "--order", "--n-boot"]), value=number_text,
+       protocol=st.sampled_from(["cold-start", "voyager", "full", "", "Voyager"]))
+def test_partial_protocols(table_dir: str, field: str, value: str, protocol: str) -> None:
+    fuzzed = {"--logging": f"eps-greedy:best-single:{value}", "--order": value}.get(field, value)
+    valid = {**PARTIAL, **({"--logging": "uniform"} if protocol == "cold-start" else {})}
+    if protocol != "voyager":
+        valid.pop("--rounds")
+    run_cli(["evaluate", table_dir, "--protocol", protocol, *options(valid, field, fuzzed), "--json"])
+
+
+@FUZZ
+@given(field=st.sampled_from(["--policy", "--seed", "--part", "--split"]), value=number_text,
+       kind=st.sampled_from(["uniform", "eps-greedy:best-single", "softmax:knn:k=3", "router:oracle", "nope"]))
+def test_log(table_dir: str, tmp_path_factory: pytest.TempPathFactory, field: str, value: str, kind: str) -> None:
+    out = tmp_path_factory.mktemp("log") / "logs.csv"
+    valid = {"--policy": "uniform", "--seed": "0", "--part": "test", "--split": "random:0.25"}
+    fuzzed = {"--policy": f"{kind}:{value}" if kind != "uniform" else value}.get(field, value)
+    run_cli(["log", table_dir, *options(valid, field, fuzzed), "-o", str(out), "--json"])
+
+
+@pytest.fixture(scope="module")
+def logs_file(table_dir: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    out = tmp_path_factory.mktemp("logs") / "test.csv"
+    run_cli(["log", table_dir, "--part", "test", "--split", "random:0.25", "--seed", "1", "-o", str(out)])
+    return str(out)
+
+
+@FUZZ
+@given(field=st.sampled_from(["--routers", "--estimators", "--seed", "--n-boot"]), value=number_text)
+def test_ope(table_dir: str, logs_file: str, field: str, value: str) -> None:
+    valid = {"--routers": "best-single,knn:k=3", "--estimators": "ips,snips,dr", "--seed": "0", "--n-boot": "40",
+             "--split": "random:0.25"}
+    fuzzed = {"--routers": f"best-single,knn:k={value}", "--estimators": f"ips,{value}"}.get(field, value)
+    run_cli(["ope", table_dir, logs_file, *options(valid, field, fuzzed), "--json"])
+
+
+@FUZZ
+@given(router=st.sampled_from(["linucb:alpha", "linucb:l2", "thompson:draws", "thompson:v", "eps-greedy:eps",
+                               "barp:beta", "barp:weight", "barp:epochs", "knn:logged", "mlp:logged"]),
+       value=number_text)
+def test_partial_router_options(table_dir: str, router: str, value: str) -> None:
+    run_cli(["evaluate", table_dir, "--routers", f"random,{router}={value}", "--n-boot", "40",
+             "--protocol", "cold-start", "--json"])
+
+
 def test_output_paths_fuzz_free_cases(tmp_path: Path) -> None:
     """The -o cases of the issue, through the same contract check."""
     (tmp_path / "f").write_text("x")

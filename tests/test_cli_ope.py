@@ -116,3 +116,15 @@ def test_bad_files_are_one_line(files: dict[str, Path], capsys: pytest.CaptureFi
     (tmp_path / "file").write_text("x")
     assert main(["ope", str(files["table"]), str(files["logs"]), "-o", str(tmp_path / "file")]) == 2
     assert "is an existing file" in capsys.readouterr().err
+
+
+def test_table_left_out_means_the_demo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Like every command, ope runs on the embedded demo when TABLE is left out: its first argument is then a log
+    (here a log of the demo's test split); with nothing but a table it asks for the logs."""
+    log, _ = write_logs(simulate_logs(demo(), "uniform", part="test", seed=5), tmp_path / "demo-test.csv")
+    assert main(["ope", str(log), "--routers", "best-single", "--json", *ENC]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["data"]["name"] == "demo(seed=0)" and record["n_logged"] == 601
+    assert record["results"][0]["truth"]["mu_o"] > 0
+    assert main(["ope", str(tmp_path)]) == 2
+    assert "name the log files" in capsys.readouterr().err

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from routerlab.cli import app
-from routerlab.cli._io import check_output_dir, emit_record, json_option, seed_option
+from routerlab.cli._io import check_output_dir, emit_record, json_option, open_table, seed_option
 from routerlab.cli.evaluate_cmd import ENCODER_HELP, MAX_BOOT, MIN_BOOT, NBOOT_HELP, router_specs
 from routerlab.errors import UsageError
 
@@ -25,10 +25,11 @@ if TYPE_CHECKING:
 def ope_cmd(
     table_dir: Annotated[Path, typer.Argument(
         help="The table: its actors, its train split (what routers learn from) and, where it holds the logged "
-             "queries' full outcomes, the truth.")],
-    logs: Annotated[list[Path], typer.Argument(
+             "queries' full outcomes, the truth. Left out (the first argument is a log file): the embedded demo.",
+        metavar="[TABLE]")],
+    logs: Annotated[list[Path] | None, typer.Argument(
         help="Log files (.csv, .jsonl, .parquet, one row per logged query with its propensity; see "
-             "'routerlab log').")],
+             "'routerlab log').", metavar="LOGS...")] = None,
     routers: Annotated[str, typer.Option("--routers", help="Comma-separated router specs, e.g. knn,best-single.")] = (
         "best-single,knn"
     ),
@@ -53,10 +54,16 @@ def ope_cmd(
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Directory to write ope.json to.")] = None,
 ) -> None:
     """Estimate routers' mu_o, cost, latency (and SPEC 5 metrics from simulated logs) from logs alone."""
+    from routerlab.cli.log_cmd import LOG_SUFFIXES
     from routerlab.data.logs import read_logs
     from routerlab.data.store import load
     from routerlab.protocols.ope import INTERVALS, REWARD_MODELS, off_policy_evaluate, parse_estimators, refuse_bounds
 
+    # like every command, the table may be left out for the demo: then the first argument is already a log file
+    first_is_log = table_dir.suffix.lower() in LOG_SUFFIXES and not table_dir.is_dir()
+    logs = [table_dir, *(logs or [])] if first_is_log else list(logs or [])
+    if not logs:
+        raise UsageError("name the log files after the table: routerlab ope TABLE LOGS... (see 'routerlab log')")
     ests = parse_estimators(estimators, "--estimators")
     if interval not in INTERVALS:
         raise UsageError(f"--interval must be one of {', '.join(INTERVALS)}, got {interval!r}")
@@ -69,7 +76,7 @@ def ope_cmd(
             raise UsageError(f"{path}: no such log file")
     if output is not None:
         check_output_dir(output)
-    table = load(table_dir)
+    table = open_table(None) if first_is_log else load(table_dir)
     logged = read_logs(logs, table)
     trained_on = read_logs(train_logs, table) if train_logs else None
     result = off_policy_evaluate(table, logged, specs, estimators=ests, split=split, encoder=encoder, seed=seed,

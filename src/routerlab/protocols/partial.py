@@ -23,7 +23,7 @@ Choices where SPEC is silent (documented in docs/partial-observability.md):
 - A router's act draws come from a generator seeded by the run's seed, the round and the router's label, so a
   router's curve does not depend on which other routers share the run.
 - The bounds (oracle, oracle-p) read the outcomes of whatever they route: the test split when evaluated, the
-  next chunk when they act in the stream; random acts by its seeded random pick.
+  next chunk when they act in the stream; random and oracle-p act by drawing from their distribution.
 - V_B's best single actor is picked on the full training split, as in the full protocol: a metric reads the
   hidden full table (SPEC 1), so V_B means the same under every protocol.
 """

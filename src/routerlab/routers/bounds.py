@@ -37,6 +37,7 @@ class RandomRouter(Router):
 
     name = "random"
     logged_recipe = "native"  # learns nothing from training outcomes: any feedback will do
+    explores = True  # deployed, it draws from its (uniform) distribution: propensity 1/m, not 1
     summary = "uniform random actor per query (seeded); distribution uniform, E_p = log2 m"
 
     def _fit(self, train: RoutingTable, features: Features) -> None:
@@ -105,6 +106,7 @@ class OracleP(Router):
     summary = "r_o(p): the oracle's actor with probability p, else a uniform random one (option p=0.5)"
     uses_test_labels = True
     logged_recipe = "native"  # reads test outcomes only (reveal); training feedback is ignored
+    explores = True  # deployed, it draws from p * oracle + (1 - p) * uniform, and logs that probability
     defaults: ClassVar[dict[str, Any]] = {"p": 0.5}
     constraints: ClassVar[dict[str, Constraint]] = {"p": Interval(float, 0, 1)}
 
