@@ -1,0 +1,204 @@
+"""On-disk cache of LLM calls, keyed by content: a rerun costs nothing and an interrupted run resumes.
+
+A key is the sha256 of a canonical JSON of (backend kind, model_id, operation, messages, decoding settings
+or option letters). Each record is one small JSON file ``<dir>/<key[:2]>/<key>.json``, written once,
+atomically (temp file + ``os.replace``), so concurrent writers and a killed run never leave a half-written
+record; a file that cannot be read or does not hold its own key is a miss (and is recomputed), never a crash.
+Nothing secret is ever part of a key or a record: specs name API keys by their environment variable only.
+
+Default directory: ``$ROUTERLAB_CACHE_DIR/llm`` when that variable is set, else ``~/.cache/routerlab/llm``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import threading
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from routerlab._atomic import atomic_write
+from routerlab.llm.base import (
+    GREEDY,
+    Backend,
+    ChoiceScores,
+    Completion,
+    Decoding,
+    Message,
+    check_letters,
+)
+
+ENV_VAR = "ROUTERLAB_CACHE_DIR"
+FORMAT = 1
+
+
+class CacheWarning(UserWarning):
+    """A cache record could not be used or written; the call is made again."""
+
+
+def default_cache_dir() -> Path:
+    """``$ROUTERLAB_CACHE_DIR/llm`` if the variable is set, else ``~/.cache/routerlab/llm``."""
+    env = os.environ.get(ENV_VAR)
+    root = Path(env).expanduser() if env else Path.home() / ".cache" / "routerlab"
+    return root / "llm"
+
+
+def call_key(kind: str, model_id: str, op: str, messages: Sequence[Message], params: Mapping[str, Any]) -> str:
+    """sha256 (hex) of the canonical JSON of one call."""
+    payload = {"format": FORMAT, "kind": kind, "model_id": model_id, "op": op,
+               "messages": [[m.role, m.content] for m in messages], "params": dict(params)}
+    text = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class CallCache:
+    """JSON records by key in a sharded directory (see the module docstring)."""
+
+    def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
+        self.dir = Path(directory).expanduser() if directory is not None else default_cache_dir()
+        self.calls = self.dir / "calls"
+        self.hits = 0
+        self.misses = 0
+        self._lock = threading.Lock()
+
+    def path(self, key: str) -> Path:
+        return self.calls / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The record stored under ``key``, or None (missing, unreadable or not this key's)."""
+        path = self.path(key)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                doc = json.load(fh)
+            if not isinstance(doc, dict) or doc.get("key") != key or not isinstance(doc.get("record"), dict):
+                raise ValueError("not a record of this key")
+            record: dict[str, Any] = doc["record"]
+        except FileNotFoundError:
+            self._count(hit=False)
+            return None
+        except (OSError, ValueError) as exc:
+            warnings.warn(f"llm call cache: {path} is unreadable ({exc}); the call is made again",
+                          CacheWarning, stacklevel=2)
+            with contextlib.suppress(OSError):
+                path.unlink()
+            self._count(hit=False)
+            return None
+        self._count(hit=True)
+        return record
+
+    def put(self, key: str, record: Mapping[str, Any]) -> None:
+        """Store ``record`` under ``key`` atomically; a failure to write is a warning, not an error."""
+        try:
+            text = json.dumps({"key": key, "record": dict(record)}, ensure_ascii=False, allow_nan=False)
+            atomic_write(self.path(key), lambda tmp: _write_text(tmp, text))
+        except (OSError, ValueError) as exc:  # ValueError: a NaN/inf number JSON cannot hold
+            warnings.warn(f"llm call cache {self.dir}: record {key[:12]} could not be written ({exc})",
+                          CacheWarning, stacklevel=2)
+
+    def _count(self, *, hit: bool) -> None:
+        with self._lock:
+            if hit:
+                self.hits += 1
+            else:
+                self.misses += 1
+
+    def __repr__(self) -> str:
+        return f"CallCache({str(self.dir)!r}, hits={self.hits}, misses={self.misses})"
+
+
+class CachedBackend(Backend):
+    """A backend whose :meth:`complete` and :meth:`choice_scores` (and their batched forms) go through a
+    :class:`CallCache`: a hit returns the stored answer with ``cached=True`` and the latency first measured.
+
+    Streaming is not cached (serve streams live). Everything else is forwarded to the wrapped backend,
+    which stays reachable as ``inner``.
+    """
+
+    def __init__(self, inner: Backend, cache: CallCache) -> None:
+        super().__init__(inner.spec, cache_dir=inner.cache_dir)
+        self.inner = inner
+        self.cache = cache
+        self.kind = inner.kind or inner.spec.kind  # type: ignore[misc]
+        self.name = inner.name
+        self.model_id = inner.model_id
+        self.supports_choice_scores = inner.supports_choice_scores  # type: ignore[misc]
+
+    def _key(self, op: str, messages: Sequence[Message], params: Mapping[str, Any]) -> str:
+        return call_key(self.kind, self.model_id, op, messages, params)
+
+    def complete(self, messages: Sequence[Message], decoding: Decoding = GREEDY) -> Completion:
+        return self.complete_batch([messages], decoding)[0]
+
+    def complete_batch(self, batch: Sequence[Sequence[Message]], decoding: Decoding = GREEDY) -> list[Completion]:
+        keys = [self._key("complete", m, decoding.as_dict()) for m in batch]
+        out: list[Completion | None] = []
+        for key in keys:
+            rec = self.cache.get(key)
+            out.append(None if rec is None else _completion_or_none(rec))
+        missing = [i for i, c in enumerate(out) if c is None]
+        if missing:
+            fresh = self.inner.complete_batch([batch[i] for i in missing], decoding)
+            for i, comp in zip(missing, fresh, strict=True):
+                self.cache.put(keys[i], comp.to_record())
+                out[i] = comp
+        return [c for c in out if c is not None]
+
+    def choice_scores(self, messages: Sequence[Message], letters: Sequence[str]) -> ChoiceScores:
+        return self.choice_scores_batch([messages], letters)[0]
+
+    def choice_scores_batch(self, batch: Sequence[Sequence[Message]], letters: Sequence[str]) -> list[ChoiceScores]:
+        letters = check_letters(letters)
+        if not self.inner.supports_choice_scores:
+            return self.inner.choice_scores_batch(batch, letters)  # raises its own clear error
+        keys = [self._key("choice_scores", m, {"letters": list(letters)}) for m in batch]
+        out: list[ChoiceScores | None] = []
+        for key in keys:
+            rec = self.cache.get(key)
+            out.append(None if rec is None else _scores_or_none(rec, letters))
+        missing = [i for i, c in enumerate(out) if c is None]
+        if missing:
+            fresh = self.inner.choice_scores_batch([batch[i] for i in missing], letters)
+            for i, sc in zip(missing, fresh, strict=True):
+                self.cache.put(keys[i], sc.to_record())
+                out[i] = sc
+        return [c for c in out if c is not None]
+
+    def stream(self, messages: Sequence[Message], decoding: Decoding = GREEDY) -> Iterator[str]:
+        return self.inner.stream(messages, decoding)
+
+    def count_tokens(self, text: str) -> int | None:
+        return self.inner.count_tokens(text)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __getattr__(self, name: str) -> Any:  # extra methods of the wrapped backend (e.g. local's tokenizer)
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def __repr__(self) -> str:
+        return f"CachedBackend({self.inner!r}, {self.cache!r})"
+
+
+def _write_text(path: str, text: str) -> None:
+    Path(path).write_text(text, encoding="utf-8")
+
+
+def _completion_or_none(rec: Mapping[str, Any]) -> Completion | None:
+    try:
+        return Completion.from_record(rec, cached=True)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _scores_or_none(rec: Mapping[str, Any], letters: tuple[str, ...]) -> ChoiceScores | None:
+    try:
+        sc = ChoiceScores.from_record(rec, cached=True)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return sc if sc.letters == letters and len(sc.logits) == len(letters) else None
