@@ -1,0 +1,138 @@
+"""``routerlab serve``: an OpenAI-compatible server in front of a trained router, logging every routed request.
+
+Everything is checked before any model is loaded or router trained (one line, exit 2): the router spec (a bound
+that reads test outcomes cannot serve), the actor specs, the host (loopback unless ``--allow-remote``), the port
+(bound at once, so a port in use is reported here), the log file (a .csv path that can be written; an existing
+log must have the request-log header), the table and that its actors are exactly the served ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from routerlab.cli import app
+from routerlab.cli._io import open_table, seed_option
+from routerlab.cli.evaluate_cmd import ENCODER_HELP
+from routerlab.errors import UsageError
+
+ACTORS_HELP = ("The served actors, NAME=KIND:MODEL[,key=value...] separated by commas, e.g. "
+               "small=local:smollm2-135m,big=openai:MODEL@http://host/v1,key_env=KEY; the names must be exactly "
+               "the table's actors.")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only accepts connections from this machine (127.0.0.0/8, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_host(host: str, allow_remote: bool) -> None:
+    """Loopback hosts only, unless ``--allow-remote``: the server has no authentication, and every request
+    spends the backends' compute (and an API key's credit)."""
+    if not host:
+        raise UsageError("--host is empty; give an address such as 127.0.0.1")
+    if not is_loopback(host) and not allow_remote:
+        raise UsageError(f"--host {host} accepts connections from other machines, and the server has no "
+                         "authentication; add --allow-remote to do so on purpose")
+
+
+@app.command("serve")
+def serve_cmd(
+    router_spec: Annotated[str, typer.Argument(help="The router, e.g. knn:k=10 or linucb (see 'routerlab routers').",
+                                               metavar="ROUTER_SPEC")],
+    actors: Annotated[str, typer.Option("--actors", help=ACTORS_HELP)],
+    table_dir: Annotated[Path | None, typer.Option(
+        "--table", help="The table the router trains on (default: the embedded demo benchmark).")] = None,
+    host: Annotated[str, typer.Option(help="Address to listen on (loopback unless --allow-remote).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on (0: any free port).")] = 8000,
+    log: Annotated[Path | None, typer.Option(
+        "--log", help="Request log to append to (CSV, one row per answered request with its propensity).")] = None,
+    explore: Annotated[float, typer.Option(
+        min=0.0, max=1.0, help="Exploration rate e: the policy is (1-e)*router + e*uniform (0: greedy).")] = 0.0,
+    split: Annotated[str, typer.Option(
+        help="Which queries of the table train the router: given, all, random[:F] or ood:DS1,DS2.")] = "given",
+    encoder: Annotated[str, typer.Option(help=ENCODER_HELP)] = "tfidf",
+    seed: Annotated[int, seed_option("Seed for the split, the router and the serving policy's draws.")] = 0,
+    allow_remote: Annotated[bool, typer.Option(
+        "--allow-remote", metavar="", help="Allow a --host that other machines can reach (the server has no authentication).")
+    ] = False,
+    max_body: Annotated[int, typer.Option(
+        "--max-body", min=1024, max=1 << 30, help="Largest request body in bytes (larger: HTTP 413).")] = 1 << 20,
+    no_cache: Annotated[bool, typer.Option(
+        "--no-cache", metavar="", help="Call the backends every time (default: identical requests hit the llm call cache).")
+    ] = False,
+) -> None:
+    """Answer /v1/chat/completions and /v1/models like an OpenAI server, routing each request (docs/serve.md)."""
+    from importlib.util import find_spec
+
+    from routerlab.llm.base import parse_actor_list
+    from routerlab.protocols.ope import refuse_bounds
+    from routerlab.routers import get_router
+    from routerlab.serve.routing import check_actor_names
+
+    missing = [m for m in ("fastapi", "uvicorn") if find_spec(m) is None]
+    if missing:
+        raise UsageError(f"routerlab serve needs {' and '.join(missing)}: pip install 'routerlab[llm]'")
+    get_router(router_spec, seed=seed)  # a bad name or option is one line, before anything is loaded
+    refuse_bounds([router_spec])
+    specs = parse_actor_list(actors)
+    check_host(host, allow_remote)
+    if log is not None:
+        _check_log_path(log)
+    table = open_table(table_dir)
+    check_actor_names(table, [name for name, _ in specs])
+
+    from routerlab.llm.base import load_backend
+    from routerlab.serve.app import base_url, bind, create_app, make_server
+    from routerlab.serve.log import RequestLog
+    from routerlab.serve.routing import RoutingService
+
+    sock = bind(host, port)
+    request_log = None
+    backends = {}
+    try:
+        request_log = RequestLog(log) if log is not None else None
+        for name, spec in specs:
+            typer.echo(f"routerlab: serve: loading actor {name} ({spec.describe()})", err=True)
+            backends[name] = load_backend(spec, cache=not no_cache)
+        service = RoutingService.train(router_spec, table, backends, encoder=encoder, split=split,
+                                       explore=explore, seed=seed, log=request_log)
+        url = base_url(sock)
+        where = f"; logging to {log}" if log is not None else ""
+        typer.echo(f"routerlab: serving {router_spec} over {', '.join(service.actor_names)} at {url} "
+                   f"(model 'routerlab' routes, an actor's name forces it; explore {explore:g}{where}); "
+                   "Ctrl-C stops", err=True)
+        typer.echo(url)
+        sys.stdout.flush()
+        server = make_server(create_app(service, max_body_bytes=max_body))
+        # uvicorn handles SIGINT/SIGTERM itself (finishing the requests in flight), then re-raises the signal
+        # once it has shut down: stopping the server on purpose is the normal end of this command, exit 0
+        with contextlib.suppress(KeyboardInterrupt):
+            server.run(sockets=[sock])
+        n = request_log.n_records if request_log is not None else None
+        typer.echo(f"routerlab: serve: stopped{'' if n is None else f'; the log holds {n} requests'}", err=True)
+    finally:
+        for backend in backends.values():
+            backend.close()
+        if request_log is not None:
+            request_log.close()
+        sock.close()
+
+
+def _check_log_path(path: Path) -> None:
+    """A .csv path that can be written (the same checks as ``routerlab log -o``)."""
+    from routerlab.cli.log_cmd import check_log_path
+
+    if path.suffix.lower() != ".csv":
+        raise UsageError(f"--log {path}: the request log is a CSV file; give a name ending in .csv")
+    check_log_path(path, option="--log")

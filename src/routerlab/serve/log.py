@@ -1,0 +1,240 @@
+"""The request log of ``routerlab serve``: one long-format CSV row per served request, appended safely.
+
+Each row is what a deployment's log holds (docs/logs.md): the query (its id and the routed text), the actor that
+answered, the probability the serving policy had of choosing it (``propensity``), the backend's latency and
+tokens, and an empty ``score`` (feedback arrives later; :func:`routerlab.serve.feedback.attach_feedback` fills
+it). Two extra columns say how the row came about: ``mode`` (``routed`` by the router's policy, or ``forced``
+when the client named the actor) and ``cached`` (1 when the backend's call cache answered), and ``created``
+(UTC, ISO 8601) when the answer was logged. :func:`routerlab.data.logs.read_logs` ignores the extra columns.
+
+Safety: each record is encoded whole and written with one ``os.write`` on a file opened ``O_APPEND``, under a
+lock, then flushed to disk (``os.fsync``) before the request is answered. Concurrent requests therefore never
+interleave records, and a crash loses at most the request in flight. A record cut short by a power loss (the
+only way one can be) is cut off when the log is opened again, with a warning. The header is written once, when
+the file is new or empty; an existing file with another header is refused. An advisory lock (``flock``, where
+the platform has it) keeps a second server from appending to the same file.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+import threading
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from routerlab.errors import UsageError
+
+LOG_COLUMNS: tuple[str, ...] = ("query_id", "text", "dataset", "split", "actor", "score", "propensity",
+                                "tokens_in", "tokens_out", "latency_s", "mode", "cached", "created")
+"""The columns of a request log, in file order: the long format's log columns, then ``mode``, ``cached`` and
+``created`` (extra columns that readers of the long format ignore)."""
+
+MODES = ("routed", "forced")
+
+
+def _utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    """One served request. ``tokens_in``/``tokens_out`` are None where the backend could not count them (a
+    streamed answer from a backend without a tokenizer); ``score`` stays None until feedback arrives."""
+
+    query_id: str
+    text: str
+    actor: str
+    propensity: float
+    mode: str
+    latency_s: float
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cached: bool = False
+    dataset: str = "served"
+    split: str = "served"
+    score: float | None = None
+    created: str = field(default_factory=_utc_now)
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"log record mode must be one of {MODES}, got {self.mode!r}")
+        if not (math.isfinite(self.propensity) and 0 < self.propensity <= 1):
+            raise ValueError(f"log record propensity must be in (0, 1], got {self.propensity!r}")
+        if not self.query_id:
+            raise ValueError("log record needs a query id")
+
+    def row(self) -> list[str]:
+        """The record's CSV fields in :data:`LOG_COLUMNS` order; floats keep every digit (``repr``), so the
+        propensity read back is the one the policy drew with."""
+
+        def num(v: float | int | None) -> str:
+            return "" if v is None else repr(v)
+
+        return [self.query_id, self.text, self.dataset, self.split, self.actor, num(self.score),
+                repr(float(self.propensity)), num(self.tokens_in), num(self.tokens_out),
+                repr(float(self.latency_s)), self.mode, "1" if self.cached else "0", self.created]
+
+
+def encode_record(record: LogRecord) -> bytes:
+    """One CSV record as UTF-8 bytes, ending in a newline (a text's own newlines stay inside its quotes)."""
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow(record.row())
+    return buf.getvalue().encode("utf-8")
+
+
+def _header() -> bytes:
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow(LOG_COLUMNS)
+    return buf.getvalue().encode("utf-8")
+
+
+def _records(data: bytes) -> Iterator[tuple[list[str], int, bool]]:
+    """Each CSV record of ``data`` with the byte offset just after it and whether it ended with a newline
+    (a record without one is the cut-off tail of an interrupted write)."""
+    pieces = data.split(b"\n")
+    lines = [p + b"\n" for p in pieces[:-1]] + ([pieces[-1]] if pieces[-1] else [])
+    consumed = 0
+    last_complete = True
+
+    def feed() -> Iterator[str]:
+        nonlocal consumed, last_complete
+        for line in lines:
+            consumed += len(line)
+            last_complete = line.endswith(b"\n")
+            yield line.decode("utf-8", errors="replace")
+
+    reader = csv.reader(feed())
+    try:
+        for rec in reader:
+            yield rec, consumed, last_complete
+    except csv.Error:  # an unterminated quote at the end: the tail is cut off
+        return
+
+
+class RequestLog:
+    """An append-only CSV request log at ``path`` (a ``.csv`` file; created with its parents when missing).
+
+    Opening checks the header of an existing file (another header is a UsageError naming the file), cuts off a
+    record left incomplete by a crash, reads the query ids already logged (a client-given id may not repeat one:
+    a log has one row per query) and takes an advisory lock on the file. Thread-safe; :meth:`close` releases
+    the file.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if self.path.suffix.lower() != ".csv":
+            raise UsageError(f"--log {self.path}: the request log is a CSV file; give a name ending in .csv")
+        if self.path.is_dir():
+            raise UsageError(f"--log {self.path}: is a directory; give a file such as {self.path / 'served.csv'}")
+        self._lock = threading.Lock()
+        self._ids: set[str] = set()
+        self.n_records = 0
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o666)
+        except OSError as exc:
+            raise UsageError(f"--log {self.path}: cannot open it for appending ({exc.strerror})") from None
+        self._fd: int | None = fd
+        try:
+            self._lock_file()
+            self._prepare()
+        except BaseException:
+            os.close(fd)
+            self._fd = None
+            raise
+
+    # -- opening -----------------------------------------------------------------------------
+    def _lock_file(self) -> None:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows: no advisory lock, one server per log by convention
+            return
+        assert self._fd is not None
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise UsageError(f"--log {self.path}: another process is appending to it (it is locked); give each "
+                             "server its own log file") from None
+
+    def _prepare(self) -> None:
+        assert self._fd is not None
+        with open(self.path, "rb") as fh:
+            data = fh.read()
+        if not data:
+            self._write(_header())
+            return
+        records = _records(data)
+        first = next(records, None)
+        if first is None or tuple(first[0]) != LOG_COLUMNS or not first[2]:
+            found = "no complete header" if first is None or not first[2] else f"header {first[0]}"
+            raise UsageError(f"--log {self.path}: exists with {found}, not a routerlab serve log "
+                             f"(columns {','.join(LOG_COLUMNS)}); give a new file or that log")
+        end = first[1]
+        for rec, offset, complete in records:
+            if not complete:
+                break
+            end = offset
+            if rec and rec[0]:
+                self._ids.add(rec[0])
+                self.n_records += 1
+        if end < len(data):
+            os.truncate(self.path, end)
+            os.fsync(self._fd)
+            warnings.warn(f"{self.path}: cut off an incomplete last record ({len(data) - end} bytes) left by an "
+                          "interrupted write", stacklevel=3)
+
+    # -- appending -----------------------------------------------------------------------------
+    def _write(self, data: bytes) -> None:
+        assert self._fd is not None
+        view = memoryview(data)
+        while view:
+            written = os.write(self._fd, view)
+            view = view[written:]
+        os.fsync(self._fd)
+
+    def reserve(self, query_id: str) -> bool:
+        """Claim ``query_id`` for a request in flight; False when the log already holds (or a request in flight
+        claimed) it."""
+        with self._lock:
+            if query_id in self._ids:
+                return False
+            self._ids.add(query_id)
+            return True
+
+    def release(self, query_id: str) -> None:
+        """Give back the id of a request that failed before it was logged."""
+        with self._lock:
+            self._ids.discard(query_id)
+
+    def append(self, record: LogRecord) -> None:
+        """Append one record and flush it to disk before returning (one write, under the lock)."""
+        data = encode_record(record)
+        with self._lock:
+            if self._fd is None:
+                raise UsageError(f"--log {self.path}: the log is closed")
+            self._ids.add(record.query_id)
+            self._write(data)
+            self.n_records += 1
+
+    def close(self) -> None:
+        """Release the lock and close the file (idempotent)."""
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)  # closing the descriptor also drops its flock
+                self._fd = None
+
+    @property
+    def closed(self) -> bool:
+        return self._fd is None
+
+    def __enter__(self) -> RequestLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

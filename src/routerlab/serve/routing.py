@@ -1,0 +1,336 @@
+"""The serving policy: a trained router, the encoder fitted on its training texts, and one backend per actor.
+
+A request is routed on one text: the **last user message** of the chat. Routers are trained on the query texts of
+a routing table, which are single prompts; the last user turn is the prompt the actor is about to answer, while a
+system prompt or earlier turns (the same for every request of an application, or the history) would pull every
+query towards the same point of the feature space. The same text is what the request log records.
+
+How an actor is picked (the *serving policy*), with ``explore`` = e in [0, 1] and m actors:
+
+- a router that acts by its argmax (``Router.explores`` False): probability ``1 - e + e/m`` on the argmax and
+  ``e/m`` on every other actor; with e = 0 (the default) that is the argmax with propensity 1;
+- an exploring router (bandits: ``linucb``, ``thompson``, ``eps-greedy``, ``barp``): its own selection
+  distribution, mixed the same way with the uniform one (e = 0: the distribution as it is).
+
+One actor is drawn from that distribution (seeded, one draw per request, in arrival order) and its probability is
+the ``propensity`` logged, exactly as drawn. A request that names an actor instead of the router is *forced*: that
+actor answers, with propensity 1, and its log row says ``mode=forced``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from routerlab.data.table import Actors, Queries, RoutingTable
+from routerlab.errors import RouterlabError, UsageError
+from routerlab.features.base import Features
+
+if TYPE_CHECKING:
+    from routerlab.features.registry import Encoder
+    from routerlab.llm.base import Backend, Completion, Decoding, Message
+    from routerlab.routers.base import Router
+    from routerlab.serve.log import RequestLog
+
+ROUTED_MODELS: tuple[str, ...] = ("routerlab", "auto")
+"""Model names a client asks for to be routed (any other known name forces that actor)."""
+
+MAX_QUERY_ID = 200
+"""The longest client-given query id (``metadata.query_id``) accepted."""
+
+
+class BackendFailure(RouterlabError):
+    """The chosen actor's backend failed to answer (the server answers 502 with this one line)."""
+
+    def __init__(self, actor: str, error: BaseException) -> None:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        super().__init__(f"actor {actor!r} failed to answer: {first[:300]}")
+        self.actor = actor
+
+
+class UnknownModel(UsageError):
+    """The request names a model that is neither the router nor one of its actors (HTTP 404)."""
+
+
+class DuplicateQuery(UsageError):
+    """A client-given query id is already in the request log (HTTP 409): a log has one row per query."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Which actor answers a request, the probability the serving policy had of choosing it, and how it was
+    chosen (``routed`` or ``forced``)."""
+
+    actor: str
+    propensity: float
+    mode: str
+
+
+@dataclass(frozen=True)
+class Served:
+    """One answered request: its query id (also the response id), the decision and the backend's answer."""
+
+    query_id: str
+    decision: Decision
+    completion: Completion
+
+
+class ServedStream:
+    """The text deltas of one streamed answer (iterate once). After the last delta: ``latency_s`` (the stream's
+    wall time), ``tokens_out`` (None where the backend cannot count) and ``finished`` are set, and the request
+    is logged."""
+
+    def __init__(self, service: RoutingService, query_id: str, text: str, decision: Decision,
+                 messages: Sequence[Message], decoding: Decoding, dataset: str | None) -> None:
+        self.query_id = query_id
+        self.decision = decision
+        self.latency_s: float | None = None
+        self.tokens_out: int | None = None
+        self.finished = False
+        self._service = service
+        self._text = text
+        self._messages = messages
+        self._decoding = decoding
+        self._dataset = dataset
+        self._started = False
+
+    def __iter__(self) -> Iterator[str]:
+        if self._started:
+            raise RuntimeError("a served stream is iterated once")
+        self._started = True
+        return self._deltas()
+
+    def _deltas(self) -> Iterator[str]:
+        service, decision = self._service, self.decision
+        backend = service.backends[decision.actor]
+        parts: list[str] = []
+        t0 = time.perf_counter()
+        try:
+            try:
+                for delta in backend.stream(self._messages, self._decoding):
+                    if delta:
+                        parts.append(delta)
+                        yield delta
+            except Exception as exc:
+                raise BackendFailure(decision.actor, exc) from exc
+            self.latency_s = time.perf_counter() - t0
+            answer = "".join(parts)
+            self.tokens_out = backend.count_tokens(answer) if answer else 0
+            service._record(self.query_id, self._text, decision, latency_s=self.latency_s, tokens_in=None,
+                            tokens_out=self.tokens_out, cached=False, dataset=self._dataset)
+            self.finished = True
+        finally:
+            if not self.finished:
+                service._release(self.query_id)
+
+
+def request_text(messages: Sequence[Message]) -> str:
+    """The text a request is routed on: its last user message (see the module docstring)."""
+    for message in reversed(messages):
+        if message.role == "user":
+            return message.content
+    raise UsageError("messages must include a user message: the router routes on the last one")
+
+
+def new_query_id() -> str:
+    """A fresh query id, also the response's ``id``: ``chatcmpl-`` + 32 random hex digits."""
+    return f"chatcmpl-{uuid.uuid4().hex}"
+
+
+def check_actor_names(table: RoutingTable, actors: Sequence[str]) -> None:
+    """The served actors must be exactly the table's actors, by name (order free): the router learned scores
+    for the table's actors and routes among them. One UsageError naming the difference."""
+    have, want = set(actors), set(table.actor_names)
+    if have == want:
+        return
+    parts = []
+    if want - have:
+        parts.append(f"the table's {', '.join(sorted(want - have))} {'has' if len(want - have) == 1 else 'have'} "
+                     "no backend")
+    if have - want:
+        parts.append(f"{', '.join(sorted(have - want))} {'is' if len(have - want) == 1 else 'are'} not an actor "
+                     "of the table")
+    raise UsageError(f"--actors must name exactly the actors of table {table.name!r} "
+                     f"({', '.join(table.actor_names)}): {'; '.join(parts)}")
+
+
+class RoutingService:
+    """Routes chat requests among ``backends`` (actor name -> backend) with a fitted ``router`` and the
+    ``encoder`` fitted on its training texts, and logs each answered request to ``log`` (when given).
+
+    Thread-safe: encoding, routing and the seeded draw happen under one lock (a few milliseconds), backend calls
+    outside it, so requests to different actors run concurrently. :meth:`train` builds one from a table.
+    """
+
+    def __init__(self, router: Router, encoder: Encoder, actors: Actors, backends: Mapping[str, Backend], *,
+                 explore: float = 0.0, seed: int = 0, log: RequestLog | None = None, name: str = "routerlab",
+                 dataset: str = "served") -> None:
+        names = [str(a) for a in actors.names.tolist()]
+        if router.actor_names != names:
+            raise UsageError(f"router {router.name!r} was fitted on actors {router.actor_names}, asked to serve "
+                             f"{names}")
+        missing = [a for a in names if a not in backends]
+        extra = [a for a in backends if a not in names]
+        if missing or extra:
+            raise UsageError(f"the backends must be exactly the router's actors {names}: missing {missing}, "
+                             f"unknown {extra}")
+        if not (0.0 <= explore <= 1.0):
+            raise UsageError(f"explore must be in [0, 1], got {explore!r}")
+        if name in names:
+            raise UsageError(f"the router's model name {name!r} is also an actor's name; pick another")
+        self.router = router
+        self.encoder = encoder
+        self.actors = actors
+        self.actor_names = names
+        self.backends = dict(backends)
+        self.explore = float(explore)
+        self.seed = seed
+        self.log = log
+        self.name = name
+        self.dataset = dataset
+        self._rng = np.random.default_rng([seed, 0x53455256])  # 'SERV': the serving policy's own stream
+        self._lock = threading.Lock()
+        self.started = time.time()
+
+    @classmethod
+    def train(cls, router_spec: str, table: RoutingTable, backends: Mapping[str, Backend], *,
+              encoder: str = "tfidf", split: str = "given", explore: float = 0.0, seed: int = 0,
+              log: RequestLog | None = None) -> RoutingService:
+        """Train ``router_spec`` on the train part of ``table`` (``split`` as in ``routerlab ope``: given, all,
+        random[:F] or ood:DS1,DS2) with features from ``encoder`` fitted on those training texts; the backends
+        must be exactly the table's actors."""
+        from routerlab.features import encode
+        from routerlab.features.registry import get_encoder
+        from routerlab.protocols.ope import refuse_bounds, training_split
+        from routerlab.routers import get_router
+
+        check_actor_names(table, list(backends))
+        refuse_bounds([router_spec])
+        router = get_router(router_spec, seed=seed)
+        train, _ = training_split(table, split, seed).apply(table)
+        router.check_applicable(train)
+        enc = get_encoder(encoder)
+        enc.fit(train.queries.text)  # fitted once here: every request's text is encoded in this space
+        router.fit(train, encode(train, enc))
+        return cls(router, enc, train.actors, backends, explore=explore, seed=seed, log=log, name="routerlab")
+
+    # -- the policy ----------------------------------------------------------------------------
+    def _features(self, text: str) -> Features:
+        X = self.encoder.transform([text])
+        queries = Queries.create(["request"], text=[text], dataset=[self.dataset], split=["served"])
+        return Features.of(X, queries, self.actors, self.encoder.spec)
+
+    def policy(self, text: str) -> npt.NDArray[np.float64]:
+        """The serving policy's distribution over the actors (in table order) for a request routed on ``text``."""
+        with self._lock:
+            return self._policy(text)
+
+    def _policy(self, text: str) -> npt.NDArray[np.float64]:
+        routed = self.router.route(self._features(text))
+        m = len(self.actor_names)
+        if self.router.explores:
+            base = np.asarray(routed.distribution[0], dtype=np.float64)
+        else:
+            base = np.zeros(m)
+            base[int(routed.choice[0])] = 1.0
+        if self.explore == 0.0:
+            return base
+        return (1.0 - self.explore) * base + self.explore / m
+
+    def route(self, text: str) -> Decision:
+        """Draw an actor for ``text`` from the serving policy; the decision carries its exact probability."""
+        with self._lock:
+            p = self._policy(text)
+            if p.max() >= 1.0:  # a deterministic choice: no draw, the stream stays as it was
+                a = int(p.argmax())
+            else:
+                cdf = np.cumsum(p)
+                a = min(int(np.searchsorted(cdf, self._rng.random() * cdf[-1], side="right")), p.size - 1)
+                while p[a] <= 0.0:  # rounding at the top of the CDF never lands on an impossible actor
+                    a -= 1
+        return Decision(self.actor_names[a], float(p[a]), "routed")
+
+    def decide(self, model: str, text: str) -> Decision:
+        """Route (``model`` is the router's name or one of :data:`ROUTED_MODELS`) or force the named actor."""
+        if model == self.name or model in ROUTED_MODELS:
+            return self.route(text)
+        if model in self.backends:
+            return Decision(model, 1.0, "forced")
+        raise UnknownModel(f"The model '{model}' does not exist; this server has "
+                           f"{', '.join(self.model_names())}")
+
+    def model_names(self) -> list[str]:
+        """What ``/v1/models`` lists: the router first, then the actors."""
+        return [self.name, *self.actor_names]
+
+    # -- answering -----------------------------------------------------------------------------
+    def _claim(self, query_id: str | None) -> str:
+        if query_id is None:
+            return new_query_id()
+        if not query_id or len(query_id) > MAX_QUERY_ID or any(c in query_id for c in "\r\n"):
+            raise UsageError(f"metadata.query_id must be a non-empty one-line id of at most {MAX_QUERY_ID} "
+                             "characters")
+        if self.log is not None and not self.log.reserve(query_id):
+            raise DuplicateQuery(f"query id {query_id!r} is already in the request log (one row per query)")
+        return query_id
+
+    def _release(self, query_id: str) -> None:
+        if self.log is not None:
+            self.log.release(query_id)
+
+    def complete(self, messages: Sequence[Message], decoding: Decoding, *, model: str = "routerlab",
+                 query_id: str | None = None, dataset: str | None = None) -> Served:
+        """Route (or force), call the chosen backend, log the request; :class:`BackendFailure` when the backend
+        raises (the request is then not logged: there is no answer to score)."""
+        text = request_text(messages)
+        decision = self.decide(model, text)
+        qid = self._claim(query_id)
+        try:
+            completion = self.backends[decision.actor].complete(messages, decoding)
+        except Exception as exc:
+            self._release(qid)
+            raise BackendFailure(decision.actor, exc) from exc
+        self._record(qid, text, decision, latency_s=completion.latency_s, tokens_in=completion.tokens_in,
+                     tokens_out=completion.tokens_out, cached=completion.cached, dataset=dataset)
+        return Served(qid, decision, completion)
+
+    def stream(self, messages: Sequence[Message], decoding: Decoding, *, model: str = "routerlab",
+               query_id: str | None = None, dataset: str | None = None) -> ServedStream:
+        """Route (or force) now and return the answer as a :class:`ServedStream` of text deltas. The request is
+        logged when the last delta has been taken, with the wall time of the stream as its latency and the
+        output tokens the backend's tokenizer counts (empty where it has none); a stream abandoned early (the
+        client went away) or broken by the backend (:class:`BackendFailure`) is not logged."""
+        text = request_text(messages)
+        decision = self.decide(model, text)
+        qid = self._claim(query_id)
+        return ServedStream(self, qid, text, decision, messages, decoding, dataset)
+
+    def _record(self, qid: str, text: str, decision: Decision, *, latency_s: float, tokens_in: int | None,
+                tokens_out: int | None, cached: bool, dataset: str | None) -> None:
+        if self.log is None:
+            return
+        from routerlab.serve.log import LogRecord
+
+        self.log.append(LogRecord(query_id=qid, text=text, actor=decision.actor, propensity=decision.propensity,
+                                  mode=decision.mode, latency_s=float(latency_s), tokens_in=tokens_in,
+                                  tokens_out=tokens_out, cached=cached, dataset=dataset or self.dataset))
+
+    def describe(self) -> dict[str, Any]:
+        """The served pool and policy, for ``/v1/models`` metadata and the startup line."""
+        return {"router": self.router.name, "params": dict(self.router.params), "encoder": self.encoder.spec,
+                "explore": self.explore, "seed": self.seed, "actors": list(self.actor_names),
+                "log": None if self.log is None else str(self.log.path)}
+
+    def close(self) -> None:
+        """Close every backend and the log."""
+        for backend in self.backends.values():
+            backend.close()
+        if self.log is not None:
+            self.log.close()
