@@ -302,3 +302,36 @@ def test_served_log_reads_back(service: RoutingService) -> None:
     attach_feedback(service.log.path, {r["query_id"]: 1.0 for r in rows}, out, keep_forced=True)
     logs = read_logs(out)
     assert logs.n == len(rows) and set(logs.table.actor_names) <= set(TABLE.actor_names)
+
+
+def test_routerlabs_openai_backend_calls_routerlabs_server(service: RoutingService, url: str,
+                                                            tmp_path: Path) -> None:
+    """End to end: a second server whose actors are routerlab's ``openai`` backend pointed at the first server
+    (each forcing its actor there); the openai client talks to the second one."""
+    specs = parse_actor_list(",".join(f"{a}=openai:{a}@{url},retries=0" for a in TABLE.actor_names))
+    remote = {name: load_backend(spec, cache=False) for name, spec in specs}
+    front_log = RequestLog(tmp_path / "front.csv")
+    front = RoutingService.train("knn:k=5", TABLE, remote, log=front_log)
+    back_before = service.log.n_records if service.log else 0
+    try:
+        with ServerThread(create_app(front)) as front_url:
+            api = openai.OpenAI(base_url=front_url, api_key="unused", max_retries=0)
+            text = "Which court hears appeals on maritime contract disputes?"
+            plain = api.chat.completions.create(model="routerlab", messages=[{"role": "user", "content": text}])
+            actor = argmax_actor(front, text)
+            assert plain.model == actor and plain.choices[0].message.content == f"{actor} says: {text}"
+            assert plain.usage is not None and plain.usage.completion_tokens == len(f"{actor} says: {text}".split())
+            stream = api.chat.completions.create(model="routerlab", messages=[{"role": "user", "content": text}],
+                                                 stream=True)
+            assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == \
+                plain.choices[0].message.content
+            with pytest.raises(openai.NotFoundError):
+                api.chat.completions.create(model="nobody", messages=[{"role": "user", "content": text}])
+    finally:
+        front.close()
+    front_rows = read_logs_with_scores(front_log.path)
+    assert [r["mode"] for r in front_rows] == ["routed", "routed"] and front_rows[0]["actor"] == actor
+    assert int(front_rows[0]["tokens_out"]) == plain.usage.completion_tokens
+    assert service.log is not None
+    back_rows = read_logs_with_scores(service.log.path)[back_before:]
+    assert [(r["mode"], r["actor"]) for r in back_rows] == [("forced", actor)] * 2  # the backend forced its actor
