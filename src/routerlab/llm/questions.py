@@ -1,0 +1,345 @@
+"""Questions with gold answers, read from a routing table's query metadata or a JSON-lines file.
+
+``routerlab collect`` runs actors on these and grades them (:mod:`routerlab.llm.grading`). Two sources:
+
+- **A routing table** (a saved directory, or an importer's output in Python). The gold answer is the first
+  non-empty of the query metadata columns ``answer`` (MMLU-Pro), ``ground_truth`` (LLMRouter's query files
+  joined by the ``routerdc`` importer) or ``gold``; the options are ``options`` or ``choices`` (JSON text:
+  a list of option texts, or ``{"text": [...], "label"|"labels": [...]}``). A question with options is
+  multiple choice: its gold must be one of the labels (ARC's ``1``-``4`` read as A-D) or an option letter; the
+  options are always shown lettered A, B, C, ...; LLMRouter's ``metric`` column refines the rest: ``GSM8K`` takes
+  the number after ``####`` of the worked solution, ``MATH`` the last ``\\boxed{}`` (or the whole answer when it
+  has none), ``f1_score`` and others the answer text. Questions that cannot be graded by matching an answer
+  are skipped and counted by reason: no gold answer, ``code_eval`` (needs running code),
+  ``commongen_coverage`` (a coverage score), options that are not a list of texts (or more than ten), a gold
+  answer that is not one of the options' letters or labels.
+- **A JSON-lines file**, one question per line: ``{"id", "question", "choices"?, "answer", "dataset"?,
+  "split"?}``. ``choices`` is a list of option texts (or the ``{"text", "label"}`` form above); ``answer`` is
+  then the option's letter or its exact text. Without choices the answer is a short answer. ``id`` defaults
+  to ``line<N>``, ``dataset`` to the file's stem. Here every problem is an error naming the file, line and
+  field: a file written for collect should not lose questions silently.
+
+``limit`` takes a seeded sample stratified by dataset (:func:`stratified_order`): the first ``limit`` of one
+seeded order in which every dataset keeps its share within one question at every length, so the same seed
+gives the same questions and a larger limit keeps every question of a smaller one (a rerun with more
+questions reuses the call cache for the ones already asked). The questions keep their source order.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from routerlab.errors import DataError, UsageError
+from routerlab.llm.grading import LETTERS, last_boxed
+
+if TYPE_CHECKING:
+    from routerlab.data.table import RoutingTable
+
+Kind = Literal["mc", "short"]
+KINDS: tuple[Kind, ...] = ("mc", "short")
+GOLD_COLUMNS = ("answer", "ground_truth", "gold")
+OPTION_COLUMNS = ("options", "choices")
+UNGRADED_METRICS = {"code_eval": "metric code_eval (needs running code)",
+                    "commongen_coverage": "metric commongen_coverage (a coverage score, not a match)"}
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question: ``gold`` is the option letter (``kind == "mc"``, with ``choices``) or the short answer."""
+
+    id: str
+    text: str
+    dataset: str
+    split: str
+    choices: tuple[str, ...] | None
+    gold: str
+    kind: Kind
+
+    @property
+    def letters(self) -> str:
+        """The option letters (``"ABCD"`` for four options); empty for a short-answer question."""
+        return LETTERS[: len(self.choices)] if self.choices else ""
+
+
+@dataclass(frozen=True)
+class QuestionSet(Sequence[Question]):
+    """The questions read from ``source`` (after sampling), and how many were skipped, by reason."""
+
+    questions: tuple[Question, ...]
+    source: str
+    n_available: int
+    skipped: Mapping[str, int] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.questions)
+
+    def __iter__(self) -> Iterator[Question]:
+        return iter(self.questions)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.questions[index]
+
+    def counts(self) -> dict[str, int]:
+        """Questions per dataset."""
+        out: dict[str, int] = {}
+        for q in self.questions:
+            out[q.dataset] = out.get(q.dataset, 0) + 1
+        return out
+
+
+def load_questions(
+    source: str | Path | RoutingTable,
+    *,
+    limit: int | None = None,
+    seed: int = 0,
+    kinds: Sequence[str] = KINDS,
+) -> QuestionSet:
+    """Questions from a table directory, a :class:`RoutingTable` or a ``.jsonl`` file (module docstring),
+    keeping the ``kinds`` asked for (``mc``, ``short``), then a seeded stratified sample of ``limit``."""
+    from routerlab.data.table import RoutingTable
+
+    bad = [k for k in kinds if k not in KINDS]
+    if bad or not kinds:
+        raise UsageError(f"question kinds must be some of {', '.join(KINDS)}, got {', '.join(kinds) or 'none'}")
+    if limit is not None and limit < 1:
+        raise UsageError(f"the question limit must be at least 1, got {limit}")
+    skipped: dict[str, int] = {}
+    if isinstance(source, RoutingTable):
+        questions = questions_from_table(source, skipped)
+        where = source.name
+    else:
+        path = Path(source)
+        where = str(path)
+        if path.is_dir():
+            from routerlab.data.store import load
+
+            questions = questions_from_table(load(path), skipped)
+        elif path.suffix.lower() == ".jsonl":
+            questions = questions_from_jsonl(path)
+        elif not path.exists():
+            raise DataError("no such file or table directory", file=path)
+        else:
+            raise DataError("questions come from a table directory or a .jsonl file", file=path)
+    kept = [q for q in questions if q.kind in kinds]
+    other = len(questions) - len(kept)
+    if other:
+        skipped[f"kind not in {'/'.join(kinds)}"] = other
+    n_available = len(kept)
+    if limit is not None and limit < len(kept):
+        order = stratified_order([q.dataset for q in kept], seed)
+        chosen = np.sort(order[:limit])
+        kept = [kept[i] for i in chosen.tolist()]
+    return QuestionSet(tuple(kept), where, n_available, dict(sorted(skipped.items())))
+
+
+def stratified_order(datasets: Sequence[str], seed: int) -> np.ndarray:
+    """A seeded order of positions 0..n-1 in which each prefix holds every dataset in its share, within one.
+
+    Each dataset's positions are shuffled with the seed; then, step by step, the next position comes from the
+    dataset furthest below its share of the prefix (``k * n_d / n - taken_d``), ties going to a seeded order of
+    the datasets. So every prefix is a stratified sample and a longer prefix contains a shorter one.
+    """
+    n = len(datasets)
+    rng = np.random.default_rng(seed)
+    names = sorted(set(datasets))
+    members = {d: [] for d in names}  # type: dict[str, list[int]]
+    for i, d in enumerate(datasets):
+        members[d].append(i)
+    pools = {d: list(rng.permutation(np.array(members[d], dtype=np.int64)).tolist()) for d in names}
+    tie_rank = {d: int(r) for d, r in zip(names, rng.permutation(len(names)), strict=True)}
+    share = {d: len(members[d]) / n for d in names} if n else {}
+    taken = dict.fromkeys(names, 0)
+    out = np.empty(n, dtype=np.int64)
+    for k in range(1, n + 1):
+        best = max((d for d in names if taken[d] < len(pools[d])),
+                   key=lambda d: (k * share[d] - taken[d], -tie_rank[d]))
+        out[k - 1] = pools[best][taken[best]]
+        taken[best] += 1
+    return out
+
+
+# ---------------------------------------------------------------------------------------- tables
+
+
+def _column(extra: Mapping[str, np.ndarray], names: Sequence[str], n: int) -> list[str]:
+    """Per query, the first non-empty value among the metadata columns ``names`` ("" when none)."""
+    out = [""] * n
+    for name in names:
+        col = extra.get(name)
+        if col is None:
+            continue
+        for i, v in enumerate(col.tolist()):
+            if not out[i] and v is not None and not (isinstance(v, float) and math.isnan(v)):
+                out[i] = str(v).strip()
+    return out
+
+
+def parse_options(value: Any) -> tuple[tuple[str, ...], tuple[str, ...] | None] | None:
+    """(option texts, their labels or None) from a list, a ``{"text", "label"|"labels"}`` dict, or their JSON
+    text; None when there are no options. Raises ValueError when the form is wrong."""
+    if isinstance(value, str):
+        if not value.strip():
+            return None
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise ValueError("options are not JSON text") from None
+    if value is None:
+        return None
+    labels: tuple[str, ...] | None = None
+    if isinstance(value, dict):
+        texts = value.get("text")
+        raw_labels = value.get("label", value.get("labels"))
+        if not isinstance(texts, list):
+            raise ValueError("an options object needs a 'text' list")
+        if raw_labels is not None:
+            if not isinstance(raw_labels, list) or len(raw_labels) != len(texts):
+                raise ValueError("option labels must be a list as long as the texts")
+            labels = tuple(str(x).strip() for x in raw_labels)
+            if len(set(labels)) != len(labels):
+                raise ValueError(f"option labels repeat: {list(labels)}")
+        value = texts
+    if not isinstance(value, list):
+        raise ValueError(f"options must be a list of texts, got {type(value).__name__}")
+    if not value:
+        return None
+    if len(value) > len(LETTERS):
+        raise ValueError(f"{len(value)} options; at most {len(LETTERS)} (A-{LETTERS[-1]}) are supported")
+    if not all(isinstance(v, str | int | float) and not isinstance(v, bool) for v in value):
+        raise ValueError("every option must be a text")
+    return tuple(str(v) for v in value), labels
+
+
+def gold_letter(gold: str, choices: tuple[str, ...], labels: tuple[str, ...] | None) -> str | None:
+    """The option letter of a gold answer: one of the source's own labels (ARC's ``1``-``4`` become A-D), else a
+    letter of the options (any case), else None."""
+    g = gold.strip()
+    if labels is not None and g in labels:
+        return LETTERS[labels.index(g)]
+    letters = LETTERS[: len(choices)]
+    return g.upper() if len(g) == 1 and g.upper() in letters else None
+
+
+def short_gold(answer: str, metric: str) -> str:
+    """The short answer to match from a gold field: GSM8K's number after ``####``, MATH's last ``\\boxed{}``."""
+    if metric.lower() == "gsm8k" and "####" in answer:
+        return answer.rsplit("####", 1)[1].strip().replace(",", "")
+    if metric.lower() == "math":
+        boxed = last_boxed(answer)
+        if boxed is not None:
+            return boxed
+    return answer.strip()
+
+
+def questions_from_table(table: RoutingTable, skipped: dict[str, int]) -> list[Question]:
+    """Questions from a table's query metadata (module docstring); skips are counted in ``skipped``."""
+    q = table.queries
+    n = len(q)
+    if not any(c in q.extra for c in GOLD_COLUMNS):
+        raise UsageError(
+            f"table {table.name!r} has no gold answers: its query metadata has none of {', '.join(GOLD_COLUMNS)} "
+            "(import MMLU-Pro, or LLMRouter's score files with their query JSONL files, or give a .jsonl file)"
+        )
+    golds = _column(q.extra, GOLD_COLUMNS, n)
+    options = _column(q.extra, OPTION_COLUMNS, n)
+    metrics = _column(q.extra, ("metric",), n)
+    out: list[Question] = []
+
+    def skip(reason: str) -> None:
+        skipped[reason] = skipped.get(reason, 0) + 1
+
+    for i in range(n):
+        gold, metric = golds[i], metrics[i]
+        if not gold:
+            skip("no gold answer")
+            continue
+        if metric in UNGRADED_METRICS:
+            skip(UNGRADED_METRICS[metric])
+            continue
+        base = {"id": str(q.ids[i]), "text": str(q.text[i]), "dataset": str(q.dataset[i]), "split": str(q.split[i])}
+        parsed = None
+        if metric in ("", "em_mc"):
+            try:
+                parsed = parse_options(options[i])
+            except ValueError:
+                skip("options not usable (not a list of texts, or more than ten)")
+                continue
+        if parsed is not None:
+            letter = gold_letter(gold, *parsed)
+            if letter is None:
+                skip("gold is not one of the options' letters or labels")
+                continue
+            out.append(Question(**base, choices=parsed[0], gold=letter, kind="mc"))
+        elif metric == "em_mc":
+            skip("multiple choice without options")
+        else:
+            answer = short_gold(gold, metric)
+            if not answer:
+                skip("no gold answer")
+                continue
+            out.append(Question(**base, choices=None, gold=answer, kind="short"))
+    return out
+
+
+# ---------------------------------------------------------------------------------------- JSON lines
+
+
+def questions_from_jsonl(path: Path) -> list[Question]:
+    """Questions from a JSON-lines file (module docstring); any bad line is a DataError naming it."""
+    from routerlab.data._files import iter_jsonl
+
+    out: list[Question] = []
+    seen: dict[str, int] = {}
+    stem = path.name.split(".")[0]
+    for line, obj in iter_jsonl(path):
+        text = obj.get("question")
+        if not isinstance(text, str) or not text.strip():
+            raise DataError("missing or not a non-empty text", file=path, row=line, field="question")
+        qid = obj.get("id", f"line{line}")
+        if not isinstance(qid, str | int) or isinstance(qid, bool) or str(qid) == "":
+            raise DataError(f"expected a text or an integer, got {qid!r}", file=path, row=line, field="id")
+        qid = str(qid)
+        if qid in seen:
+            raise DataError(f"id {qid!r} repeats (first on line {seen[qid]})", file=path, row=line, field="id")
+        seen[qid] = line
+        meta = {}
+        for key, default in (("dataset", stem), ("split", "")):
+            value = obj.get(key, default)
+            if value is None:
+                value = default
+            if not isinstance(value, str):
+                raise DataError(f"expected a text, got {value!r}", file=path, row=line, field=key)
+            meta[key] = value
+        try:
+            parsed = parse_options(obj.get("choices"))
+        except ValueError as exc:
+            raise DataError(str(exc), file=path, row=line, field="choices") from None
+        answer = obj.get("answer")
+        if isinstance(answer, int | float) and not isinstance(answer, bool) and parsed is None:
+            answer = str(answer)
+        if not isinstance(answer, str) or not answer.strip():
+            raise DataError("missing or not a non-empty text (the gold answer)", file=path, row=line, field="answer")
+        if parsed is None:
+            out.append(Question(qid, text, meta["dataset"], meta["split"], None, answer.strip(), "short"))
+            continue
+        choices, labels = parsed
+        gold = gold_letter(answer, choices, labels)
+        if gold is None and answer.strip() in choices:
+            gold = LETTERS[choices.index(answer.strip())]
+        if gold is None:
+            letters = LETTERS[: len(choices)]
+            raise DataError(f"{answer!r} is neither an option letter ({letters[0]}-{letters[-1]}"
+                            f"{', or a label ' + '/'.join(labels) if labels else ''}) nor an option's exact text",
+                            file=path, row=line, field="answer")
+        out.append(Question(qid, text, meta["dataset"], meta["split"], choices, gold, "mc"))
+    if not out:
+        raise DataError("holds no question", file=path)
+    return out
+
