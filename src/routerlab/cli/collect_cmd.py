@@ -1,0 +1,112 @@
+"""``routerlab collect``: run actors (LLM backends) on questions with gold answers and write a routing table.
+
+Every option, the actor specs and the output directory are checked before any question is read or any
+model loaded (one line, exit 2). Calls go through the on-disk call cache, so an interrupted run resumes
+and a rerun asks nothing again; the table is written once, atomically, at the end.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from routerlab.cli import app
+from routerlab.cli._io import json_option, print_json, seed_option
+from routerlab.errors import UsageError
+
+KIND_CHOICES = {"all": ("mc", "short"), "mc": ("mc",), "short": ("short",)}
+ACTORS_HELP = ("Actors as NAME=KIND:MODEL[,key=value...], comma-separated: NAME=local:smollm2-135m, "
+               "NAME=local:qwen2.5-coder-1.5b, NAME=local:/path/model.gguf, NAME=openai:MODEL@BASE_URL,key_env=VAR; "
+               "options input_price= and output_price= (USD per 1M tokens) give the cost.")
+
+
+@app.command("collect")
+def collect_cmd(
+    questions: Annotated[Path, typer.Argument(
+        help="A table directory whose queries carry gold answers (MMLU-Pro or LLMRouter imports) or a .jsonl "
+             "file of {id, question, choices?, answer, dataset?}.")],
+    actors: Annotated[str, typer.Option("--actors", "-a", help=ACTORS_HELP)],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Directory to write the routing table to.")],
+    limit: Annotated[int | None, typer.Option(
+        min=1, help="Ask a seeded sample of this many questions, stratified by dataset.")] = None,
+    seed: Annotated[int, seed_option("Seed of the question sample.")] = 0,
+    mode: Annotated[str, typer.Option(
+        help="Multiple choice by option-letter logits (logits, local models only), by generated text "
+             "(generate), or logits where the backend gives them (auto).")] = "auto",
+    kind: Annotated[str, typer.Option(
+        help="Which questions: mc (multiple choice), short (short answers) or all.")] = "all",
+    max_tokens: Annotated[int, typer.Option(min=1, max=32768, help="Most tokens of a generated answer.")] = 256,
+    batch_size: Annotated[int, typer.Option(min=1, max=4096, help="Questions sent to a backend at once.")] = 8,
+    cache_dir: Annotated[Path | None, typer.Option(
+        help="Call cache directory (default: $ROUTERLAB_CACHE_DIR/llm or ~/.cache/routerlab/llm).")] = None,
+    force: Annotated[bool, typer.Option(
+        "--force", metavar="", help="Replace a table already in the output directory.")] = False,
+    as_json: Annotated[bool, json_option("Print the run's summary as one JSON object.")] = False,
+) -> None:
+    """Run every actor on every question, grade the answers and write a routing table (score, tokens,
+    latency, cost; option-letter logits as query metadata)."""
+    from routerlab.cli.data_cmds import _check_output
+    from routerlab.llm.base import Decoding, parse_actor_list
+    from routerlab.llm.collect import MODES, check_mode, collect
+    from routerlab.llm.questions import load_questions
+
+    _check_output(output, force)
+    if mode not in MODES:
+        raise UsageError(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if kind not in KIND_CHOICES:
+        raise UsageError(f"--kind must be one of {', '.join(KIND_CHOICES)}, got {kind!r}")
+    if cache_dir is not None and cache_dir.exists() and not cache_dir.is_dir():
+        raise UsageError(f"--cache-dir {cache_dir}: is a file, not a directory")
+    specs = parse_actor_list(actors)
+    check_mode(mode, specs)
+    decoding = Decoding(max_tokens=max_tokens)
+    qs = load_questions(questions, limit=limit, seed=seed, kinds=KIND_CHOICES[kind])
+    if not qs:
+        raise UsageError(f"{questions}: no question of kind {kind} to ask")
+    provenance: dict[str, Any] = {
+        "source": str(questions), "limit": limit, "seed": seed, "kind": kind,
+        "n_available": qs.n_available, "skipped": dict(qs.skipped),
+    }
+    table = collect(qs, specs, mode=mode, decoding=decoding, cache_dir=cache_dir, batch_size=batch_size,
+                    name=output.name or "collected", provenance=provenance)
+    table.save(output)
+    summary = _summary(table)
+    if as_json:
+        print_json({**table.meta["collect"], "output": str(output), "content_hash": table.content_hash,
+                    "actor_summary": summary})
+    else:
+        skipped = sum(qs.skipped.values())
+        typer.echo(f"asked {table.n_queries} questions ({qs.n_available} available in {questions}"
+                   + (f", {skipped} skipped: " + "; ".join(f"{k} {v}" for k, v in qs.skipped.items()) if skipped
+                      else "") + ")")
+        width = max(len(a) for a in summary)
+        for actor, s in summary.items():
+            typer.echo(f"  {actor:<{width}}  accuracy {s['accuracy']:.3f}  {s['mode']:8}  "
+                       f"{_num(s['questions_per_s'], '.2f')} q/s  TTFT {_num(s['ttft_ms'], '.0f')} ms  "
+                       f"ITL {_num(s['itl_ms'], '.1f')} ms  calls {s['fresh_calls']} new, {s['cached_calls']} cached")
+    from routerlab.reports.files import say_written
+
+    say_written([output], to_stderr=as_json)
+
+
+def _summary(table: Any) -> dict[str, dict[str, Any]]:
+    """Per actor: accuracy, mode, questions/s of this run, TTFT/ITL (ms, NaN -> None) and the call counts."""
+    import math
+
+    out: dict[str, dict[str, Any]] = {}
+    runs = table.meta["collect"]["actors"]
+    for j, actor in enumerate(table.actor_names):
+        run = runs[actor]
+        ttft, itl = float(table.actors.ttft_ms[j]), float(table.actors.itl_ms[j])
+        out[actor] = {
+            "accuracy": run["accuracy"], "mode": run["mode"], "questions_per_s": run["questions_per_s"],
+            "ttft_ms": None if math.isnan(ttft) else ttft, "itl_ms": None if math.isnan(itl) else itl,
+            "fresh_calls": run["fresh_calls"], "cached_calls": run["cached_calls"],
+        }
+    return out
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)

@@ -1,0 +1,370 @@
+"""Build a routing table by running actors (LLM backends) on questions with gold answers.
+
+:func:`collect` loads each actor once, asks it every question, grades the answers
+(:mod:`routerlab.llm.grading`) and returns a :class:`~routerlab.data.table.RoutingTable`:
+
+- **How a question is asked.** One user message: the question, then its options as ``A. text`` lines and
+  ``Answer with the letter of the correct option.`` (multiple choice), or ``Answer with the final answer
+  only.`` (short answer). ``mode`` says how multiple choice is answered: ``logits`` reads the next-token
+  logits of the option letters after the prompt (one forward pass, no generation; local backends only),
+  ``generate`` generates a reply and reads the letter from it, ``auto`` takes logits wherever the backend
+  can give them. Short answers are always generated (greedy, ``decoding``).
+- **What a cell holds.** ``score`` 1/0 against the gold answer; ``tokens_in`` (the prompt's tokens);
+  ``tokens_out`` (the generated tokens; 1 for an answer read from logits: the one letter a forward pass
+  decides); ``latency_s`` as measured for that call (a cache hit keeps the latency first measured, never 0);
+  ``cost_usd`` from the actor's ``input_price`` / ``output_price`` (USD per 1M tokens, from the actor spec;
+  an actor without prices has NaN cost, never a guessed 0).
+- **Actors.** ``ttft_ms`` and ``itl_ms`` are the medians of the measured time to first token and
+  inter-token latency of the actor's generated replies. An actor that answered every question from logits
+  generated nothing, so it is timed on ``timing_probes`` short greedy replies (16 tokens) to the first
+  questions; those replies are only timed, never graded. ``params_b`` comes from the spec (``params_b=``) or
+  the backend. Actor metadata: ``spec`` (without secrets: keys are named by their variable), ``mode``.
+- **Per-answer metadata** (query metadata columns, one per actor): ``logits.<actor>`` holds the option-letter
+  logits as JSON text (a list in option order, ``""`` where none were read), the input of the logit-based
+  two-model routers (read them back with :func:`choice_logits`); ``pred.<actor>`` the answer read (a letter,
+  or the short answer); ``output.<actor>`` the generated text (empty for logits). The questions' own
+  ``gold``, ``choices`` (JSON list) and ``kind`` are kept too, so a collected table is itself a question
+  source for another collect.
+- **Resuming.** Every call goes through the on-disk call cache (:mod:`routerlab.llm.cache`): a rerun asks
+  nothing again, and an interrupted run resumes where it stopped (only the missing calls run). Nothing is
+  written until every actor has answered; the caller saves the table once (atomically).
+- **Provenance** in ``meta["collect"]``: the question source, sample size and seed, skipped questions by
+  reason, mode, decoding, prompt templates, routerlab version and, per actor, the spec, fresh and cached
+  calls, the wall time and questions per second of this run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from routerlab.errors import UsageError
+from routerlab.llm.base import (
+    GREEDY,
+    Backend,
+    BackendSpec,
+    ChoiceScores,
+    Completion,
+    Decoding,
+    Message,
+    backend_class,
+)
+from routerlab.llm.grading import extract_letter, grade_choice, grade_short, letter_from_logits
+from routerlab.llm.questions import Question
+
+if TYPE_CHECKING:
+    from routerlab.data.table import RoutingTable
+
+Mode = Literal["auto", "logits", "generate"]
+MODES: tuple[str, ...] = ("auto", "logits", "generate")
+MC_INSTRUCTION = "Answer with the letter of the correct option."
+SHORT_INSTRUCTION = "Answer with the final answer only."
+PROBE_DECODING = Decoding(max_tokens=16)
+"""The short greedy reply that times an actor whose answers all came from logits."""
+
+
+def prompt_messages(question: Question) -> tuple[Message, ...]:
+    """The chat that asks ``question`` (module docstring): one user message."""
+    if question.choices:
+        lines = [f"{letter}. {text}" for letter, text in zip(question.letters, question.choices, strict=True)]
+        body = f"{question.text.rstrip()}\n\n" + "\n".join(lines) + f"\n\n{MC_INSTRUCTION}"
+    else:
+        body = f"{question.text.rstrip()}\n\n{SHORT_INSTRUCTION}"
+    return (Message("user", body),)
+
+
+@dataclass
+class _Column:
+    """What one actor gave for every question, filled as the calls return."""
+
+    n: int
+    score: np.ndarray = field(init=False)
+    tokens_in: np.ndarray = field(init=False)
+    tokens_out: np.ndarray = field(init=False)
+    latency: np.ndarray = field(init=False)
+    logits: list[str] = field(init=False)
+    pred: list[str] = field(init=False)
+    output: list[str] = field(init=False)
+    ttft: list[float] = field(default_factory=list)
+    itl: list[float] = field(default_factory=list)
+    fresh: int = 0
+    cached: int = 0
+
+    def __post_init__(self) -> None:
+        self.score = np.full(self.n, np.nan, dtype=np.float32)
+        self.tokens_in = np.full(self.n, np.nan, dtype=np.float32)
+        self.tokens_out = np.full(self.n, np.nan, dtype=np.float32)
+        self.latency = np.full(self.n, np.nan, dtype=np.float32)
+        self.logits = [""] * self.n
+        self.pred = [""] * self.n
+        self.output = [""] * self.n
+
+    def count(self, cached: bool) -> None:
+        if cached:
+            self.cached += 1
+        else:
+            self.fresh += 1
+
+    def from_scores(self, i: int, q: Question, sc: ChoiceScores) -> None:
+        letter = letter_from_logits(sc.letters, sc.logits)
+        self.score[i] = grade_choice(letter, q.gold)
+        self.tokens_in[i] = sc.tokens_in
+        self.tokens_out[i] = 1.0
+        self.latency[i] = sc.latency_s
+        self.logits[i] = json.dumps([round(float(v), 6) for v in sc.logits])
+        self.pred[i] = letter
+        self.count(sc.cached)
+
+    def from_completion(self, i: int, q: Question, c: Completion) -> None:
+        if q.kind == "mc":
+            letter = extract_letter(c.text, q.letters, q.choices)
+            self.score[i] = grade_choice(letter, q.gold)
+            self.pred[i] = letter or ""
+        else:
+            self.score[i], self.pred[i] = grade_short(c.text, q.gold)
+        self.tokens_in[i] = c.tokens_in
+        self.tokens_out[i] = c.tokens_out
+        self.latency[i] = c.latency_s
+        self.output[i] = c.text
+        self.timing(c)
+        self.count(c.cached)
+
+    def timing(self, c: Completion) -> None:
+        if c.ttft_s is not None and math.isfinite(c.ttft_s):
+            self.ttft.append(c.ttft_s)
+        if c.itl_s is not None and math.isfinite(c.itl_s):
+            self.itl.append(c.itl_s)
+
+
+def check_mode(mode: str, actors: Sequence[tuple[str, BackendSpec | Backend]]) -> None:
+    """Refuse, before any model loads, an unknown mode or ``logits`` for an actor that cannot give them."""
+    if mode not in MODES:
+        raise UsageError(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if mode != "logits":
+        return
+    for name, actor in actors:
+        can = actor.supports_choice_scores if isinstance(actor, Backend) else \
+            backend_class(actor.kind).supports_choice_scores
+        if not can:
+            kind = actor.spec.kind if isinstance(actor, Backend) else actor.kind
+            raise UsageError(f"--mode logits: actor {name!r} ({kind}) cannot give option-letter logits; "
+                             "use --mode auto (logits where possible) or --mode generate")
+
+
+def collect(
+    questions: Sequence[Question],
+    actors: Sequence[tuple[str, BackendSpec | Backend]],
+    *,
+    mode: str = "auto",
+    decoding: Decoding = GREEDY,
+    cache_dir: str | Path | None = None,
+    batch_size: int = 8,
+    timing_probes: int = 8,
+    name: str = "collected",
+    provenance: Mapping[str, Any] | None = None,
+    progress: bool | None = None,
+) -> RoutingTable:
+    """Run every actor on every question and return the routing table (module docstring).
+
+    ``actors`` pairs a name with a spec (loaded here through the call cache under ``cache_dir``, closed after
+    its questions) or an already loaded backend (used as it is and left open: the caller owns it).
+    ``provenance`` adds entries to ``meta["collect"]`` (the question source, seed, skipped counts).
+    ``progress``: None shows it on stderr as :mod:`routerlab.progress` decides, False hides it.
+    """
+    from routerlab import __version__
+    from routerlab.data.table import Actors, Queries, RoutingTable
+
+    if not questions:
+        raise UsageError("no questions to ask")
+    if not actors:
+        raise UsageError("no actors: give at least one NAME=KIND:MODEL")
+    if isinstance(batch_size, bool) or batch_size < 1:
+        raise UsageError(f"batch size must be at least 1, got {batch_size}")
+    if timing_probes < 0:
+        raise UsageError(f"timing probes must be >= 0, got {timing_probes}")
+    names = [a for a, _ in actors]
+    if len(set(names)) != len(names):
+        raise UsageError(f"actor names must be distinct, got {names}")
+    check_mode(mode, actors)
+    ids = [q.id for q in questions]
+    if len(set(ids)) != len(ids):
+        raise UsageError("question ids must be distinct")
+
+    columns: list[_Column] = []
+    per_actor: dict[str, Any] = {}
+    params: list[float] = []
+    specs: list[str] = []
+    modes: list[str] = []
+    for actor_name, actor in actors:
+        owned = not isinstance(actor, Backend)
+        backend = actor if isinstance(actor, Backend) else _load(actor_name, actor, cache_dir, progress)
+        try:
+            use_logits = mode == "logits" or (mode == "auto" and backend.supports_choice_scores)
+            t0 = time.perf_counter()
+            col = _ask(actor_name, backend, questions, use_logits, decoding, batch_size, progress)
+            wall = time.perf_counter() - t0
+            probes = 0
+            if not col.ttft and timing_probes:
+                probes = _probe(backend, questions, timing_probes, col)
+        finally:
+            if owned:
+                backend.close()
+        columns.append(col)
+        spec = backend.spec
+        specs.append(spec.describe())
+        size = spec.params_b if spec.params_b is not None else getattr(backend, "params_b", None)
+        params.append(float(size) if isinstance(size, int | float) and not isinstance(size, bool) else math.nan)
+        used = "logits" if use_logits and any(q.kind == "mc" for q in questions) else "generate"
+        modes.append(used)
+        per_actor[actor_name] = {
+            "spec": spec.describe(), "model_id": backend.model_id, "mode": used,
+            "fresh_calls": col.fresh, "cached_calls": col.cached, "timing_probes": probes,
+            "wall_s": round(wall, 3), "questions_per_s": round(len(questions) / wall, 3) if wall > 0 else None,
+            "accuracy": float(np.nanmean(col.score)),
+        }
+
+    qx: dict[str, Any] = {
+        "gold": [q.gold for q in questions],
+        "choices": [json.dumps(list(q.choices), ensure_ascii=False) if q.choices else "" for q in questions],
+        "kind": [q.kind for q in questions],
+    }
+    for actor_name, col in zip(names, columns, strict=True):
+        qx[f"pred.{actor_name}"] = col.pred
+        qx[f"logits.{actor_name}"] = col.logits
+        qx[f"output.{actor_name}"] = col.output
+    prices = [_price(actor, "input_price") for _, actor in actors]
+    out_prices = [_price(actor, "output_price") for _, actor in actors]
+    actor_table = Actors.create(
+        names,
+        params_b=params,
+        ttft_ms=[_median_ms(c.ttft) for c in columns],
+        itl_ms=[_median_ms(c.itl) for c in columns],
+        input_price=prices,
+        output_price=out_prices,
+        extra={"spec": np.array(specs, dtype=object), "mode": np.array(modes, dtype=object)},
+    )
+    meta_collect = {
+        **dict(provenance or {}),
+        "n_questions": len(questions),
+        "mode": mode,
+        "decoding": decoding.as_dict(),
+        "prompt": {"multiple_choice": "QUESTION\\n\\nA. OPTION\\n...\\n\\n" + MC_INSTRUCTION,
+                   "short": "QUESTION\\n\\n" + SHORT_INSTRUCTION},
+        "timing_probe_decoding": PROBE_DECODING.as_dict(),
+        "batch_size": batch_size,
+        "actors": per_actor,
+        "routerlab_version": __version__,
+    }
+    return RoutingTable(
+        queries=Queries.create(ids, text=[q.text for q in questions], dataset=[q.dataset for q in questions],
+                               split=[q.split for q in questions], extra=qx),
+        actors=actor_table,
+        score=np.stack([c.score for c in columns], axis=1),
+        tokens_in=np.stack([c.tokens_in for c in columns], axis=1),
+        tokens_out=np.stack([c.tokens_out for c in columns], axis=1),
+        latency_s=np.stack([c.latency for c in columns], axis=1),
+        name=name,
+        meta={"format": "collect", "source": str((provenance or {}).get("source", "")), "collect": meta_collect},
+    )
+
+
+def _load(name: str, spec: BackendSpec, cache_dir: str | Path | None, progress: bool | None) -> Backend:
+    from routerlab.llm.base import load_backend
+    from routerlab.progress import task
+
+    with task(f"collect: loading {name} ({spec.describe()})", enabled=progress):
+        return load_backend(spec, cache_dir=None if cache_dir is None else Path(cache_dir))
+
+
+def _ask(name: str, backend: Backend, questions: Sequence[Question], use_logits: bool, decoding: Decoding,
+         batch_size: int, progress: bool | None) -> _Column:
+    """Every question to one backend, in batches; multiple choice by logits (grouped by option letters)
+    when ``use_logits``, everything else generated."""
+    from routerlab.progress import Progress
+
+    col = _Column(len(questions))
+    t0 = time.perf_counter()
+    with Progress(f"collect: {name}", len(questions), unit="q", enabled=progress) as bar:
+        for start in range(0, len(questions), batch_size):
+            chunk = list(range(start, min(start + batch_size, len(questions))))
+            by_letters: dict[str, list[int]] = {}
+            generate: list[int] = []
+            for i in chunk:
+                q = questions[i]
+                if use_logits and q.kind == "mc":
+                    by_letters.setdefault(q.letters, []).append(i)
+                else:
+                    generate.append(i)
+            for letters, rows in by_letters.items():
+                scores = backend.choice_scores_batch([prompt_messages(questions[i]) for i in rows], tuple(letters))
+                _check_count(backend, scores, rows)
+                for i, sc in zip(rows, scores, strict=True):
+                    col.from_scores(i, questions[i], sc)
+            if generate:
+                replies = backend.complete_batch([prompt_messages(questions[i]) for i in generate], decoding)
+                _check_count(backend, replies, generate)
+                for i, c in zip(generate, replies, strict=True):
+                    col.from_completion(i, questions[i], c)
+            done = chunk[-1] + 1
+            elapsed = time.perf_counter() - t0
+            rate = done / elapsed if elapsed > 0 else math.inf
+            eta = (len(questions) - done) / rate if rate > 0 else math.inf
+            bar.update(len(chunk), f"{rate:.2f} q/s, ETA {_duration(eta)}")
+    return col
+
+
+def _probe(backend: Backend, questions: Sequence[Question], k: int, col: _Column) -> int:
+    """Time ``k`` short greedy replies (never graded) to set TTFT/ITL when no answer was generated."""
+    batch = [prompt_messages(q) for q in questions[:k]]
+    for c in backend.complete_batch(batch, PROBE_DECODING):
+        col.timing(c)
+    return len(batch)
+
+
+def _check_count(backend: Backend, got: Sequence[Any], asked: Sequence[int]) -> None:
+    if len(got) != len(asked):
+        raise UsageError(f"backend {backend.name} returned {len(got)} answers for {len(asked)} questions")
+
+
+def _price(actor: BackendSpec | Backend, key: str) -> float:
+    """A price the user gave in the spec; NaN when not given (cost unknown, never a guessed 0)."""
+    spec = actor.spec if isinstance(actor, Backend) else actor
+    value = spec.options.get(key)
+    return math.nan if value is None else float(value)
+
+
+def _median_ms(seconds: list[float]) -> float:
+    return statistics.median(seconds) * 1000.0 if seconds else math.nan
+
+
+def _duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    s = round(seconds)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def choice_logits(table: RoutingTable, actor: str) -> np.ndarray:
+    """The option-letter logits ``actor`` gave, as an (n_queries, 10) float32 array in option order (A..J),
+    NaN beyond a question's options and for questions answered without logits."""
+    from routerlab.llm.grading import LETTERS
+
+    key = f"logits.{actor}"
+    if key not in table.queries.extra:
+        have = sorted(k[len("logits."):] for k in table.queries.extra if k.startswith("logits."))
+        raise UsageError(f"table {table.name!r} holds no option-letter logits of actor {actor!r}; "
+                         f"it has them for: {', '.join(have) or 'no actor'}")
+    out = np.full((table.n_queries, len(LETTERS)), np.nan, dtype=np.float32)
+    for i, text in enumerate(table.queries.extra[key].tolist()):
+        if text:
+            values = json.loads(str(text))
+            out[i, : len(values)] = values
+    return out

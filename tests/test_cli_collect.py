@@ -1,0 +1,158 @@
+"""``routerlab collect`` end to end with a scripted backend kind (no model); every bad input is one line and
+exit 2, the output directory checked first."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from routerlab.cli import main
+from routerlab.data.store import load
+from routerlab.llm import base as llm_base
+from routerlab.llm.base import BackendSpec, register_backend
+from routerlab.llm.collect import choice_logits
+from tests.llm.test_collect import SCRIPT, ScriptedBackend
+
+ROWS = [
+    {"id": "m1", "question": "Which is a fruit?", "choices": ["stone", "apple", "chair"], "answer": "B",
+     "dataset": "food"},
+    {"id": "m2", "question": "Which is a colour?", "choices": ["red", "dog", "car", "run"], "answer": "A",
+     "dataset": "art"},
+    {"id": "m3", "question": "Which is a number?", "choices": ["cat", "seven", "sky", "hat"], "answer": "B",
+     "dataset": "math"},
+    {"id": "m4", "question": "Which flies?", "choices": ["rock", "fish", "bird", "tree"], "answer": "C",
+     "dataset": "nature"},
+    {"id": "s1", "question": "What is 6 times 7?", "answer": "42", "dataset": "math"},
+]
+
+
+@pytest.fixture()
+def questions(tmp_path: Path) -> Path:
+    path = tmp_path / "quiz.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    return path
+
+
+@pytest.fixture()
+def scripted_kind() -> Iterator[str]:
+    class Registered(ScriptedBackend):
+        def __init__(self, spec: BackendSpec, *, cache_dir: Path | None = None) -> None:
+            super().__init__(spec, cache_dir=cache_dir, script=SCRIPT)
+
+    register_backend("cli-scripted")(Registered)
+    yield "cli-scripted"
+    llm_base._REGISTRY.remove("cli-scripted")
+
+
+def test_collect_writes_a_table_and_reruns_from_the_cache(
+    questions: Path, scripted_kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "table"
+    args = ["collect", str(questions), "--actors", f"a={scripted_kind}:one,input_price=1,output_price=3,"
+            f"b={scripted_kind}:two", "-o", str(out), "--cache-dir", str(tmp_path / "cache")]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "asked 5 questions (5 available in" in text
+    assert "calls 5 new, 0 cached" in text and f"wrote {out}\n" in text
+    table = load(out)
+    assert table.actor_names == ["a", "b"] and table.n_queries == 5
+    assert table.score[:, 0].tolist() == [1, 0, 1, 1, 1]
+    assert table.cost_usd is not None
+    assert np.isfinite(table.cost_usd[:, 0]).all() and np.isnan(table.cost_usd[:, 1]).all()
+    assert choice_logits(table, "a").shape == (5, 10)
+    assert table.meta["collect"]["source"] == str(questions) and table.meta["collect"]["mode"] == "auto"
+    # the table is there now: refused without --force, replaced with it, every call from the cache
+    assert main(args) == 2
+    assert "already holds a routerlab table; pass --force" in capsys.readouterr().err
+    assert main([*args, "--force", "--json"]) == 0
+    captured = capsys.readouterr()
+    record = json.loads(captured.out)
+    assert record["actor_summary"]["a"]["fresh_calls"] == 0 and record["actor_summary"]["a"]["cached_calls"] == 5
+    assert record["actor_summary"]["a"]["accuracy"] == pytest.approx(0.8)
+    assert record["content_hash"] == load(out).content_hash == table.content_hash
+    assert f"wrote {out}" in captured.err
+
+
+def test_collect_sample_kind_and_mode(questions: Path, scripted_kind: str, tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "t"
+    assert main(["collect", str(questions), "-a", f"x={scripted_kind}:m", "--kind", "mc", "--limit", "2",
+                 "--seed", "5", "--mode", "generate", "--max-tokens", "3", "-o", str(out)]) == 0
+    table = load(out)
+    assert table.n_queries == 2 and set(table.queries.extra["kind"].tolist()) == {"mc"}
+    assert table.meta["collect"]["limit"] == 2 and table.meta["collect"]["seed"] == 5
+    assert table.meta["collect"]["n_available"] == 4 and table.meta["collect"]["decoding"]["max_tokens"] == 3
+    assert table.actors.extra["mode"].tolist() == ["generate"]
+    assert "(4 available in" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--mode", "sample"], "--mode must be one of auto, logits, generate"),
+        (["--kind", "essay"], "--kind must be one of all, mc, short"),
+        (["--limit", "0"], "--limit"),
+        (["--max-tokens", "0"], "--max-tokens"),
+        (["--batch-size", "0"], "--batch-size"),
+        (["--seed", "-1"], "--seed"),
+    ],
+)
+def test_bad_options_are_one_line(questions: Path, scripted_kind: str, tmp_path: Path,
+                                  capsys: pytest.CaptureFixture[str], extra: list[str], message: str) -> None:
+    out = tmp_path / "t"
+    assert main(["collect", str(questions), "-a", f"x={scripted_kind}:m", "-o", str(out), *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and err.startswith("routerlab: error:")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("actors", "message"),
+    [
+        ("x", "write NAME=KIND:MODEL"),
+        ("x=nosuch:m", "unknown backend kind 'nosuch'"),
+        ("x=openai:m@http://127.0.0.1:9/v1,colour=blue", "unknown option 'colour'"),
+        ("x=openai:m@http://127.0.0.1:9/v1,input_price=-1", "input_price"),
+        ("x=openai:m@http://127.0.0.1:9/v1,x=openai:m@http://127.0.0.1:9/v1", "given twice"),
+        ("api=openai:gpt@http://127.0.0.1:9/v1", "--mode logits: actor 'api'"),
+    ],
+)
+def test_bad_actors_are_one_line(questions: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                 actors: str, message: str) -> None:
+    assert main(["collect", str(questions), "-a", actors, "--mode", "logits", "-o", str(tmp_path / "t")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_bad_files_are_one_line(questions: Path, scripted_kind: str, tmp_path: Path,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    actor = ["-a", f"x={scripted_kind}:m"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(ROWS[0]) + "\n" + json.dumps({"id": "q", "question": "?", "choices": ["a"],
+                                                             "answer": "Z"}) + "\n")
+    cases = [
+        ([str(bad), *actor, "-o", str(tmp_path / "o1")], f"{bad}, row 2, field 'answer'"),
+        ([str(tmp_path / "none.jsonl"), *actor, "-o", str(tmp_path / "o2")], "no such file"),
+    ]
+    # -o is checked before anything else: a file as output wins over bad actors and a missing question file
+    (tmp_path / "file").write_text("x")
+    cases.append(([str(tmp_path / "none.jsonl"), "-a", "x", "-o", str(tmp_path / "file")], "is not a directory"))
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "notes.txt").write_text("keep")
+    cases.append(([str(questions), *actor, "-o", str(tmp_path / "busy")], "not empty"))
+    nogold = tmp_path / "nogold"
+    from routerlab.datasets import demo
+
+    demo(20, seed=0).save(nogold)
+    cases.append(([str(nogold), *actor, "-o", str(tmp_path / "o3")], "has no gold answers"))
+    cases.append(([str(questions), *actor, "--kind", "short", "--mode", "logits", "-o", str(tmp_path / "o4"),
+                   "--cache-dir", str(tmp_path / "file")], "--cache-dir"))
+    for args, message in cases:
+        assert main(["collect", *args]) == 2, args
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, (args, err)
+    assert (tmp_path / "busy" / "notes.txt").read_text() == "keep"
