@@ -59,6 +59,18 @@ def argmax_actor(service: RoutingService, text: str) -> str:
     return service.actor_names[int(service.policy(text).argmax())]
 
 
+def test_the_listening_socket_sends_small_writes_at_once(service: RoutingService) -> None:
+    """TCP_NODELAY on the server's socket (accepted connections inherit it): without it every response waited
+    ~40 ms for a delayed ACK (Nagle), measured 45 ms per request against 0.5 ms with it."""
+    import socket
+
+    thread = ServerThread(create_app(service))
+    try:
+        assert thread.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+    finally:
+        thread.stop()
+
+
 def test_models_list_the_router_then_the_actors(url: str) -> None:
     api = openai.OpenAI(base_url=url, api_key="unused")
     ids = [m.id for m in api.models.list()]
