@@ -334,9 +334,9 @@ def create_app(service: RoutingService, *, max_body_bytes: int = MAX_BODY_BYTES,
         })
 
     async def start_stream(req: ChatRequest, created: int) -> Response:
-        try:
-            served = service.stream(req.messages, req.decoding, model=req.model, query_id=req.query_id,
-                                    dataset=req.dataset)
+        try:  # routing encodes and scores the text: off the event loop, like every blocking step
+            served = await run_in_threadpool(service.stream, req.messages, req.decoding, model=req.model,
+                                             query_id=req.query_id, dataset=req.dataset)
         except Exception as exc:
             raise _error_status(exc) from None
         deltas = iter(served)
