@@ -39,6 +39,9 @@ def collect_cmd(
         help="Which questions: mc (multiple choice), short (short answers) or all.")] = "all",
     max_tokens: Annotated[int, typer.Option(min=1, max=32768, help="Most tokens of a generated answer.")] = 256,
     batch_size: Annotated[int, typer.Option(min=1, max=4096, help="Questions sent to a backend at once.")] = 8,
+    timing_probes: Annotated[int, typer.Option(
+        min=0, max=1024, help="Short greedy replies (16 tokens) that time TTFT/ITL of an actor whose answers all "
+                              "came from logits.")] = 8,
     cache_dir: Annotated[Path | None, typer.Option(
         help="Call cache directory (default: $ROUTERLAB_CACHE_DIR/llm or ~/.cache/routerlab/llm).")] = None,
     force: Annotated[bool, typer.Option(
@@ -70,7 +73,7 @@ def collect_cmd(
         "n_available": qs.n_available, "skipped": dict(qs.skipped),
     }
     table = collect(qs, specs, mode=mode, decoding=decoding, cache_dir=cache_dir, batch_size=batch_size,
-                    name=output.name or "collected", provenance=provenance)
+                    timing_probes=timing_probes, name=output.name or "collected", provenance=provenance)
     table.save(output)
     summary = _summary(table)
     if as_json:
