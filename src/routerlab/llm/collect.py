@@ -17,8 +17,10 @@
 - **Actors.** ``ttft_ms`` and ``itl_ms`` are the medians of the measured time to first token and
   inter-token latency of the actor's generated replies. An actor that answered every question from logits
   generated nothing, so it is timed on ``timing_probes`` short greedy replies (16 tokens) to the first
-  questions; those replies are only timed, never graded. ``params_b`` comes from the spec (``params_b=``) or
-  the backend. Actor metadata: ``spec`` (without secrets: keys are named by their variable), ``mode``.
+  questions, one request at a time; those replies are only timed, never graded. (Generated answers are
+  sent in batches, so their TTFT is a batch's: the time to the batch's first token.) ``params_b`` comes from
+  the spec (``params_b=``) or the backend. Actor metadata: ``spec`` (without secrets: keys are named by
+  their variable), ``mode``.
 - **Per-answer metadata** (query metadata columns, one per actor): ``logits.<actor>`` holds the option-letter
   logits as JSON text (a list in option order, ``""`` where none were read), the input of the logit-based
   two-model routers (read them back with :func:`choice_logits`); ``pred.<actor>`` the answer read (a letter,
@@ -322,11 +324,12 @@ def _ask(name: str, backend: Backend, questions: Sequence[Question], use_logits:
 
 
 def _probe(backend: Backend, questions: Sequence[Question], k: int, col: _Column) -> int:
-    """Time ``k`` short greedy replies (never graded) to set TTFT/ITL when no answer was generated."""
-    batch = [prompt_messages(q) for q in questions[:k]]
-    for c in backend.complete_batch(batch, PROBE_DECODING):
-        col.timing(c)
-    return len(batch)
+    """Time ``k`` short greedy replies (never graded), one request at a time so that TTFT is a single
+    request's, to set TTFT/ITL when no answer was generated."""
+    asked = list(questions[:k])
+    for q in asked:
+        col.timing(backend.complete(prompt_messages(q), PROBE_DECODING))
+    return len(asked)
 
 
 def _check_count(backend: Backend, got: Sequence[Any], asked: Sequence[int]) -> None:
