@@ -7,6 +7,7 @@ and records each request's body and Authorization header. Nothing leaves the loo
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
@@ -285,7 +286,7 @@ def test_an_error_event_in_the_middle_of_a_stream(stub: Stub) -> None:
 # ------------------------------------------------------------------------------- concurrency
 def test_concurrency_limit_holds_across_threads(stub: Stub) -> None:
     st = stub.reset()
-    st.first_delay, st.gap = 0.05, 0.01
+    st.first_delay, st.gap = 0.12, 0.01  # long enough for requests to overlap on a loaded machine
     with backend(stub, "concurrency=2") as b:
         threads = [threading.Thread(target=b.complete, args=(HELLO,)) for _ in range(8)]
         for t in threads:
@@ -293,17 +294,17 @@ def test_concurrency_limit_holds_across_threads(stub: Stub) -> None:
         for t in threads:
             t.join()
     assert len(st.requests) == 8
-    assert st.max_in_flight == 2  # never more than 2, and the 8 threads did run 2 at a time
+    assert st.max_in_flight == 2, st.max_in_flight  # never more than 2, and the 8 threads did run 2 at a time
 
 
 def test_complete_batch_runs_concurrently_and_keeps_the_order(stub: Stub) -> None:
     st = stub.reset()
-    st.echo, st.first_delay = True, 0.05
+    st.echo, st.first_delay = True, 0.15
     chats = [[Message("user", f"q{i}")] for i in range(9)]
     with backend(stub, "concurrency=3") as b:
         out = b.complete_batch(chats)
     assert [c.text for c in out] == [f"q{i}" for i in range(9)]
-    assert st.max_in_flight == 3  # three at a time, never more
+    assert st.max_in_flight == 3, st.max_in_flight  # three at a time, never more
 
 
 # ------------------------------------------------------------------------------- cache and key
@@ -395,3 +396,48 @@ def test_importing_the_module_does_not_import_openai() -> None:
     code = ("import sys, routerlab.llm.base as base; base.parse_actor_spec('a=openai:m@http://h/v1'); "
             "assert 'openai' not in sys.modules, 'openai imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ------------------------------------------------------------------------------- against routerlab serve
+def test_against_routerlab_serve(tmp_path: Path) -> None:
+    """routerlab's openai backend calling routerlab's own server (a knn router over test-echo actors): routed and
+    forced answers, streamed deltas, usage, the server's error message on a 404, and every request in its log."""
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    from routerlab.datasets import demo
+    from routerlab.serve import RequestLog, RoutingService
+    from routerlab.serve.app import ServerThread, create_app
+    from tests.serve import _backends  # noqa: F401 - registers the test-echo backend kind
+
+    table = demo(200, seed=0)
+    pool = {name: load_backend(spec, cache=False) for name, spec in
+            (parse_actor_spec(f"{a}=test-echo:{a}") for a in table.actor_names)}
+    log = RequestLog(tmp_path / "served.csv")
+    service = RoutingService.train("knn:k=5", table, pool, log=log)
+    text = "Solve for x: 3x + 4 = 19"
+    try:
+        with ServerThread(create_app(service)) as url:
+            _, routed_spec = parse_actor_spec(f"r=openai:routerlab@{url},retries=0")
+            _, forced_spec = parse_actor_spec(f"f=openai:coder-7b@{url},retries=0")
+            _, missing_spec = parse_actor_spec(f"m=openai:no-such-model@{url},retries=3")
+            with load_backend(routed_spec, cache_dir=tmp_path / "cache") as routed:
+                first = routed.complete([Message("system", "be brief"), Message("user", text)])
+                again = routed.complete([Message("system", "be brief"), Message("user", text)])
+                deltas = list(routed.stream([Message("user", text)]))
+            actor = service.actor_names[int(service.policy(text).argmax())]
+            assert first.text == f"{actor} says: {text}" and again.cached and again.text == first.text
+            assert first.tokens_out == len(first.text.split(" ")) and first.ttft_s is not None
+            assert first.itl_s is not None and first.latency_s >= first.ttft_s
+            assert len(deltas) == len(first.text.split(" ")) and "".join(deltas) == first.text
+            with load_backend(forced_spec, cache=False) as forced:
+                c = forced.complete([Message("user", "hi there")], Decoding(max_tokens=2))
+            assert (c.text, c.tokens_out, c.finish_reason) == ("coder-7b says:", 2, "length")
+            with load_backend(missing_spec, cache=False) as missing, pytest.raises(UsageError) as err:
+                missing.complete(HELLO)
+            assert "HTTP 404" in str(err.value) and "no-such-model" in str(err.value)
+            assert missing.attempts == 1  # a 404 is not retried
+    finally:
+        service.close()
+    with open(log.path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(r["actor"], r["mode"]) for r in rows] == [(actor, "routed"), (actor, "routed"), ("coder-7b", "forced")]
