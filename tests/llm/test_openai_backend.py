@@ -441,3 +441,32 @@ def test_against_routerlab_serve(tmp_path: Path) -> None:
     with open(log.path, newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     assert [(r["actor"], r["mode"]) for r in rows] == [(actor, "routed"), (actor, "routed"), ("coder-7b", "forced")]
+
+
+def test_a_transport_error_the_client_lets_through_is_retried(stub: Stub, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Older ``openai`` clients let an httpx error escape from the middle of a stream: it counts as a dropped
+    connection (retried by complete, reported by stream), while any other exception is a bug and propagates."""
+    try:  # the HTTP library under the installed openai client
+        import httpx2 as httpx
+    except ImportError:
+        httpx = pytest.importorskip("httpx")
+    real = OpenAIBackend._deltas
+    failures: list[Exception] = [httpx.RemoteProtocolError("peer closed connection")]
+
+    def flaky(stream: Any, attempt: Any) -> Iterator[str]:
+        if failures:
+            raise failures.pop(0)
+        yield from real(stream, attempt)
+
+    monkeypatch.setattr(OpenAIBackend, "_deltas", staticmethod(flaky))
+    st = stub.reset()
+    with backend(stub, "retries=1,backoff=0") as b:
+        assert b.complete(HELLO).text == "Hello world" and b.attempts == 2
+        failures.append(ValueError("a bug"))
+        with pytest.raises(ValueError, match="a bug"):
+            b.complete(HELLO)
+        assert b.attempts == 3
+        failures.append(httpx.ReadTimeout("read timed out"))
+        with pytest.raises(UsageError, match=r"stream broke after 0 delta\(s\): connection failed \(ReadTimeout\)"):
+            list(b.stream(HELLO))
+    assert len(st.requests) == 4

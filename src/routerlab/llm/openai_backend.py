@@ -218,6 +218,10 @@ class OpenAIBackend(Backend):
                     return run()
             except self._openai.OpenAIError as raw:
                 error = self._classify(raw)
+            except Exception as raw:
+                if not _is_transport_error(raw):
+                    raise
+                error = _Transient(f"connection failed ({type(raw).__name__})")
             if isinstance(error, UsageError):
                 if self._usage_supported and "stream_options" in str(error):
                     self._usage_supported = False  # an older server: count tokens instead; ask again at once
@@ -283,8 +287,13 @@ class OpenAIBackend(Backend):
             attempt = _Attempt(start=time.perf_counter())
             try:
                 yield from self._deltas(stream, attempt)
-            except self._openai.OpenAIError as raw:
-                error = self._classify(raw)
+            except Exception as raw:
+                if isinstance(raw, self._openai.OpenAIError):
+                    error: Exception = self._classify(raw)
+                elif _is_transport_error(raw):
+                    error = _Transient(f"connection failed ({type(raw).__name__})")
+                else:
+                    raise
                 raise UsageError(f"openai actor {self.where}: the stream broke after {attempt.deltas} "
                                  f"delta(s): {error}") from None
             finally:
@@ -299,6 +308,14 @@ class OpenAIBackend(Backend):
     def close(self) -> None:
         """Close the client's HTTP connections."""
         self._client.close()
+
+
+def _is_transport_error(error: BaseException) -> bool:
+    """An HTTP transport failure the ``openai`` client let through unwrapped (older clients do so for a
+    timeout or a dropped connection in the middle of a stream): worth another attempt, like a wrapped one."""
+    return type(error).__module__.split(".")[0] in {"httpx", "httpx2", "httpcore"} and any(
+        cls.__name__ in {"TransportError", "TimeoutException", "NetworkError", "ProtocolError"}
+        for cls in type(error).__mro__)
 
 
 def _retry_after(headers: Any) -> float | None:
