@@ -25,7 +25,7 @@ from routerlab.llm.base import (
     register_backend,
 )
 from routerlab.llm.cache import CachedBackend, CallCache
-from routerlab.llm.collect import PROBE_DECODING, choice_logits, collect, prompt_messages
+from routerlab.llm.collect import PROBE_DECODING, batches, choice_logits, collect, prompt_messages
 from routerlab.llm.questions import Question, load_questions
 
 MC = [
@@ -194,6 +194,13 @@ def test_batches_group_questions_by_their_letters() -> None:
     collect(MC, [("r", Recording(BackendSpec("scripted", "rec", {}), script=SCRIPT))], batch_size=8,
             timing_probes=0, progress=False)
     assert sorted(seen) == [(1, ("A", "B", "C")), (4, ("A", "B", "C", "D"))]
+
+
+def test_batches_sort_by_prompt_length_within_letter_groups() -> None:
+    qs = [Question(f"q{i}", "x" * n, "d", "", ("a", "b"), "A", "mc") for i, n in enumerate([5, 50, 20, 40, 10])]
+    qs.append(Question("q5", "long short answer question", "d", "", None, "1", "short"))
+    assert batches(qs, True, 2) == [("AB", [1, 3]), ("AB", [2, 4]), ("AB", [0]), (None, [5])]
+    assert batches(qs, False, 4) == [(None, [1, 3, 2, 4]), (None, [0, 5])]  # prompts of 63 and 62 characters
 
 
 def test_cache_rerun_and_resume(tmp_path: Path) -> None:
