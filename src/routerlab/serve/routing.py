@@ -122,13 +122,24 @@ class ServedStream:
                 raise BackendFailure(decision.actor, exc) from exc
             self.latency_s = time.perf_counter() - t0
             answer = "".join(parts)
-            self.tokens_out = backend.count_tokens(answer) if answer else 0
+            self.tokens_out = _count_tokens(backend, answer)
             service._record(self.query_id, self._text, decision, latency_s=self.latency_s, tokens_in=None,
                             tokens_out=self.tokens_out, cached=False, dataset=self._dataset)
             self.finished = True
         finally:
             if not self.finished:
                 service._release(self.query_id)
+
+
+def _count_tokens(backend: Backend, text: str) -> int | None:
+    """The backend tokenizer's count of ``text`` (None where it has none, or it fails: the answer was served,
+    a missing count must not turn it into an error)."""
+    if not text:
+        return 0
+    try:
+        return backend.count_tokens(text)
+    except Exception:
+        return None
 
 
 def request_text(messages: Sequence[Message]) -> str:
