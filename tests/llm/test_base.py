@@ -199,6 +199,13 @@ def test_cached_backend(echo_kind: str, tmp_path: Path) -> None:
     assert fresh.complete([Message("user", "abc")]).cached
     assert "".join(backend.stream([Message("user", "abc")])) == "cba"
     assert not isinstance(load_backend(spec, cache=False), CachedBackend)
+    # sampling without a seed is never served from the cache: each call is a fresh draw
+    hot = Decoding(temperature=0.7)
+    backend.complete([Message("user", "abc")], hot)
+    assert not backend.complete([Message("user", "abc")], hot).cached
+    seeded = Decoding(temperature=0.7, seed=3)
+    backend.complete([Message("user", "abc")], seeded)
+    assert backend.complete([Message("user", "abc")], seeded).cached
 
 
 def test_default_choice_scores_is_a_usage_error(echo_kind: str) -> None:
@@ -213,7 +220,7 @@ def test_default_choice_scores_is_a_usage_error(echo_kind: str) -> None:
 
 
 def test_import_is_light() -> None:
-    code = ("import sys, routerlab, routerlab.llm, routerlab.llm.cache\n"
+    code = ("import sys, routerlab, routerlab.llm, routerlab.llm.cache, routerlab.llm.local, routerlab.llm.models\n"
             "from routerlab.llm import parse_actor_list\n"
             "bad = [m for m in ('torch', 'transformers', 'openai', 'fastapi', 'uvicorn', 'gguf') if m in sys.modules]\n"
             "print(','.join(bad))")

@@ -114,7 +114,8 @@ class CachedBackend(Backend):
     """A backend whose :meth:`complete` and :meth:`choice_scores` (and their batched forms) go through a
     :class:`CallCache`: a hit returns the stored answer with ``cached=True`` and the latency first measured.
 
-    Streaming is not cached (serve streams live). Everything else is forwarded to the wrapped backend,
+    Streaming is not cached (serve streams live), nor is sampling without a seed (each call is meant to be
+    a fresh draw). Everything else is forwarded to the wrapped backend,
     which stays reachable as ``inner``.
     """
 
@@ -134,6 +135,8 @@ class CachedBackend(Backend):
         return self.complete_batch([messages], decoding)[0]
 
     def complete_batch(self, batch: Sequence[Sequence[Message]], decoding: Decoding = GREEDY) -> list[Completion]:
+        if not decoding.greedy and decoding.seed is None:  # an unseeded draw is meant to differ each time
+            return self.inner.complete_batch(batch, decoding)
         keys = [self._key("complete", m, decoding.as_dict()) for m in batch]
         out: list[Completion | None] = []
         for key in keys:
