@@ -43,6 +43,11 @@ def test_bad_options_are_one_line_exit_2(table_dir: Path, tmp_path: Path, capsys
     assert "unknown router" in run_error(["no-such-router", *base], capsys).lower()
     assert "k" in run_error(["knn:k=-3", *base], capsys)
     assert "oracle" in run_error(["oracle", *base], capsys)
+    assert "no-such" in run_error(["knn", *base, "--encoder", "no-such"], capsys)
+    vectors = tmp_path / "v.npy"
+    vectors.write_bytes(b"")
+    assert "cannot encode a request's text" in run_error(["knn", *base, "--encoder",
+                                                          f"precomputed:path={vectors}"], capsys)
     assert "unknown backend kind" in run_error(["knn", "--table", str(table_dir), "--actors", "a=nope:x"], capsys)
     err = run_error(["knn", *base, "--host", "0.0.0.0"], capsys)
     assert "--allow-remote" in err

@@ -64,13 +64,13 @@ def serve_cmd(
     encoder: Annotated[str, typer.Option(help=ENCODER_HELP)] = "tfidf",
     seed: Annotated[int, seed_option("Seed for the split, the router and the serving policy's draws.")] = 0,
     allow_remote: Annotated[bool, typer.Option(
-        "--allow-remote", metavar="", help="Allow a --host that other machines can reach (the server has no authentication).")
-    ] = False,
+        "--allow-remote", metavar="",
+        help="Allow a --host that other machines can reach (the server has no authentication).")] = False,
     max_body: Annotated[int, typer.Option(
         "--max-body", min=1024, max=1 << 30, help="Largest request body in bytes (larger: HTTP 413).")] = 1 << 20,
     no_cache: Annotated[bool, typer.Option(
-        "--no-cache", metavar="", help="Call the backends every time (default: identical requests hit the llm call cache).")
-    ] = False,
+        "--no-cache", metavar="",
+        help="Call the backends every time (default: identical requests hit the llm call cache).")] = False,
 ) -> None:
     """Answer /v1/chat/completions and /v1/models like an OpenAI server, routing each request (docs/serve.md)."""
     from importlib.util import find_spec
@@ -78,13 +78,14 @@ def serve_cmd(
     from routerlab.llm.base import parse_actor_list
     from routerlab.protocols.ope import refuse_bounds
     from routerlab.routers import get_router
-    from routerlab.serve.routing import check_actor_names
+    from routerlab.serve.routing import check_actor_names, check_serving_encoder
 
     missing = [m for m in ("fastapi", "uvicorn") if find_spec(m) is None]
     if missing:
         raise UsageError(f"routerlab serve needs {' and '.join(missing)}: pip install 'routerlab[llm]'")
     get_router(router_spec, seed=seed)  # a bad name or option is one line, before anything is loaded
     refuse_bounds([router_spec])
+    check_serving_encoder(encoder)
     specs = parse_actor_list(actors)
     check_host(host, allow_remote)
     if log is not None:

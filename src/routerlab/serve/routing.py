@@ -172,6 +172,18 @@ def check_actor_names(table: RoutingTable, actors: Sequence[str]) -> None:
                      f"({', '.join(table.actor_names)}): {'; '.join(parts)}")
 
 
+def check_serving_encoder(spec: str) -> Encoder:
+    """An unfitted encoder for ``spec`` that can encode a new request's text: a UsageError for a bad spec, and
+    for ``precomputed`` vectors, which are joined by query id and know no text they were not given."""
+    from routerlab.features.registry import get_encoder
+
+    enc = get_encoder(spec)
+    if not enc.cacheable:
+        raise UsageError(f"encoder {enc.spec!r} reads vectors by query id and cannot encode a request's text; "
+                         "serve with an encoder that reads text (tfidf or minilm)")
+    return enc
+
+
 class RoutingService:
     """Routes chat requests among ``backends`` (actor name -> backend) with a fitted ``router`` and the
     ``encoder`` fitted on its training texts, and logs each answered request to ``log`` (when given).
@@ -218,16 +230,15 @@ class RoutingService:
         random[:F] or ood:DS1,DS2) with features from ``encoder`` fitted on those training texts; the backends
         must be exactly the table's actors."""
         from routerlab.features import encode
-        from routerlab.features.registry import get_encoder
         from routerlab.protocols.ope import refuse_bounds, training_split
         from routerlab.routers import get_router
 
         check_actor_names(table, list(backends))
         refuse_bounds([router_spec])
         router = get_router(router_spec, seed=seed)
+        enc = check_serving_encoder(encoder)
         train, _ = training_split(table, split, seed).apply(table)
         router.check_applicable(train)
-        enc = get_encoder(encoder)
         enc.fit(train.queries.text)  # fitted once here: every request's text is encoded in this space
         router.fit(train, encode(train, enc))
         return cls(router, enc, train.actors, backends, explore=explore, seed=seed, log=log, name="routerlab")
