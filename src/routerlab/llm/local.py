@@ -55,7 +55,8 @@ from routerlab.progress import task
 
 DTYPES = ("bfloat16", "float32")
 MARKER = "routerlab-model.json"
-# end-of-turn tokens of common chat templates: generation stops at any of them that the vocabulary has
+# end-of-turn tokens of common chat templates: generation stops at any of them the tokenizer has as a special
+# token (Qwen's vocabulary also holds a plain-text '</s>', which must not end an answer)
 _END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "</s>")
 
 
@@ -141,7 +142,8 @@ def load_model(source: ModelSource, dtype: str, root: Path) -> LoadedModel:
         if tok.pad_token_id is None:
             tok.pad_token = tok.eos_token
         vocab = tok.get_vocab()
-        ends = {tok.eos_token_id} | {vocab[t] for t in _END_TOKENS if t in vocab}
+        special = set(tok.all_special_ids) | set(getattr(tok, "added_tokens_decoder", {}))
+        ends = {tok.eos_token_id} | {vocab[t] for t in _END_TOKENS if vocab.get(t) in special}
         gen_eos = getattr(model.generation_config, "eos_token_id", None)
         ends |= set(gen_eos) if isinstance(gen_eos, (list, tuple)) else ({gen_eos} if gen_eos is not None else set())
         loaded = LoadedModel(model, tok, source, Path(folder), dtype, time.perf_counter() - t0, converted_s,

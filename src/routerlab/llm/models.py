@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from routerlab._atomic import atomic_write
+from routerlab._atomic import atomic_write, current_umask
 from routerlab.errors import UsageError
 
 SMOLLM2 = "smollm2-135m"
@@ -146,6 +146,7 @@ def join_verified(parts: Sequence[Path], dest: Path, sha256: str, *, origin: str
         if h.hexdigest() != sha256:
             raise UsageError(f"{dest.name}: the {len(parts)} joined parts have sha256 {h.hexdigest()}, not the "
                              f"expected {sha256}; refusing to use them (they come from {origin})")
+        os.chmod(tmp, 0o666 & ~current_umask())  # as a plain open() would make it, not mkstemp's 0600
         os.replace(tmp, dest)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
