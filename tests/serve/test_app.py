@@ -303,6 +303,43 @@ def test_served_actors_must_match_the_table() -> None:
         RoutingService.train("oracle", TABLE, echo_pool())
 
 
+def test_smollm2_behind_a_real_socket(smollm2: Any, tmp_path: Path) -> None:
+    """The built-in local model as one actor of a two-actor pool, through the openai client: routed, forced,
+    streamed (greedy: the streamed text equals the plain one) and logged."""
+    table = TABLE.select_actors(["tiny-2b", "frontier-235b"])
+    pool = {"tiny-2b": smollm2, "frontier-235b": echo_pool()["frontier-235b"]}
+    log = RequestLog(tmp_path / "smol.csv")
+    svc = RoutingService(*_trained(table), pool, log=log)
+    with ServerThread(create_app(svc)) as base:
+        api = openai.OpenAI(base_url=base, api_key="unused", max_retries=0)
+        msgs = [{"role": "user", "content": "What is the capital of France? Answer in one word."}]
+        plain = api.chat.completions.create(model="tiny-2b", messages=msgs, max_tokens=12)
+        assert plain.model == "tiny-2b" and plain.choices[0].message.content
+        assert plain.usage is not None and 0 < plain.usage.completion_tokens <= 12
+        streamed = api.chat.completions.create(model="tiny-2b", messages=msgs, max_tokens=12, stream=True)
+        chunks = list(streamed)
+        assert {c.model for c in chunks} == {"tiny-2b"}
+        assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == \
+            plain.choices[0].message.content
+        routed = api.chat.completions.create(model="routerlab", messages=msgs, max_tokens=8)
+        assert routed.model in ("tiny-2b", "frontier-235b")
+    log.close()  # not svc.close(): the session's SmolLM2 backend stays open for the other tests
+    logs = read_logs_with_scores(log.path)
+    assert [r["mode"] for r in logs] == ["forced", "forced", "routed"] and logs[0]["actor"] == "tiny-2b"
+    assert int(logs[0]["tokens_in"]) > 0 and float(logs[0]["latency_s"]) > 0
+
+
+def _trained(table: Any) -> tuple[Any, Any, Any]:
+    """(router, encoder, actors) of knn trained on ``table``'s train split, as RoutingService.train does."""
+    from routerlab.features import encode
+    from routerlab.features.registry import get_encoder
+    from routerlab.routers import get_router
+
+    train = table.select_queries(table.queries.split == "train")
+    enc = get_encoder("tfidf").fit(train.queries.text)
+    return get_router("knn:k=5").fit(train, encode(train, enc)), enc, train.actors
+
+
 def test_served_log_reads_back(service: RoutingService) -> None:
     """Every row the module's requests wrote is a well-formed log row (score attached by hand here)."""
     from routerlab.serve import attach_feedback
