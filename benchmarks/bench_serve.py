@@ -100,6 +100,50 @@ def overhead(table: Any, pool: dict[str, Backend], router: str, texts: list[str]
     print(f"  8 concurrent clients: {concurrent_rps:.0f} requests/s")
 
 
+def paired_overhead(table: Any, pool: dict[str, Backend], router: str, texts: list[str], n: int, label: str,
+                    max_tokens: int) -> None:
+    """For a slow backend on a noisy machine: each request is sent directly, then forced and routed through the
+    server, one after the other, and the medians of the per-request differences are reported (drift in the
+    machine's load hits the three alike)."""
+    import openai
+
+    decoding = Decoding(max_tokens=max_tokens)
+    with tempfile.TemporaryDirectory() as tmp:
+        log = RequestLog(Path(tmp) / "served.csv")
+        service = RoutingService.train(router, table, pool, log=log)
+        actor = service.actor_names[int(service.policy(texts[0]).argmax())]
+        with ServerThread(create_app(service)) as url:
+            api = openai.OpenAI(base_url=url, api_key="unused", max_retries=0)
+
+            def via(model: str, text: str) -> None:
+                api.chat.completions.create(model=model, messages=[{"role": "user", "content": text}],
+                                            max_tokens=max_tokens, temperature=0)
+
+            steps: dict[str, Callable[[str], object]] = {
+                "direct": lambda t: pool[actor].complete([Message("user", t)], decoding),
+                "forced": lambda t: via(actor, t),
+                "routed": lambda t: via("routerlab", t),
+            }
+            for step in steps.values():  # warm-up: first-call costs out of the numbers
+                step(texts[-1])
+            times: dict[str, list[float]] = {k: [] for k in steps}
+            for i in range(n):
+                for key, step in steps.items():
+                    t0 = time.perf_counter()
+                    step(texts[i % len(texts)])
+                    times[key].append((time.perf_counter() - t0) * 1000)
+        log.close()  # the backends stay open for the caller
+    med = {k: statistics.median(v) for k, v in times.items()}
+    diff = {k: statistics.median(np.subtract(times[k], times["direct"])) for k in ("forced", "routed")}
+    print(f"\n{label}: {n} requests, each sent directly, forced and routed in turn (router {router}, every "
+          f"request routed to {actor}); ms per request, medians")
+    print(f"  backend called directly, in process      {med['direct']:9.1f}")
+    print(f"  via the server, model=<actor> (forced)   {med['forced']:9.1f}   (paired difference "
+          f"{diff['forced']:+.1f})")
+    print(f"  via the server, model=routerlab (routed) {med['routed']:9.1f}   (paired difference "
+          f"{diff['routed']:+.1f})  <- the overhead")
+
+
 def ope_round_trip(router: str, n: int) -> None:
     from fastapi.testclient import TestClient
 
@@ -179,7 +223,8 @@ def main() -> None:
             # routed line is SmolLM2 behind the full routing path, the direct line the same model in process
             two = table.select_actors(["frontier-235b", "tiny-2b"])
             mixed: dict[str, Backend] = {"frontier-235b": smol, "tiny-2b": FixedBackend(BackendSpec("fixed", "x"))}
-            overhead(two, mixed, "best-single", texts, min(n, 20), "SmolLM2-135M (16 new tokens, greedy)", 16, 1)
+            paired_overhead(two, mixed, "best-single", texts, min(n, 30), "SmolLM2-135M (16 new tokens, greedy)", 16)
+            smol.close()
     ope_round_trip(routers[-1], min(args.n, 600))
 
 
