@@ -90,12 +90,26 @@ def _quiet_transformers() -> Iterator[None]:
     level = hf_logging.get_verbosity()
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
+    # the GGUF reader draws its own tqdm bar, deaf to the switch above; routerlab's own line says what runs
+    gguf_utils: Any = None
+    with contextlib.suppress(ImportError):
+        import transformers.modeling_gguf_pytorch_utils as gguf_utils
+    bar = getattr(gguf_utils, "tqdm", None)
+    if bar is not None:
+        gguf_utils.tqdm = _no_bar
     try:
         yield
     finally:
+        if bar is not None:
+            gguf_utils.tqdm = bar
         hf_logging.set_verbosity(level)
         if bars:
             hf_logging.enable_progress_bar()
+
+
+def _no_bar(items: Any, *args: Any, **kwargs: Any) -> Any:
+    """tqdm's call shape, without the bar."""
+    return items
 
 
 def convert_gguf(gguf: Path, folder: Path, source: ModelSource) -> None:
