@@ -1,5 +1,5 @@
-"""``routerlab collect`` end to end with a scripted backend kind (no model); every bad input is one line and
-exit 2, the output directory checked first."""
+"""``routerlab collect`` end to end: a scripted backend kind (no model) and SmolLM2 (the shared fixture);
+every bad input is one line and exit 2, the output directory checked first."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import pytest
 from routerlab.cli import main
 from routerlab.data.store import load
 from routerlab.llm import base as llm_base
-from routerlab.llm.base import BackendSpec, register_backend
+from routerlab.llm.base import Backend, BackendSpec, register_backend
+from routerlab.llm.cache import CachedBackend, CallCache
 from routerlab.llm.collect import choice_logits
 from tests.llm.test_collect import SCRIPT, ScriptedBackend
 
@@ -157,3 +158,30 @@ def test_bad_files_are_one_line(questions: Path, scripted_kind: str, tmp_path: P
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1, (args, err)
     assert (tmp_path / "busy" / "notes.txt").read_text() == "keep"
+
+
+def test_collect_with_smollm2(smollm2: Backend, questions: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                              capsys: pytest.CaptureFixture[str]) -> None:
+    """The real model through the whole command; the session's loaded model stands in for the load."""
+    inner = smollm2.inner if isinstance(smollm2, CachedBackend) else smollm2
+
+    class Borrowed(CachedBackend):
+        def close(self) -> None:  # the session fixture owns the model
+            pass
+
+    def load_backend(spec: BackendSpec, *, cache_dir: Path | None = None, cache: bool = True) -> Backend:
+        assert spec.kind == "local" and spec.model == "smollm2-135m"
+        return Borrowed(inner, CallCache(cache_dir))
+
+    monkeypatch.setattr(llm_base, "load_backend", load_backend)
+    out = tmp_path / "t"
+    assert main(["collect", str(questions), "-a", "smol=local:smollm2-135m,input_price=0.1,output_price=0.2",
+                 "--kind", "mc", "--timing-probes", "1", "-o", str(out), "--cache-dir", str(tmp_path / "c")]) == 0
+    assert "smol" in capsys.readouterr().out
+    table = load(out)
+    assert table.n_queries == 4 and set(np.unique(table.score).tolist()) <= {0.0, 1.0}
+    assert table.latency_s is not None and (table.latency_s > 0).all()
+    assert table.cost_usd is not None and (table.cost_usd > 0).all()
+    assert table.actors.ttft_ms[0] > 0 and table.actors.itl_ms[0] > 0
+    assert table.actors.extra["mode"].tolist() == ["logits"]
+    assert np.isfinite(choice_logits(table, "smol")[:, :3]).all()

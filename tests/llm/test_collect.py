@@ -1,9 +1,11 @@
-"""collect: a scripted backend for the bookkeeping (scores, tokens, latency, cost, logits, resume)."""
+"""collect: a scripted backend for the bookkeeping (scores, tokens, latency, cost, logits, resume), then
+SmolLM2 (the shared ``smollm2`` fixture) on a handful of questions in both modes."""
 
 from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -260,3 +262,50 @@ def test_collected_table_saves_and_is_a_question_source(tmp_path: Path) -> None:
     again = load_questions(tmp_path / "t")
     assert [(q.id, q.kind, q.gold, q.choices) for q in again] == \
         [(q.id, q.kind, q.gold, q.choices) for q in MC + SHORT]
+
+
+# ------------------------------------------------------------------------------------ SmolLM2 (real model)
+def _borrowed(backend: Backend, cache_dir: Path) -> CachedBackend:
+    """The session's loaded model behind a fresh call cache of this test (the model itself is not reloaded)."""
+    inner = backend.inner if isinstance(backend, CachedBackend) else backend
+    return CachedBackend(inner, CallCache(cache_dir))
+
+
+def test_smollm2_logits_and_generate(smollm2: Backend, tmp_path: Path) -> None:
+    model = _borrowed(smollm2, tmp_path / "cache")
+    t0 = time.perf_counter()
+    table = collect(MC + SHORT[:1], [("smol", model)], mode="logits", timing_probes=2, batch_size=4,
+                    decoding=Decoding(max_tokens=4), progress=False)
+    fresh_s = time.perf_counter() - t0
+    assert table.score.shape == (6, 1) and set(np.unique(table.score).tolist()) <= {0.0, 1.0}
+    assert table.latency_s is not None and (table.latency_s > 0).all()
+    assert table.tokens_in is not None and (table.tokens_in > 10).all()
+    assert table.actors.ttft_ms[0] > 0 and table.actors.itl_ms[0] > 0
+    logits = choice_logits(table, "smol")
+    assert np.isfinite(logits[0, :3]).all() and np.isfinite(logits[1:5, :4]).all()
+    preds = table.queries.extra["pred.smol"].tolist()
+    assert preds[:5] == [q.letters[int(np.nanargmax(logits[i]))] for i, q in enumerate(MC)]
+    assert table.score[:5, 0].tolist() == [float(p == q.gold) for p, q in zip(preds[:5], MC, strict=True)]
+
+    t0 = time.perf_counter()
+    again = collect(MC + SHORT[:1], [("smol", model)], mode="logits", timing_probes=2, batch_size=4,
+                    decoding=Decoding(max_tokens=4), progress=False)
+    cached_s = time.perf_counter() - t0
+    assert again.meta["collect"]["actors"]["smol"]["fresh_calls"] == 0
+    assert np.array_equal(again.latency_s, table.latency_s) and np.array_equal(again.score, table.score)
+    assert cached_s < fresh_s
+
+    gen = collect(MC[:3], [("smol", model)], mode="generate", decoding=Decoding(max_tokens=4), progress=False)
+    assert set(np.unique(gen.score).tolist()) <= {0.0, 1.0}
+    assert gen.tokens_out is not None and (gen.tokens_out >= 1).all() and (gen.tokens_out <= 4).all()
+    assert all(gen.queries.extra["output.smol"].tolist()) and gen.actors.ttft_ms[0] > 0
+
+
+def test_smollm2_resume_asks_only_missing_questions(smollm2: Backend, tmp_path: Path) -> None:
+    model = _borrowed(smollm2, tmp_path / "cache")
+    first = collect(MC[:3], [("smol", model)], mode="logits", timing_probes=0, progress=False)
+    second = collect(MC, [("smol", model)], mode="logits", timing_probes=0, progress=False)
+    run = second.meta["collect"]["actors"]["smol"]
+    assert (run["fresh_calls"], run["cached_calls"]) == (2, 3)
+    assert np.array_equal(second.score[:3], first.score)
+    assert np.array_equal(choice_logits(second, "smol")[:3], choice_logits(first, "smol"), equal_nan=True)
