@@ -99,6 +99,7 @@ def test_collect_sample_kind_and_mode(questions: Path, scripted_kind: str, tmp_p
         (["--limit", "0"], "--limit"),
         (["--max-tokens", "0"], "--max-tokens"),
         (["--batch-size", "0"], "--batch-size"),
+        (["--logits-batch-size", "0"], "--logits-batch-size"),
         (["--timing-probes", "-1"], "--timing-probes"),
         (["--seed", "-1"], "--seed"),
     ],

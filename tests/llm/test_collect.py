@@ -179,6 +179,8 @@ def test_several_actors_and_bad_arguments() -> None:
         collect(MC, [("a", scripted())], mode="sample", progress=False)
     with pytest.raises(UsageError, match="batch size"):
         collect(MC, [("a", scripted())], batch_size=0, progress=False)
+    with pytest.raises(UsageError, match="logits batch size"):
+        collect(MC, [("a", scripted())], logits_batch_size=0, progress=False)
     with pytest.raises(UsageError, match="question ids"):
         collect([MC[0], MC[0]], [("a", scripted())], progress=False)
 
@@ -193,7 +195,7 @@ def test_batches_group_questions_by_their_letters() -> None:
             seen.append((len(batch), tuple(letters)))
             return super().choice_scores_batch(batch, letters)
 
-    collect(MC, [("r", Recording(BackendSpec("scripted", "rec", {}), script=SCRIPT))], batch_size=8,
+    collect(MC, [("r", Recording(BackendSpec("scripted", "rec", {}), script=SCRIPT))], logits_batch_size=8,
             timing_probes=0, progress=False)
     assert sorted(seen) == [(1, ("A", "B", "C")), (4, ("A", "B", "C", "D"))]
 
@@ -203,6 +205,8 @@ def test_batches_sort_by_prompt_length_within_letter_groups() -> None:
     qs.append(Question("q5", "long short answer question", "d", "", None, "1", "short"))
     assert batches(qs, True, 2) == [("AB", [1, 3]), ("AB", [2, 4]), ("AB", [0]), (None, [5])]
     assert batches(qs, False, 4) == [(None, [1, 3, 2, 4]), (None, [0, 5])]  # prompts of 63 and 62 characters
+    assert batches(qs, True, 4, 1) == [("AB", [1]), ("AB", [3]), ("AB", [2]), ("AB", [4]), ("AB", [0]), (None, [5])]
+    assert batches(qs, True, 1, 3) == [("AB", [1, 3, 2]), ("AB", [4, 0]), (None, [5])]
 
 
 def test_cache_rerun_and_resume(tmp_path: Path) -> None:
@@ -274,7 +278,7 @@ def _borrowed(backend: Backend, cache_dir: Path) -> CachedBackend:
 def test_smollm2_logits_and_generate(smollm2: Backend, tmp_path: Path) -> None:
     model = _borrowed(smollm2, tmp_path / "cache")
     t0 = time.perf_counter()
-    table = collect(MC + SHORT[:1], [("smol", model)], mode="logits", timing_probes=2, batch_size=4,
+    table = collect(MC + SHORT[:1], [("smol", model)], mode="logits", timing_probes=2, logits_batch_size=4,
                     decoding=Decoding(max_tokens=4), progress=False)
     fresh_s = time.perf_counter() - t0
     assert table.score.shape == (6, 1) and set(np.unique(table.score).tolist()) <= {0.0, 1.0}
@@ -288,7 +292,7 @@ def test_smollm2_logits_and_generate(smollm2: Backend, tmp_path: Path) -> None:
     assert table.score[:5, 0].tolist() == [float(p == q.gold) for p, q in zip(preds[:5], MC, strict=True)]
 
     t0 = time.perf_counter()
-    again = collect(MC + SHORT[:1], [("smol", model)], mode="logits", timing_probes=2, batch_size=4,
+    again = collect(MC + SHORT[:1], [("smol", model)], mode="logits", timing_probes=2, logits_batch_size=4,
                     decoding=Decoding(max_tokens=4), progress=False)
     cached_s = time.perf_counter() - t0
     assert again.meta["collect"]["actors"]["smol"]["fresh_calls"] == 0

@@ -38,7 +38,10 @@ def collect_cmd(
     kind: Annotated[str, typer.Option(
         help="Which questions: mc (multiple choice), short (short answers) or all.")] = "all",
     max_tokens: Annotated[int, typer.Option(min=1, max=32768, help="Most tokens of a generated answer.")] = 256,
-    batch_size: Annotated[int, typer.Option(min=1, max=4096, help="Questions sent to a backend at once.")] = 8,
+    batch_size: Annotated[int, typer.Option(min=1, max=4096, help="Questions generated in one batch.")] = 8,
+    logits_batch_size: Annotated[int, typer.Option(
+        min=1, max=4096, help="Questions scored by option-letter logits in one forward pass (1: on a CPU a padded "
+                              "batch is slower, and in bf16 it changes the logits).")] = 1,
     timing_probes: Annotated[int, typer.Option(
         min=0, max=1024, help="Short greedy replies (16 tokens) that time TTFT/ITL of an actor whose answers all "
                               "came from logits.")] = 8,
@@ -73,7 +76,8 @@ def collect_cmd(
         "n_available": qs.n_available, "skipped": dict(qs.skipped),
     }
     table = collect(qs, specs, mode=mode, decoding=decoding, cache_dir=cache_dir, batch_size=batch_size,
-                    timing_probes=timing_probes, name=output.name or "collected", provenance=provenance)
+                    logits_batch_size=logits_batch_size, timing_probes=timing_probes,
+                    name=output.name or "collected", provenance=provenance)
     table.save(output)
     summary = _summary(table)
     if as_json:
