@@ -17,9 +17,9 @@ import json
 import os
 import threading
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from routerlab._atomic import atomic_write
 from routerlab.llm.base import (
@@ -138,17 +138,8 @@ class CachedBackend(Backend):
         if not decoding.greedy and decoding.seed is None:  # an unseeded draw is meant to differ each time
             return self.inner.complete_batch(batch, decoding)
         keys = [self._key("complete", m, decoding.as_dict()) for m in batch]
-        out: list[Completion | None] = []
-        for key in keys:
-            rec = self.cache.get(key)
-            out.append(None if rec is None else _completion_or_none(rec))
-        missing = [i for i, c in enumerate(out) if c is None]
-        if missing:
-            fresh = self.inner.complete_batch([batch[i] for i in missing], decoding)
-            for i, comp in zip(missing, fresh, strict=True):
-                self.cache.put(keys[i], comp.to_record())
-                out[i] = comp
-        return [c for c in out if c is not None]
+        return self._through_cache(keys, _completion_or_none,
+                                   lambda rows: self.inner.complete_batch([batch[i] for i in rows], decoding))
 
     def choice_scores(self, messages: Sequence[Message], letters: Sequence[str]) -> ChoiceScores:
         return self.choice_scores_batch([messages], letters)[0]
@@ -158,17 +149,23 @@ class CachedBackend(Backend):
         if not self.inner.supports_choice_scores:
             return self.inner.choice_scores_batch(batch, letters)  # raises its own clear error
         keys = [self._key("choice_scores", m, {"letters": list(letters)}) for m in batch]
-        out: list[ChoiceScores | None] = []
+        return self._through_cache(keys, lambda rec: _scores_or_none(rec, letters),
+                                   lambda rows: self.inner.choice_scores_batch([batch[i] for i in rows], letters))
+
+    def _through_cache(self, keys: list[str], decode: Callable[[Mapping[str, Any]], _R | None],
+                       compute: Callable[[list[int]], list[_R]]) -> list[_R]:
+        """One result per key: from the cache where a readable record is there, else computed in one batch for the
+        missing positions (``compute`` gets their indices) and stored: every cached operation's lookup."""
+        out: list[_R | None] = []
         for key in keys:
             rec = self.cache.get(key)
-            out.append(None if rec is None else _scores_or_none(rec, letters))
-        missing = [i for i, c in enumerate(out) if c is None]
+            out.append(None if rec is None else decode(rec))
+        missing = [i for i, r in enumerate(out) if r is None]
         if missing:
-            fresh = self.inner.choice_scores_batch([batch[i] for i in missing], letters)
-            for i, sc in zip(missing, fresh, strict=True):
-                self.cache.put(keys[i], sc.to_record())
-                out[i] = sc
-        return [c for c in out if c is not None]
+            for i, result in zip(missing, compute(missing), strict=True):
+                self.cache.put(keys[i], result.to_record())
+                out[i] = result
+        return [r for r in out if r is not None]
 
     def stream(self, messages: Sequence[Message], decoding: Decoding = GREEDY) -> Iterator[str]:
         return self.inner.stream(messages, decoding)
@@ -191,6 +188,13 @@ class CachedBackend(Backend):
 def _write_text(path: str, text: str) -> None:
     Path(path).write_text(text, encoding="utf-8")
 
+
+
+class _Record(Protocol):
+    def to_record(self) -> dict[str, Any]: ...
+
+
+_R = TypeVar("_R", bound=_Record)
 
 def _completion_or_none(rec: Mapping[str, Any]) -> Completion | None:
     try:
