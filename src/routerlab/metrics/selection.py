@@ -160,13 +160,15 @@ def oracle_p_distribution(score: npt.ArrayLike, p: float) -> FloatArray:
 
 def softmax(scores: npt.ArrayLike, temperature: float = 1.0) -> FloatArray:
     """Row-wise softmax of a router's (n, m) scores: its selection distribution for E_p (SPEC 4).
-    Computed with the row maximum subtracted, so large scores do not overflow; -inf gets mass 0."""
+    The row maximum is subtracted before dividing by the temperature, so neither large scores nor a tiny
+    temperature overflow; -inf (an actor ruled out) gets mass 0."""
     if temperature <= 0:
         raise ValueError(f"temperature must be positive, got {temperature}")
-    z = as_matrix(scores, "scores") / temperature
-    if np.isnan(z).any():
+    s = as_matrix(scores, "scores")
+    if np.isnan(s).any():
         raise ValueError("router scores contain NaN")
-    z = z - z.max(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", over="ignore"):  # a huge gap over a tiny temperature is -inf: mass 0
+        z = np.where(np.isneginf(s), -np.inf, (s - s.max(axis=1, keepdims=True)) / temperature)
     e = np.exp(z)
     return np.asarray(e / e.sum(axis=1, keepdims=True))
 

@@ -40,6 +40,7 @@ from routerlab.data.logs import Logs
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.features.base import Features
+from routerlab.metrics.selection import softmax
 from routerlab.routers.base import Router, Routing, get_router
 
 FloatMatrix = npt.NDArray[np.float64]
@@ -182,12 +183,7 @@ class Softmax(_ScoredPolicy):
         return {**super().describe(), "temperature": self.temperature}
 
     def distribution(self, routed: Routing, available: npt.NDArray[np.bool_]) -> FloatMatrix:
-        s = np.where(available, routed.scores, -np.inf)
-        # shift by the row maximum before dividing: no overflow and no inf - inf, however small T is
-        with np.errstate(invalid="ignore", over="ignore"):
-            z = np.where(available, (s - s.max(axis=1, keepdims=True)) / self.temperature, -np.inf)
-        e = np.exp(z)
-        return np.asarray(e / e.sum(axis=1, keepdims=True), dtype=np.float64)
+        return softmax(np.where(available, routed.scores, -np.inf), self.temperature)  # ruled-out actors: mass 0
 
 
 @dataclass(frozen=True)
