@@ -47,6 +47,9 @@ class StubState:
     auth: list[str] = field(default_factory=list)
     in_flight: int = 0
     max_in_flight: int = 0
+    # hold each request until this many have been in flight at once (at most 5 s): concurrency tests then see the
+    # limit reached whatever the machine's load, and a broken limit still shows as more in flight
+    hold_until: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -79,6 +82,9 @@ class _Handler(BaseHTTPRequestHandler):
             st.in_flight += 1
             st.max_in_flight = max(st.max_in_flight, st.in_flight)
             scripted = st.plan.pop(0) if st.plan else None
+        deadline = time.monotonic() + 5.0
+        while st.max_in_flight < st.hold_until and time.monotonic() < deadline:
+            time.sleep(0.005)
         try:
             if scripted is not None:
                 status, headers, message = scripted
@@ -121,6 +127,11 @@ class Stub:
     url: str
 
     def reset(self) -> StubState:
+        """A fresh state, once the previous test's requests have finished (a request a client gave up on may still
+        be sleeping in its handler; counted after the reset, it would put ``in_flight`` off by one)."""
+        deadline = time.monotonic() + 10.0
+        while self.state.in_flight and time.monotonic() < deadline:
+            time.sleep(0.01)
         self.state.__init__()  # type: ignore[misc]
         return self.state
 
@@ -286,7 +297,7 @@ def test_an_error_event_in_the_middle_of_a_stream(stub: Stub) -> None:
 # ------------------------------------------------------------------------------- concurrency
 def test_concurrency_limit_holds_across_threads(stub: Stub) -> None:
     st = stub.reset()
-    st.first_delay, st.gap = 0.12, 0.01  # long enough for requests to overlap on a loaded machine
+    st.first_delay, st.gap, st.hold_until = 0.12, 0.01, 2
     with backend(stub, "concurrency=2") as b:
         threads = [threading.Thread(target=b.complete, args=(HELLO,)) for _ in range(8)]
         for t in threads:
@@ -299,7 +310,7 @@ def test_concurrency_limit_holds_across_threads(stub: Stub) -> None:
 
 def test_complete_batch_runs_concurrently_and_keeps_the_order(stub: Stub) -> None:
     st = stub.reset()
-    st.echo, st.first_delay = True, 0.15
+    st.echo, st.first_delay, st.hold_until = True, 0.15, 3
     chats = [[Message("user", f"q{i}")] for i in range(9)]
     with backend(stub, "concurrency=3") as b:
         out = b.complete_batch(chats)
