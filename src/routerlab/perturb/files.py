@@ -1,0 +1,82 @@
+"""Variants files: one JSON object per line, ``{"query_id", "level", "variant", "text"}`` (``routerlab perturb``
+writes them; users bring their own variants in the same format with ``--variants-file``).
+
+Reading checks every line (a bad one is a DataError naming the file, line and field); ``variant`` may be left out
+of a hand-written file, and then counts up per (query, level) in file order. A repeated (query, level, variant)
+or a repeated text for one (query, level) is an error, not a silent duplicate.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+from routerlab._atomic import atomic_write
+from routerlab.data._files import iter_jsonl
+from routerlab.errors import DataError
+from routerlab.perturb.base import PerturbationSet, Variant
+
+
+def write_variants(path: str | Path, variants: Iterable[Variant]) -> Path:
+    """Write ``variants`` as JSON lines, atomically."""
+    out = Path(path)
+    lines = [json.dumps(v.to_record(), ensure_ascii=False) for v in variants]
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write("\n".join(lines) + ("\n" if lines else ""))
+
+    atomic_write(out, write)
+    return out
+
+
+def read_variants(path: str | Path, *, levels: Iterable[str] | None = None) -> PerturbationSet:
+    """A variants file as a :class:`PerturbationSet` (p = the most variants any query has at one level). Lines
+    of a level not in ``levels`` (when given) are skipped."""
+    src = Path(path)
+    wanted = None if levels is None else set(levels)
+    variants: list[Variant] = []
+    seen: dict[tuple[str, str, int], int] = {}
+    texts: dict[tuple[str, str, str], int] = {}
+    counts: dict[tuple[str, str], int] = {}
+    order: list[str] = []
+    for lineno, obj in iter_jsonl(src):
+        for key in ("query_id", "level", "text"):
+            if key not in obj:
+                raise DataError(f"missing {key!r}", file=src, row=lineno, field=key)
+        qid, level, text = obj["query_id"], obj["level"], obj["text"]
+        if isinstance(qid, bool) or not isinstance(qid, (str, int)) or str(qid) == "":
+            raise DataError(f"query_id must be a non-empty string, got {qid!r}", file=src, row=lineno,
+                            field="query_id")
+        if not isinstance(level, str) or not level:
+            raise DataError(f"level must be a non-empty string, got {level!r}", file=src, row=lineno, field="level")
+        if not isinstance(text, str) or not text.strip():
+            raise DataError("text must be a non-empty string", file=src, row=lineno, field="text")
+        qid = str(qid)
+        if wanted is not None and level not in wanted:
+            continue
+        number = obj.get("variant", counts.get((qid, level), 0))
+        if isinstance(number, bool) or not isinstance(number, int) or number < 0:
+            raise DataError(f"variant must be an integer >= 0, got {number!r}", file=src, row=lineno,
+                            field="variant")
+        if (qid, level, number) in seen:
+            raise DataError(f"variant {number} of query {qid!r} at level {level!r} is already on line "
+                            f"{seen[(qid, level, number)]}", file=src, row=lineno, field="variant")
+        if (qid, level, text.strip()) in texts:
+            raise DataError(f"the same text is already a variant of query {qid!r} at level {level!r} (line "
+                            f"{texts[(qid, level, text.strip())]})", file=src, row=lineno, field="text")
+        seen[(qid, level, number)] = lineno
+        texts[(qid, level, text.strip())] = lineno
+        counts[(qid, level)] = max(counts.get((qid, level), 0), number + 1)
+        if level not in order:
+            order.append(level)
+        variants.append(Variant(qid, level, number, text))
+    if not variants:
+        what = "" if wanted is None else f" at level {', '.join(sorted(wanted))}"
+        raise DataError(f"no variant{what} in the file", file=src)
+    p = max(counts.values())
+    stats = {lv: {"queries": len({v.query_id for v in variants if v.level == lv}),
+                  "variants": sum(v.level == lv for v in variants)} for lv in order}
+    return PerturbationSet(tuple(variants), tuple(order), p, None, {}, stats, {lv: {"source": str(src)}
+                                                                               for lv in order})
