@@ -308,6 +308,19 @@ def parse_actor_spec(text: str) -> tuple[str, BackendSpec]:
     return name, BackendSpec(kind, model, options)
 
 
+def parse_backend_spec(text: str, *, option: str = "--backend") -> BackendSpec:
+    """``KIND:MODEL[,key=value...]`` (an actor spec without ``NAME=``; ``;`` may stand for ``,`` where the spec sits
+    inside a router spec, ``prompted:backend=local:smollm2-135m;threads=1``) -> spec; bad input is one UsageError."""
+    raw = text.strip().replace(";", ",")
+    if not raw or raw.startswith("="):
+        raise UsageError(f"{option} {text!r}: write KIND:MODEL[,key=value...] (e.g. local:smollm2-135m)")
+    try:
+        return parse_actor_spec(f"backend={raw}")[1]
+    except UsageError as exc:
+        raise UsageError(str(exc).replace("actor spec 'backend=", f"{option} '").replace(
+            "write NAME=KIND:MODEL", "write KIND:MODEL").replace("write NAME=", "write ")) from None
+
+
 def parse_actor_list(text: str) -> list[tuple[str, BackendSpec]]:
     """A comma list of actor specs; a part that does not start ``NAME=KIND:`` continues the previous one's
     options. Actor names must be distinct."""
