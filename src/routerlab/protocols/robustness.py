@@ -1,0 +1,516 @@
+"""Routing robustness (SPEC 3; hse-diversity-and-routing-robustness.txt sec. 5): train routers as ``evaluate``
+does, route the test queries and their meaning-preserving variants, and report rho overall, per level and per
+actor, with bootstrap intervals over test queries, and the invariance check of rho's assumption.
+
+Choices where SPEC is silent:
+
+- The originals and all variant texts are routed in ONE batch (originals first), encoded by the encoder fitted
+  on the training texts only, so a variant lives in the same space as its original, and a seeded random router
+  draws its original and variant choices independently (a separate batch would repeat its first draws).
+- Bounds that read the outcomes of the queries they route (``oracle``, ``oracle-p``) are skipped and listed
+  under ``skipped``: the variants have no test labels to reveal. Their robustness is what the invariance check
+  measures (does the optimal actor change?).
+- "The optimal actor" of a query is its SET of optimal actors, SPEC 4's selection vector (actors scoring at least
+  95% of the row maximum; every actor when none scores above 0): binary scores tie often, and an arg-max would
+  turn every tie into an arbitrary pick. A perturbation changes the optimal actor when that set changes. Sets are
+  encoded as integer bit masks (m <= 62 actors) so the metrics' invariance functions apply. The arg-max
+  convention (SPEC 4's oracle tie-break: fastest, then cheapest, then first; latency and cost only where both the
+  originals and the variants have them) is reported beside it as ``changed_share_argmax``.
+- A variant's outcome is known when the outcomes table has a row for its key (``qid#level#j``) with every
+  actor's score observed; other variants count as unknown (never as unchanged). ``perturbed_accuracy`` is the
+  mean score of the router's chosen actor over the variants with known outcomes.
+- Intervals: one bootstrap resampling of test queries per replicate, shared by every statistic of a run; each
+  statistic is a ratio of sums over the resampled queries (e.g. rho: sum of rho_i over queries with variants /
+  their count), so its point value is exactly the metric's. A replicate where a ratio is 0/0 is left out; an
+  interval that does not contain its own estimate is reported as undefined (null), as in ``evaluate``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from routerlab.data.feedback import as_feedback
+from routerlab.data.provenance import Provenance
+from routerlab.data.splits import Split, make_split
+from routerlab.data.table import Queries, RoutingTable
+from routerlab.errors import UsageError
+from routerlab.features.base import Features
+from routerlab.features.registry import Encoder
+from routerlab.metrics.bootstrap import percentile_interval, resample_indices
+from routerlab.metrics.robustness import invariance_by_level, invariance_check, rho, rho_by_level, rho_per_actor
+from routerlab.metrics.selection import collapsed, oracle_choice, selection_shares, selection_vector
+from routerlab.perturb.base import PerturbationSet
+from routerlab.progress import task, track
+from routerlab.protocols.full import (
+    Bench,
+    RouterLike,
+    _class_path,
+    applicable_routers,
+    fit_router,
+    interval,
+    make_bench,
+    router_label,
+)
+from routerlab.routers.base import Router
+
+UNTESTED_NOTE = ("untested: no outcomes of the variants (run routerlab collect --variants FILE ... and pass "
+                 "--outcomes)")
+"""What the result says about rho's assumption when the variants' outcomes are unknown (SPEC 3: never pretend)."""
+
+MAX_SET_ACTORS = 62
+"""Optimal-actor sets are int64 bit masks: at most this many actors."""
+
+Interval = tuple[float, float]
+NAN_INTERVAL: Interval = (math.nan, math.nan)
+
+
+@dataclass
+class RobustnessResult:
+    """One router's robustness on the test split and its variants (SPEC 3). ``choice`` (n,) and
+    ``perturbed_choice`` (n, P, -1 = no such variant) are kept for reports, not written by :meth:`to_dict`."""
+
+    router: str
+    spec: str
+    params: dict[str, Any]
+    rho: float
+    rho_ci: Interval
+    rho_by_level: dict[str, float]
+    rho_by_level_ci: dict[str, Interval]
+    rho_by_actor: dict[str, float]
+    rho_by_actor_ci: dict[str, Interval]
+    accuracy: float
+    accuracy_ci: Interval
+    perturbed_accuracy: float | None
+    perturbed_accuracy_ci: Interval | None
+    perturbed_accuracy_by_level: dict[str, float] | None
+    perturbed_accuracy_by_level_ci: dict[str, Interval] | None
+    invariance: dict[str, Any]
+    selection: dict[str, float]
+    collapsed: bool
+    choice: npt.NDArray[np.intp]
+    perturbed_choice: npt.NDArray[np.intp]
+    fit_seconds: float
+    score_seconds: float
+    diagnostics: dict[str, Any] | None = None
+    router_class: str | None = None
+
+    def weakest_level(self) -> str | None:
+        """The level with the lowest rho (first in level order on ties); None without levels."""
+        known = [(v, lv) for lv, v in self.rho_by_level.items() if not math.isnan(v)]
+        return min(known, key=lambda t: t[0])[1] if known else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The issue's fields, values as plain numbers (NaN stays NaN here: writers turn it into null)."""
+        out: dict[str, Any] = {
+            "router": self.spec, "name": self.router, "params": self.params,
+            "rho": self.rho, "rho_ci": list(self.rho_ci),
+            "rho_by_level": dict(self.rho_by_level),
+            "rho_by_level_ci": {k: list(v) for k, v in self.rho_by_level_ci.items()},
+            "rho_by_actor": dict(self.rho_by_actor),
+            "rho_by_actor_ci": {k: list(v) for k, v in self.rho_by_actor_ci.items()},
+            "accuracy": self.accuracy, "accuracy_ci": list(self.accuracy_ci),
+            "perturbed_accuracy": self.perturbed_accuracy,
+            "perturbed_accuracy_ci": None if self.perturbed_accuracy_ci is None else list(self.perturbed_accuracy_ci),
+            "perturbed_accuracy_by_level": self.perturbed_accuracy_by_level,
+            "perturbed_accuracy_by_level_ci": None if self.perturbed_accuracy_by_level_ci is None else
+            {k: list(v) for k, v in self.perturbed_accuracy_by_level_ci.items()},
+            "invariance": self.invariance,
+            "selection": self.selection, "collapsed": self.collapsed,
+            "fit_seconds": round(self.fit_seconds, 4), "score_seconds": round(self.score_seconds, 4),
+        }
+        if self.diagnostics is not None:
+            out["diagnostics"] = self.diagnostics
+        if self.router_class is not None:
+            out["class"] = self.router_class
+        return out
+
+
+@dataclass
+class Robustness:
+    """Everything one robustness run produced, with what is needed to reproduce it (SPEC 3, 7)."""
+
+    provenance: Provenance
+    perturbations: dict[str, Any]
+    results: list[RobustnessResult]
+    levels: list[str]
+    p: int
+    n_test: int
+    actor_names: list[str]
+    invariance_tested: bool
+    test_ids: npt.NDArray[np.object_]
+    column_levels: list[str]
+    excluded_test_queries: int = 0
+    queries_without_variants: int = 0
+    skipped: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.provenance.data
+
+    @property
+    def uniform_rho(self) -> float:
+        """rho of a uniform random router in expectation: 1/N (SPEC 3's lower anchor)."""
+        return 1.0 / len(self.actor_names)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            **self.provenance.to_dict(),
+            "perturbations": self.perturbations,
+            "levels": list(self.levels), "p": self.p, "n_test": self.n_test, "actors": list(self.actor_names),
+            "excluded_test_queries": self.excluded_test_queries,
+            "queries_without_variants": self.queries_without_variants,
+            "invariance_tested": self.invariance_tested,
+            "results": [r.to_dict() for r in self.results],
+        }
+        if not self.invariance_tested:
+            out["invariance_note"] = UNTESTED_NOTE
+        if self.skipped:
+            out["skipped"] = dict(self.skipped)
+        if self.notes:
+            out["notes"] = list(self.notes)
+        return out
+
+
+# ----------------------------------------------------------------------------------------------- the run
+def robustness(
+    table: RoutingTable,
+    routers: Sequence[RouterLike],
+    variants: PerturbationSet,
+    *,
+    split: str | Split = "given",
+    encoder: str | Encoder = "tfidf",
+    seed: int = 0,
+    n_boot: int = 1000,
+    outcomes: RoutingTable | None = None,
+    backend: Any | None = None,
+    cache_dir: str | None = None,
+) -> Robustness:
+    """Fit each router on the train split as ``evaluate`` does, route the test queries and their ``variants``
+    in one batch, and report rho (overall, per level, per actor) with 95% bootstrap intervals, accuracy, and,
+    when ``outcomes`` (a table whose query ids are variant keys ``qid#level#j``) is given, the perturbed
+    accuracy and the invariance check (module docstring). ``backend`` is attached to routers that need an LLM
+    backend and were not given one."""
+    if not routers:
+        raise UsageError("name at least one router, e.g. --routers best-single,random,knn")
+    if not isinstance(variants, PerturbationSet):
+        raise UsageError(f"variants must be a PerturbationSet (routerlab.perturb), got {type(variants).__name__}")
+    if n_boot < 1:
+        raise UsageError(f"n_boot must be >= 1, got {n_boot}")
+    from routerlab.features import encode_pair, get_encoder
+    from routerlab.features.encoding import FitCache, encode
+
+    enc = get_encoder(encoder)
+    if not enc.cacheable:
+        raise UsageError(f"encoder {enc.spec!r} reads precomputed vectors, which the variant texts do not have; "
+                         "use a text encoder (tfidf, minilm)")
+    sp = split if isinstance(split, Split) else make_split(table, split, seed)
+    train, test = sp.apply(table)
+    chosen, skipped = applicable_routers(routers, train, seed, False)
+    kept: list[tuple[str, Router]] = []
+    for spec, router in chosen:
+        if router.uses_test_labels:
+            skipped[spec] = ("a bound that reads the outcomes of the queries it routes; the variants have no test "
+                             "labels (the invariance check measures whether the optimal actor changes)")
+        else:
+            kept.append((spec, router))
+    if not kept:
+        raise UsageError(f"no router left to measure: {skipped}")
+    fits = FitCache()
+    features = encode_pair(train, test, enc, cache_dir, fits=fits)
+    bench = make_bench(sp, train, test, encoder=enc, cache_dir=cache_dir, features=features)
+    test_ids = bench.test.queries.ids
+    ids = [str(q) for q in test_ids.tolist()]
+    used = variants.for_queries(ids)
+    if not len(used):
+        raise UsageError(f"none of the {len(variants)} variants belongs to one of the {len(ids)} evaluated test "
+                         "queries of this split: were they made for another split or table?")
+    columns, grid = used.grid(ids)
+    n = bench.test.n_queries
+    with task(f"robustness: encoding {len(used)} variant texts"):
+        fvar = encode(_variant_table(used, bench), enc, cache_dir, fit_on=train if enc.needs_fit else None,
+                      fits=fits)
+    batch = _batch(bench, used, fvar)
+    truth = _Truth.make(bench, used, grid, outcomes)
+    labels = {router_label(r) for r in routers if not isinstance(r, str)}
+    feedback = as_feedback(train)
+    results = []
+    for spec, router in track(kept, "robustness: router", unit="router", label=lambda item: item[0]):
+        if getattr(router, "needs_backend", False) and backend is not None and not router.params.get("backend"):
+            router.attach_backend(backend)  # type: ignore[attr-defined]
+        fit_seconds = fit_router(router, feedback, bench.ftrain, bench)
+        t0 = time.perf_counter()
+        routed = router.route(batch)
+        score_seconds = time.perf_counter() - t0
+        choice = np.asarray(routed.choice[:n], dtype=np.intp)
+        pert = np.full(grid.shape, -1, dtype=np.intp)
+        have = grid >= 0
+        pert[have] = routed.choice[n + grid[have]]
+        diag = router.diagnostics() if callable(getattr(router, "diagnostics", None)) else None  # type: ignore
+        results.append(_score(spec, router, choice, pert, columns, bench, truth, seed=seed, n_boot=n_boot,
+                              fit_seconds=fit_seconds, score_seconds=score_seconds, diagnostics=diag,
+                              router_class=_class_path(router) if spec in labels else None))
+    levels = used.generated_levels
+    provenance = Provenance.of(table, bench.split, seed=seed, encoder=bench.ftrain.encoder,
+                               routers=[router_label(r) for r in routers], split_extra={"n_test": n})
+    described = {**variants.describe(), "n_variants_used": len(used),
+                 "n_variants_other_queries": len(variants) - len(used)}
+    notes = list(bench.notes)
+    missing = int((~have_any(grid)).sum())
+    if missing:
+        notes.append(f"{missing} evaluated test queries have no variant and are left out of every rho")
+    if truth.notes:
+        notes.extend(truth.notes)
+    return Robustness(provenance, described, results, levels, used.p, n, list(bench.test.actor_names),
+                      truth.tested, test_ids, columns, bench.excluded, missing, skipped, notes)
+
+
+def have_any(grid: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
+    """Per query: does it have at least one variant?"""
+    return np.asarray((grid >= 0).any(axis=1)) if grid.shape[1] else np.zeros(grid.shape[0], dtype=bool)
+
+
+def _variant_table(used: PerturbationSet, bench: Bench) -> RoutingTable:
+    """The variant texts as a table without outcomes (what ``encode`` reads): ids = variant keys."""
+    row = {str(q): i for i, q in enumerate(bench.test.queries.ids.tolist())}
+    src = np.array([row[v.query_id] for v in used.variants], dtype=np.intp)
+    q = bench.test.queries
+    return RoutingTable.from_arrays(np.full((len(used), bench.test.n_actors), np.nan, dtype=np.float32),
+                                    actors=bench.test.actors, query_ids=[v.key for v in used.variants],
+                                    text=[v.text for v in used.variants], dataset=q.dataset[src].tolist(),
+                                    split=q.split[src].tolist())
+
+
+def _batch(bench: Bench, used: PerturbationSet, fvar: Features) -> Features:
+    """Originals then variants as one set of features: variant rows copy their original's dataset, split and
+    metadata and carry their own key and text."""
+    q = bench.test.queries
+    row = {str(x): i for i, x in enumerate(q.ids.tolist())}
+    src = np.array([row[v.query_id] for v in used.variants], dtype=np.intp)
+    vq = q.take(src)
+    keys = np.array([v.key for v in used.variants], dtype=object)
+    texts = np.array([v.text for v in used.variants], dtype=object)
+    queries = Queries(ids=np.concatenate([q.ids, keys]), text=np.concatenate([q.text, texts]),
+                      dataset=np.concatenate([q.dataset, vq.dataset]), split=np.concatenate([q.split, vq.split]),
+                      extra={k: np.concatenate([v, vq.extra[k]]) for k, v in q.extra.items()})
+    queries.check_unique()
+    return Features.of(np.vstack([bench.ftest.X, fvar.X]), queries, bench.test.actors, bench.ftest.encoder)
+
+
+# ------------------------------------------------------------------------------------ outcomes and optima
+@dataclass(frozen=True)
+class _Truth:
+    """What the variants' outcomes say, laid out on the (n, P) grid: scores of each cell's variant
+    (NaN rows where unknown), the optimal-actor sets as bit masks and the oracle's arg-max (-1 = unknown), and
+    the same for the original test queries."""
+
+    tested: bool
+    score: npt.NDArray[np.float64] | None  # (n, P, m)
+    opt_set: npt.NDArray[np.int64] | None  # (n, P)
+    opt_arg: npt.NDArray[np.intp] | None  # (n, P)
+    orig_set: npt.NDArray[np.int64] | None  # (n,)
+    orig_arg: npt.NDArray[np.intp] | None  # (n,)
+    notes: list[str]
+
+    @classmethod
+    def make(cls, bench: Bench, used: PerturbationSet, grid: npt.NDArray[np.intp],
+             outcomes: RoutingTable | None) -> _Truth:
+        if outcomes is None:
+            return cls(False, None, None, None, None, None, [])
+        names = list(bench.test.actor_names)
+        m = len(names)
+        if m > MAX_SET_ACTORS:
+            raise UsageError(f"the invariance check encodes optimal-actor sets as bit masks: at most "
+                             f"{MAX_SET_ACTORS} actors, this table has {m}")
+        have = {str(a): j for j, a in enumerate(outcomes.actor_names)}
+        lacking = [a for a in names if a not in have]
+        if lacking:
+            raise UsageError(f"the outcomes table lacks actor(s) {', '.join(map(repr, lacking))} of the routing "
+                             f"table; it has {', '.join(map(repr, have))}")
+        cols = np.array([have[a] for a in names], dtype=np.intp)
+        row = {str(q): i for i, q in enumerate(outcomes.queries.ids.tolist())}
+        keys = [v.key for v in used.variants]
+        at = np.array([row.get(k, -1) for k in keys], dtype=np.intp)
+        vscore = np.full((len(keys), m), np.nan)
+        found = at >= 0
+        vscore[found] = np.asarray(outcomes.score, dtype=np.float64)[at[found]][:, cols]
+        complete = found & ~np.isnan(vscore).any(axis=1)
+        notes = []
+        if not complete.any():
+            notes.append("the outcomes table has no complete row for any variant of the evaluated test queries "
+                         "(its ids must be variant keys qid#level#j)")
+        elif int(found.sum()) > int(complete.sum()):
+            notes.append(f"{int(found.sum() - complete.sum())} variants have outcomes with an unobserved actor "
+                         "and count as unknown")
+        lat_o = _rows_known(outcomes.latency_s, at, cols)
+        cost_o = _rows_known(outcomes.cost_usd, at, cols)
+        use_lat = bench.latency is not None and lat_o is not None
+        use_cost = bench.cost is not None and cost_o is not None
+        v_set = np.full(len(keys), -1, dtype=np.int64)
+        v_arg = np.full(len(keys), -1, dtype=np.intp)
+        if complete.any():
+            v_set[complete] = set_masks(vscore[complete])
+            v_arg[complete] = oracle_choice(vscore[complete], lat_o[complete] if use_lat else None,  # type: ignore
+                                            cost_o[complete] if use_cost else None)  # type: ignore[index]
+        s = np.asarray(bench.test.score, dtype=np.float64)
+        o_set = set_masks(s)
+        o_arg = oracle_choice(s, bench.latency if use_lat else None, bench.cost if use_cost else None)
+        have_cell = grid >= 0
+        safe = np.where(have_cell, grid, 0)
+        score = np.where(have_cell[..., None], vscore[safe], np.nan)
+        opt_set = np.where(have_cell, v_set[safe], -1)
+        opt_arg = np.where(have_cell, v_arg[safe], -1)
+        return cls(True, score, opt_set, opt_arg.astype(np.intp), o_set, o_arg, notes)
+
+
+def _rows_known(matrix: npt.NDArray[Any] | None, at: npt.NDArray[np.intp],
+                cols: npt.NDArray[np.intp]) -> npt.NDArray[np.float64] | None:
+    """``matrix`` rows ``at`` (columns ``cols``) when every found row is fully known, else None."""
+    if matrix is None:
+        return None
+    out = np.full((at.size, cols.size), np.nan)
+    found = at >= 0
+    out[found] = np.asarray(matrix, dtype=np.float64)[at[found]][:, cols]
+    return None if np.isnan(out[found]).any() else out
+
+
+def set_masks(score: npt.ArrayLike) -> npt.NDArray[np.int64]:
+    """Each row's optimal-actor set (SPEC 4's selection vector) as an int64 bit mask: bit k = actor k."""
+    sel = selection_vector(score)
+    if sel.shape[1] > MAX_SET_ACTORS:
+        raise UsageError(f"optimal-actor sets as bit masks: at most {MAX_SET_ACTORS} actors, got {sel.shape[1]}")
+    weights = np.left_shift(np.int64(1), np.arange(sel.shape[1], dtype=np.int64))
+    return np.asarray(sel.astype(np.int64) @ weights, dtype=np.int64)
+
+
+# ------------------------------------------------------------------------------------------ per router
+def _score(spec: str, router: Router, choice: npt.NDArray[np.intp], pert: npt.NDArray[np.intp], columns: list[str],
+           bench: Bench, truth: _Truth, *, seed: int, n_boot: int, fit_seconds: float, score_seconds: float,
+           diagnostics: dict[str, Any] | None, router_class: str | None) -> RobustnessResult:
+    """Every number of one router (SPEC 3) with its interval from one shared bootstrap (module docstring)."""
+    names = list(bench.test.actor_names)
+    n, m = bench.test.n_queries, bench.test.n_actors
+    labels = np.asarray(columns)
+    levels = list(dict.fromkeys(columns))
+    exists = pert >= 0
+    same = (pert == choice[:, None]) & exists
+    ratios: dict[str, tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]] = {}
+
+    def rate(hit: npt.NDArray[np.bool_], use: npt.NDArray[np.bool_]) -> tuple[Any, Any]:
+        """(per-query rate over the columns ``use``, 0 where none; 1 where the query counts)."""
+        cnt = use.sum(axis=1).astype(np.float64)
+        val = np.divide((hit & use).sum(axis=1), cnt, out=np.zeros(n), where=cnt > 0)
+        return val, (cnt > 0).astype(np.float64)
+
+    rho_i, has = rate(same, exists)
+    ratios["rho"] = (rho_i, has)
+    for lv in levels:
+        ratios[f"level:{lv}"] = rate(same, exists & (labels == lv)[None, :])
+    for k, a in enumerate(names):
+        ratios[f"actor:{a}"] = (rho_i, has * (choice == k))
+    rows = np.arange(n)
+    ratios["accuracy"] = (np.asarray(bench.test.score, dtype=np.float64)[rows, choice], np.ones(n))
+
+    inv: dict[str, Any] = {"tested": False, "note": UNTESTED_NOTE}
+    pacc = pacc_ci = None
+    pacc_lv: dict[str, float] | None = None
+    pacc_lv_ci: dict[str, Interval] | None = None
+    checks: dict[str, Any] = {}
+    if truth.tested:
+        assert truth.score is not None and truth.opt_set is not None and truth.opt_arg is not None
+        assert truth.orig_set is not None and truth.orig_arg is not None
+        known = truth.opt_set >= 0
+        safe = np.where(exists, pert, 0)
+        chosen = np.take_along_axis(np.nan_to_num(truth.score), safe[..., None], axis=2)[..., 0]
+        changed = known & (truth.opt_set != truth.orig_set[:, None])
+        invariant = known & ~changed
+        for key, mask in [("", np.ones(labels.size, dtype=bool)), *[(f":{lv}", labels == lv) for lv in levels]]:
+            use = known & mask[None, :]
+            cnt = use.sum(axis=1).astype(np.float64)
+            # per-query means weighted by the query's known variants: a mean over variants, as the metric
+            ratios["pacc" + key] = (_per(np.where(use, chosen, 0.0).sum(axis=1), cnt), cnt)
+            ratios["changed" + key] = (_per((changed & use).sum(axis=1), cnt), cnt)
+            ratios["rho_inv" + key] = rate(same, invariant & mask[None, :])
+        checks["all"] = invariance_check(truth.orig_set, truth.opt_set, choice, pert)
+        checks.update(invariance_by_level(truth.orig_set, truth.opt_set, choice, pert, columns))
+        arg_all = invariance_check(truth.orig_arg, truth.opt_arg, choice, pert)
+        arg_lv = invariance_by_level(truth.orig_arg, truth.opt_arg, choice, pert, columns)
+
+    cis = ratio_intervals(ratios, n, n_boot, seed)
+    point = {k: _ratio(v, w) for k, (v, w) in ratios.items()}
+
+    rho_all = rho(choice, pert) if exists.any() else math.nan
+    by_level = rho_by_level(choice, pert, columns) if columns else {}
+    by_actor_vals = rho_per_actor(choice, pert, m)
+    by_actor = {a: float(by_actor_vals[k]) for k, a in enumerate(names)}
+    by_actor_ci = {a: (interval(by_actor[a], *cis[f"actor:{a}"]) if point[f"actor:{a}"] == point[f"actor:{a}"]
+                       else NAN_INTERVAL) for a in names}
+    acc = float(point["accuracy"])
+    if truth.tested:
+        pacc = point["pacc"]
+        pacc_ci = interval(pacc, *cis["pacc"])
+        pacc_lv = {lv: point[f"pacc:{lv}"] for lv in levels}
+        pacc_lv_ci = {lv: interval(pacc_lv[lv], *cis[f"pacc:{lv}"]) for lv in levels}
+
+        def block(key: str, check: Any, arg: Any) -> dict[str, Any]:
+            return {"n_perturbations": check.n_perturbations, "n_known": check.n_known,
+                    "changed_share": check.changed_share,
+                    "changed_share_ci": list(interval(check.changed_share, *cis["changed" + key])),
+                    "changed_share_argmax": arg.changed_share, "rho_all": check.rho_all,
+                    "rho_invariant": check.rho_invariant,
+                    "rho_invariant_ci": list(interval(check.rho_invariant, *cis["rho_inv" + key]))}
+
+        inv = {"tested": True, "optimal": "set (SPEC 4 selection vector; argmax with oracle tie-break beside it)",
+               **block("", checks["all"], arg_all),
+               "by_level": {lv: block(f":{lv}", checks[lv], arg_lv[lv]) for lv in levels}}
+    shares = selection_shares(choice, m)
+    return RobustnessResult(
+        router=router.name, spec=spec, params={**router.params, "seed": router.seed},
+        rho=rho_all, rho_ci=interval(rho_all, *cis["rho"]),
+        rho_by_level=by_level, rho_by_level_ci={lv: interval(by_level[lv], *cis[f"level:{lv}"]) for lv in levels},
+        rho_by_actor=by_actor, rho_by_actor_ci=by_actor_ci,
+        accuracy=acc, accuracy_ci=interval(acc, *cis["accuracy"]),
+        perturbed_accuracy=pacc, perturbed_accuracy_ci=pacc_ci,
+        perturbed_accuracy_by_level=pacc_lv, perturbed_accuracy_by_level_ci=pacc_lv_ci,
+        invariance=inv,
+        selection={a: float(s) for a, s in zip(names, shares, strict=True) if s > 0},
+        collapsed=bool(collapsed(choice, m)), choice=choice, perturbed_choice=pert,
+        fit_seconds=fit_seconds, score_seconds=score_seconds, diagnostics=diagnostics, router_class=router_class,
+    )
+
+
+def _per(total: npt.ArrayLike, count: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """total / count per query, 0 where count is 0."""
+    return np.divide(np.asarray(total, dtype=np.float64), count, out=np.zeros(count.shape), where=count > 0)
+
+
+def _ratio(values: npt.NDArray[np.float64], weights: npt.NDArray[np.float64]) -> float:
+    den = float(weights.sum())
+    return float((values * weights).sum() / den) if den > 0 else math.nan
+
+
+def ratio_intervals(ratios: dict[str, tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]], n: int,
+                    n_boot: int, seed: int) -> dict[str, Interval]:
+    """Percentile 95% intervals of ratio statistics sum(v_i w_i) / sum(w_i) over bootstrap resamples of the n
+    queries (SPEC 7), all from the same resamples; a 0/0 replicate is left out."""
+    keys = list(ratios)
+    if not keys:
+        return {}
+    W = np.column_stack([ratios[k][1] for k in keys]).astype(np.float64)
+    VW = np.column_stack([ratios[k][0] for k in keys]).astype(np.float64) * W
+    parts = []
+    for idx in resample_indices(n, n_boot, seed):
+        rows = idx.shape[0]
+        offsets = (np.arange(rows, dtype=np.intp) * n)[:, None]
+        counts = np.bincount((idx + offsets).ravel(), minlength=rows * n).reshape(rows, n).astype(np.float64)
+        num, den = counts @ VW, counts @ W
+        parts.append(np.divide(num, den, out=np.full(num.shape, np.nan), where=den > 0))
+    reps = np.concatenate(parts, axis=0)
+    return {k: percentile_interval(reps[:, j]) for j, k in enumerate(keys)}

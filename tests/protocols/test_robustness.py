@@ -1,0 +1,248 @@
+"""The robustness protocol (SPEC 3): rho's anchors on a real table, the invariance check by hand on a tiny table,
+the outcome join by id and name, bad input, determinism and strict JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from routerlab.data.splits import make_split
+from routerlab.data.table import RoutingTable
+from routerlab.errors import UsageError
+from routerlab.features.base import Features
+from routerlab.perturb.base import PerturbationSet, Perturber, Variant, level_names, perturb, register_level
+from routerlab.protocols.robustness import UNTESTED_NOTE, robustness, set_masks
+from routerlab.reports.files import json_safe
+from routerlab.routers.base import Router
+
+SWAP = "test-robustness-swap"
+
+
+if SWAP not in level_names():
+
+    @register_level(SWAP)
+    class AdjacentSwap(Perturber):
+        """Test-only offline level: swap two adjacent words at a seeded position."""
+
+        offline = True
+        summary = "swap two adjacent words (tests only)"
+
+        def candidates(self, texts: Sequence[str], p: int, rngs: Sequence[np.random.Generator]) -> list[list[str]]:
+            out = []
+            for text, rng in zip(texts, rngs, strict=True):
+                words = text.split(" ")
+                cands = []
+                for _ in range(3 * p):
+                    if len(words) < 2:
+                        break
+                    i = int(rng.integers(len(words) - 1))
+                    w = list(words)
+                    w[i], w[i + 1] = w[i + 1], w[i]
+                    cands.append(" ".join(w))
+                out.append(cands)
+            return out
+
+
+@pytest.fixture(scope="module")
+def llmrouter(real_table: Callable[[str], RoutingTable]) -> RoutingTable:
+    return real_table("llmrouter")
+
+
+@pytest.fixture(scope="module")
+def swapped(llmrouter: RoutingTable) -> PerturbationSet:
+    test = llmrouter.select_split("test")
+    return perturb(test.queries.ids.tolist(), test.queries.text.tolist(), [SWAP], 2, seed=0)
+
+
+def test_anchors_on_a_real_table(llmrouter: RoutingTable, swapped: PerturbationSet) -> None:
+    rob = robustness(llmrouter, ["best-single", "random", "oracle"], swapped, n_boot=200)
+    out = {r.spec: r for r in rob.results}
+    assert "oracle" in rob.skipped and "oracle" not in out  # a bound: no labels for the variants
+    assert rob.n_test == 500 and rob.levels == [SWAP] and rob.p == 2
+    fixed = out["best-single"]
+    assert fixed.rho == 1.0 and all(v == 1.0 for v in fixed.rho_by_level.values())
+    # random: every existing variant matches its original's actor with probability 1/N, independently
+    m = len(rob.actor_names)
+    k = int((fixed.perturbed_choice >= 0).sum())
+    assert k > 800
+    se = math.sqrt((1 / m) * (1 - 1 / m) / k)
+    rnd = out["random"]
+    assert abs(rnd.rho - 1 / m) < 4 * se
+    lo, hi = rnd.rho_ci
+    assert lo <= rnd.rho <= hi and hi - lo < 0.1
+    # per actor: the fixed router's actor carries rho 1, every other actor 0 (none routed there, SPEC 3)
+    best = max(fixed.selection, key=lambda a: fixed.selection[a])
+    assert fixed.rho_by_actor[best] == 1.0
+    assert all(v == 0.0 for a, v in fixed.rho_by_actor.items() if a != best)
+    assert all(math.isnan(v[0]) for a, v in fixed.rho_by_actor_ci.items() if a != best)
+    # accuracy is the mean score of the chosen actor on the original test queries
+    test = llmrouter.select_split("test")
+    assert fixed.accuracy == pytest.approx(float(test.score[:, test.actor_names.index(best)].mean()))
+    assert not rob.invariance_tested and fixed.invariance == {"tested": False, "note": UNTESTED_NOTE}
+    assert fixed.perturbed_accuracy is None
+
+
+def test_identical_texts_route_identically(llmrouter: RoutingTable) -> None:
+    """A variant whose text encodes like its original's (a trailing space: the driver would drop it as a
+    duplicate, so the set is built by hand) is routed to the same actor by every deterministic router."""
+    test = llmrouter.select_split("test")
+    hand = PerturbationSet(tuple(Variant(str(q), "character", 0, str(t) + " ") for q, t in
+                                 zip(test.queries.ids.tolist(), test.queries.text.tolist(), strict=True)),
+                           ("character",), 1)
+    rob = robustness(llmrouter, ["knn"], hand, n_boot=50)
+    for r in rob.results:
+        assert r.rho == 1.0 and r.rho_by_level == {"character": 1.0}
+        assert len(set(r.choice.tolist())) > 1  # not trivially fixed
+
+
+def test_variants_for_another_split(llmrouter: RoutingTable) -> None:
+    train = llmrouter.select_split("train")
+    vs = PerturbationSet(tuple(Variant(str(q), "word", 0, "some text") for q in train.queries.ids[:5]),
+                         ("word",), 1)
+    with pytest.raises(UsageError, match="another split"):
+        robustness(llmrouter, ["best-single"], vs, n_boot=10)
+
+
+def test_same_seed_same_numbers(llmrouter: RoutingTable, swapped: PerturbationSet) -> None:
+    def numbers(seed: int) -> dict[str, Any]:
+        d = robustness(llmrouter, ["random", "knn"], swapped, n_boot=100, seed=seed).to_dict()
+        for r in d["results"]:
+            r.pop("fit_seconds"), r.pop("score_seconds")
+        return d
+
+    a, b = numbers(3), numbers(3)
+    assert a == b
+    assert numbers(4)["results"][0]["rho"] != a["results"][0]["rho"]  # random's draws follow the seed
+
+
+# --------------------------------------------------------------------------- hand-built invariance case
+class KeywordRouter(Router):
+    """Routes by a word in the text: 'beta' -> actor 1, 'gamma' -> actor 2, else actor 0."""
+
+    name = "keyword-test"
+
+    def _fit(self, train: RoutingTable, features: Features) -> None:
+        pass
+
+    def _scores(self, features: Features) -> npt.ArrayLike:
+        texts = [str(t) for t in features.queries.text.tolist()]
+        pick = np.array([1 if "beta" in t else 2 if "gamma" in t else 0 for t in texts])
+        return np.eye(len(self.actor_names))[pick]
+
+
+def _tiny() -> tuple[RoutingTable, PerturbationSet]:
+    score = [[1, 0, 0], [0, 1, 0], [1, 1, 1], [0, 0, 1],  # train
+             [1, 0, 0], [1, 1, 0]]  # test q0: optimal {A}; q1: optimal {A, B}
+    table = RoutingTable.from_arrays(
+        np.array(score, dtype=np.float32), actors=["A", "B", "C"],
+        query_ids=["t0", "t1", "t2", "t3", "q0", "q1"],
+        text=["red apple", "green pear", "blue plum", "red pear", "alpha one", "alpha two"],
+        split=["train"] * 4 + ["test"] * 2)
+    texts = {("q0", "character", 0): "alpha one x", ("q0", "character", 1): "beta one",
+             ("q0", "word", 0): "gamma one", ("q0", "word", 1): "alpha uno",
+             ("q1", "character", 0): "alpha deux", ("q1", "character", 1): "beta two",
+             ("q1", "word", 0): "alpha zwei"}  # q1 has no second word variant (ragged)
+    variants = PerturbationSet(tuple(Variant(q, lv, j, t) for (q, lv, j), t in texts.items()),
+                               ("character", "word"), 2, seed=0)
+    return table, variants
+
+
+def _outcomes(order: list[int] | None = None) -> RoutingTable:
+    """Outcomes of the variants, actors in another order and one extra actor, an unrelated row, and no row for
+    q0#word#1 (unknown)."""
+    rows = {"q0#character#0": [1, 0, 0], "q0#character#1": [0, 1, 0], "q0#word#0": [1, 0, 1],
+            "q1#character#0": [1, 1, 0], "q1#character#1": [0, 1, 0], "q1#word#0": [0, 0, 0],
+            "unrelated": [1, 1, 1]}
+    ids = list(rows)
+    if order is not None:
+        ids = [ids[i] for i in order]
+    abc = np.array([rows[i] for i in ids], dtype=np.float32)
+    # columns C, A, D, B
+    mat = np.column_stack([abc[:, 2], abc[:, 0], np.full(len(ids), 0.5, dtype=np.float32), abc[:, 1]])
+    return RoutingTable.from_arrays(mat, actors=["C", "A", "D", "B"], query_ids=ids)
+
+
+def test_set_masks() -> None:
+    assert set_masks(np.array([[1, 0, 0], [1, 1, 0], [0, 0, 0], [0.5, 0.49, 1.0]])).tolist() == [1, 3, 7, 4]
+
+
+def test_invariance_by_hand() -> None:
+    table, variants = _tiny()
+    rob = robustness(table, [KeywordRouter()], variants, outcomes=_outcomes(), n_boot=200)
+    r = rob.results[0]
+    assert r.choice.tolist() == [0, 0]
+    # rho_q0 = 2/4 (c0, w1 kept), rho_q1 = 2/3 (c0, w0 kept)
+    assert r.rho == pytest.approx(7 / 12)
+    assert r.rho_by_level == pytest.approx({"character": 0.5, "word": 0.75})
+    assert r.rho_by_actor == pytest.approx({"A": 7 / 12, "B": 0.0, "C": 0.0})
+    assert r.accuracy == 1.0
+    # chosen-actor scores on the 6 variants with outcomes: 1, 1, 1 | 1, 1, 0
+    assert r.perturbed_accuracy == pytest.approx(5 / 6)
+    assert r.perturbed_accuracy_by_level == pytest.approx({"character": 1.0, "word": 0.5})
+    inv = r.invariance
+    assert inv["tested"] and rob.invariance_tested
+    assert (inv["n_perturbations"], inv["n_known"]) == (7, 6)
+    # sets: q0c1 {B}, q0w0 {A,C}, q1c1 {B}, q1w0 {A,B,C} differ from the originals' {A} / {A,B}
+    assert inv["changed_share"] == pytest.approx(4 / 6)
+    # argmax (oracle tie-break, first): only q0c1 and q1c1 move from A to B
+    assert inv["changed_share_argmax"] == pytest.approx(2 / 6)
+    assert inv["rho_all"] == pytest.approx(7 / 12)
+    assert inv["rho_invariant"] == 1.0  # q0c0 and q1c0, both kept
+    ch, wd = inv["by_level"]["character"], inv["by_level"]["word"]
+    assert (ch["n_perturbations"], ch["n_known"], wd["n_perturbations"], wd["n_known"]) == (4, 4, 3, 2)
+    assert ch["changed_share"] == 0.5 and ch["changed_share_argmax"] == 0.5 and ch["rho_invariant"] == 1.0
+    assert wd["changed_share"] == 1.0 and wd["changed_share_argmax"] == 0.0
+    assert math.isnan(wd["rho_invariant"]) and wd["rho_all"] == pytest.approx(0.75)
+    lo, hi = inv["changed_share_ci"]
+    assert 0 <= lo <= 4 / 6 <= hi <= 1
+    # strict JSON once NaN is null
+    text = json.dumps(json_safe(rob.to_dict()), allow_nan=False)
+    back = json.loads(text)["results"][0]
+    assert back["invariance"]["by_level"]["word"]["rho_invariant"] is None
+    assert back["router"] == "KeywordRouter()" and back["rho_ci"][0] <= back["rho"] <= back["rho_ci"][1]
+    assert "choice" not in back and "perturbed_choice" not in back
+
+
+def test_outcomes_join_by_id_not_position() -> None:
+    table, variants = _tiny()
+    a = robustness(table, [KeywordRouter()], variants, outcomes=_outcomes(), n_boot=50).results[0]
+    b = robustness(table, [KeywordRouter()], variants, outcomes=_outcomes([6, 3, 0, 5, 2, 4, 1]),
+                   n_boot=50).results[0]
+    assert json_safe(a.invariance) == json_safe(b.invariance)  # NaN -> None: NaN != NaN
+    assert a.perturbed_accuracy == b.perturbed_accuracy and a.invariance["n_known"] == 6
+
+
+def test_outcomes_missing_an_actor() -> None:
+    table, variants = _tiny()
+    out = _outcomes()
+    with pytest.raises(UsageError, match=r"lacks actor.*'B'"):
+        robustness(table, [KeywordRouter()], variants, outcomes=out.select_actors(["C", "A", "D"]), n_boot=10)
+
+
+def test_to_dict_without_outcomes_is_strict_json() -> None:
+    table, variants = _tiny()
+    rob = robustness(table, [KeywordRouter(), "best-single"], variants, n_boot=50)
+    d = rob.to_dict()
+    json.dumps(json_safe(d), allow_nan=False)
+    assert d["invariance_tested"] is False and d["invariance_note"] == UNTESTED_NOTE
+    assert d["perturbations"]["n_variants_used"] == 7 and d["split"]["n_test"] == 2
+    assert d["data"]["content_hash"] == table.content_hash and d["seed"] == 0 and d["encoder"]
+    keys = {"router", "rho", "rho_ci", "rho_by_level", "rho_by_level_ci", "rho_by_actor", "rho_by_actor_ci",
+            "accuracy", "accuracy_ci", "perturbed_accuracy", "perturbed_accuracy_ci", "perturbed_accuracy_by_level",
+            "invariance", "selection", "collapsed", "params", "fit_seconds", "score_seconds"}
+    assert keys <= set(d["results"][0])
+    assert d["results"][0]["invariance"]["tested"] is False
+
+
+def test_split_is_reused_and_variants_follow_the_test_ids() -> None:
+    """A Split object is used as given, and variants of test queries excluded as incomplete are ignored."""
+    table, variants = _tiny()
+    sp = make_split(table, "given", 0)
+    rob = robustness(table, ["best-single"], variants, split=sp, n_boot=20)
+    assert rob.test_ids.tolist() == ["q0", "q1"] and rob.results[0].rho == 1.0
