@@ -60,6 +60,7 @@ class Router(ABC):
     name: ClassVar[str]
     summary: ClassVar[str] = ""
     uses_test_labels: ClassVar[bool] = False  # True only for bounds such as the oracle
+    needs_backend: ClassVar[bool] = False  # True for routers that call an LLM (prompted): give one with attach_backend
     # True for routers that act by sampling their selection distribution when deployed (bandits: their
     # distribution is their real action distribution); False = they act by their argmax (see ``act``).
     explores: ClassVar[bool] = False
