@@ -50,9 +50,16 @@ def collect_cmd(
     force: Annotated[bool, typer.Option(
         "--force", metavar="", help="Replace a table already in the output directory.")] = False,
     as_json: Annotated[bool, json_option("Print the run's summary as one JSON object.")] = False,
+    variants: Annotated[Path | None, typer.Option(
+        "--variants", help="A variants file (routerlab perturb): ask each variant instead of the questions, i.e. "
+                           "its original question with the text replaced; query ids become QID#LEVEL#J and "
+                           "--limit samples variants.")] = None,
 ) -> None:
     """Run every actor on every question, grade the answers and write a routing table (score, tokens,
-    latency, cost; option-letter logits as query metadata)."""
+    latency, cost; option-letter logits as query metadata).
+
+    With --variants the questions asked are perturbed variants of the source's questions (SPEC 3): the table's
+    query metadata gains variant_of, level and variant, and feeds routerlab robustness --outcomes."""
     from routerlab.cli.data_cmds import _check_output
     from routerlab.llm.base import Decoding, parse_actor_list
     from routerlab.llm.collect import MODES, check_mode, collect
@@ -68,16 +75,19 @@ def collect_cmd(
     specs = parse_actor_list(actors)
     check_mode(mode, specs)
     decoding = Decoding(max_tokens=max_tokens)
-    qs = load_questions(questions, limit=limit, seed=seed, kinds=KIND_CHOICES[kind])
-    if not qs:
-        raise UsageError(f"{questions}: no question of kind {kind} to ask")
-    provenance: dict[str, Any] = {
-        "source": str(questions), "limit": limit, "seed": seed, "kind": kind,
-        "n_available": qs.n_available, "skipped": dict(qs.skipped),
-    }
-    table = collect(qs, specs, mode=mode, decoding=decoding, cache_dir=cache_dir, batch_size=batch_size,
+    if variants is not None:
+        qs = load_questions(questions, kinds=KIND_CHOICES[kind])
+        asked, provenance, query_meta = _variant_questions(qs, variants, limit, seed, kind)
+    else:
+        qs = load_questions(questions, limit=limit, seed=seed, kinds=KIND_CHOICES[kind])
+        if not qs:
+            raise UsageError(f"{questions}: no question of kind {kind} to ask")
+        asked, query_meta = list(qs), None
+        provenance = {"source": str(questions), "limit": limit, "seed": seed, "kind": kind,
+                      "n_available": qs.n_available, "skipped": dict(qs.skipped)}
+    table = collect(asked, specs, mode=mode, decoding=decoding, cache_dir=cache_dir, batch_size=batch_size,
                     logits_batch_size=logits_batch_size, timing_probes=timing_probes,
-                    name=output.name or "collected", provenance=provenance)
+                    name=output.name or "collected", provenance=provenance, query_meta=query_meta)
     table.save(output)
     summary = _summary(table)
     if as_json:
@@ -85,9 +95,12 @@ def collect_cmd(
                     "actor_summary": summary})
     else:
         skipped = sum(qs.skipped.values())
-        typer.echo(f"asked {table.n_queries} questions ({qs.n_available} available in {questions}"
+        asked_what = "questions" if variants is None else (
+            f"variants of {provenance['n_originals']} questions ({provenance['n_variants_available']} variants in "
+            f"{variants}; questions")
+        typer.echo(f"asked {table.n_queries} {asked_what} ({qs.n_available} available in {questions}"
                    + (f", {skipped} skipped: " + "; ".join(f"{k} {v}" for k, v in qs.skipped.items()) if skipped
-                      else "") + ")")
+                      else "") + ")" + ("" if variants is None else ")"))
         width = max(len(a) for a in summary)
         for actor, s in summary.items():
             typer.echo(f"  {actor:<{width}}  accuracy {s['accuracy']:.3f}  {s['mode']:8}  "
@@ -96,6 +109,32 @@ def collect_cmd(
     from routerlab.reports.files import say_written
 
     say_written([output], to_stderr=as_json)
+
+
+def _variant_questions(qs: Any, variants: Path, limit: int | None, seed: int, kind: str
+                       ) -> tuple[list[Any], dict[str, Any], dict[str, list[Any]]]:
+    """``--variants``: the variants of the file as questions (their originals found in ``qs`` by query id), a
+    seeded sample of ``limit`` of them stratified by level (in file order), the provenance and the variant
+    metadata columns (``variant_of``, ``level``, ``variant``)."""
+    from routerlab.data._files import iter_jsonl
+    from routerlab.llm.questions import stratified_order, variant_questions
+    from routerlab.perturb.files import read_variants
+
+    pset = read_variants(variants)
+    lines = [lineno for lineno, _ in iter_jsonl(variants)]  # read_variants keeps every line, in file order
+    chosen = list(range(len(pset.variants)))
+    if limit is not None and limit < len(chosen):
+        chosen = sorted(stratified_order([v.level for v in pset.variants], seed)[:limit].tolist())
+    picked = [pset.variants[k] for k in chosen]
+    asked = variant_questions(qs, picked, source=str(variants), lines=[lines[k] for k in chosen])
+    provenance: dict[str, Any] = {
+        "source": str(qs.source), "variants": str(variants), "limit": limit, "seed": seed, "kind": kind,
+        "n_available": qs.n_available, "skipped": dict(qs.skipped), "n_variants_available": len(pset.variants),
+        "n_originals": len({v.query_id for v in picked}), "levels": sorted({v.level for v in picked}),
+    }
+    meta: dict[str, list[Any]] = {"variant_of": [v.query_id for v in picked], "level": [v.level for v in picked],
+            "variant": [v.variant for v in picked]}
+    return asked, provenance, meta
 
 
 def _summary(table: Any) -> dict[str, dict[str, Any]]:

@@ -177,6 +177,7 @@ def collect(
     name: str = "collected",
     provenance: Mapping[str, Any] | None = None,
     progress: bool | None = None,
+    query_meta: Mapping[str, Sequence[Any]] | None = None,
 ) -> RoutingTable:
     """Run every actor on every question and return the routing table (module docstring).
 
@@ -184,6 +185,8 @@ def collect(
     its questions) or an already loaded backend (used as it is and left open: the caller owns it).
     ``provenance`` adds entries to ``meta["collect"]`` (the question source, seed, skipped counts).
     ``progress``: None shows it on stderr as :mod:`routerlab.progress` decides, False hides it.
+    ``query_meta`` adds query metadata columns, one value per question (``collect --variants``: ``variant_of``,
+    ``level``, ``variant``).
     """
     from routerlab import __version__
     from routerlab.data.table import Actors, Queries, RoutingTable
@@ -204,6 +207,9 @@ def collect(
     ids = [q.id for q in questions]
     if len(set(ids)) != len(ids):
         raise UsageError("question ids must be distinct")
+    for column, values in (query_meta or {}).items():
+        if len(values) != len(questions):
+            raise UsageError(f"query metadata {column!r} has {len(values)} values for {len(questions)} questions")
 
     columns: list[_Column] = []
     per_actor: dict[str, Any] = {}
@@ -244,6 +250,7 @@ def collect(
         "gold": [q.gold for q in questions],
         "choices": [json.dumps(list(q.choices), ensure_ascii=False) if q.choices else "" for q in questions],
         "kind": [q.kind for q in questions],
+        **{column: list(values) for column, values in (query_meta or {}).items()},
     }
     for actor_name, col in zip(names, columns, strict=True):
         qx[f"pred.{actor_name}"] = col.pred

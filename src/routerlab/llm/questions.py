@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
@@ -343,3 +343,54 @@ def questions_from_jsonl(path: Path) -> list[Question]:
         raise DataError("holds no question", file=path)
     return out
 
+
+
+# ---------------------------------------------------------------------------------------- variants
+
+
+class VariantLike(Protocol):
+    """What :func:`variant_questions` reads of a variant (``routerlab.perturb.Variant``; this layer sits below
+    ``perturb`` and does not import it)."""
+
+    @property
+    def query_id(self) -> str: ...
+    @property
+    def level(self) -> str: ...
+    @property
+    def variant(self) -> int: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def key(self) -> str: ...
+
+
+class VariantsLike(Protocol):
+    """A set of variants (``routerlab.perturb.PerturbationSet``)."""
+
+    @property
+    def variants(self) -> Sequence[VariantLike]: ...
+
+
+def variant_questions(
+    questions: Iterable[Question],
+    variants: VariantsLike | Iterable[VariantLike],
+    *,
+    source: str,
+    lines: Sequence[int] | None = None,
+) -> list[Question]:
+    """One question per variant, in the variants' order: the original question (found by ``query_id`` among
+    ``questions``) with its text replaced by the variant's and its id set to the variant's key ``qid#level#j``
+    (SPEC 3, the invariance check). A variant whose query is not among ``questions`` is a DataError naming
+    ``source`` (the variants file) and the variant's line (``lines[k]``, else its position counting from 1)."""
+    items: Iterable[VariantLike] = variants.variants if hasattr(variants, "variants") else variants
+    by_id = {q.id: q for q in questions}
+    where = f" {questions.source}" if isinstance(questions, QuestionSet) else ""
+    out: list[Question] = []
+    for k, v in enumerate(items):
+        original = by_id.get(str(v.query_id))
+        if original is None:
+            row = lines[k] if lines is not None and k < len(lines) else k + 1
+            raise DataError(f"query {v.query_id!r} is not among the {len(by_id)} questions of the source{where} "
+                            "(after its kind filter and skipped questions)", file=source, row=row, field="query_id")
+        out.append(replace(original, id=v.key, text=v.text))
+    return out

@@ -1,0 +1,189 @@
+"""``routerlab perturb``: write p meaning-preserving variants per query per level to a variants file (SPEC 3).
+
+Every option (levels, counts, the seed, the backend spec, the output path) is checked before the table is loaded or
+any model started (one line, exit 2). LLM levels (paraphrase, rambling) need ``--backend``; without one they are
+reported as not generated, never faked. The file is the same JSON-lines format users bring their own variants in
+(``routerlab robustness --variants-file``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from routerlab.cli import app
+from routerlab.cli._io import _probe_writable, json_option, open_table, print_json, seed_option
+from routerlab.errors import UsageError
+
+if TYPE_CHECKING:
+    from routerlab.data.table import RoutingTable
+    from routerlab.llm.base import Backend, BackendSpec
+    from routerlab.perturb.base import PerturbationSet
+
+MAX_VARIANTS = 100
+"""The most variants per query per level: the paper keeps 5 of 10 asked (hse appendix 11); 100 is far beyond any
+use and keeps a typo from asking an LLM for a million rewrites."""
+PARTS = ("test", "train", "all")
+
+TABLE_HELP = "A table directory (default: the embedded demo benchmark)."
+SPLIT_HELP = "Train/test split: given, random[:F] (seeded) or ood:DS1,DS2."
+LEVELS_HELP = "Perturbation levels, comma-separated: character, word, syntax, paraphrase, rambling, or all."
+VARIANTS_HELP = f"Variants per query per level, p (1..{MAX_VARIANTS})."
+BACKEND_HELP = ("LLM backend that writes the paraphrase and rambling levels, KIND:MODEL[,key=value...], e.g. "
+                "local:smollm2-135m,threads=1 (without it those levels are not generated).")
+CACHE_HELP = "Call cache directory of the backend (default: $ROUTERLAB_CACHE_DIR/llm or ~/.cache/routerlab/llm)."
+
+
+def check_variants_path(path: Path, *, option: str = "-o") -> None:
+    """A variants file to write: a ``.jsonl`` name, not a directory, whose nearest existing parent is a writable
+    directory. One UsageError naming the path, before anything is loaded."""
+    if path.is_dir():
+        raise UsageError(f"{option} {path}: is a directory; give a file path such as {path / 'variants.jsonl'}")
+    if path.suffix.lower() != ".jsonl":
+        raise UsageError(f"{option} {path}: a variants file name ends in .jsonl (one JSON object per line)")
+    probe = path.parent
+    while not probe.exists():
+        if probe.is_symlink():
+            raise UsageError(f"{option} {path}: {probe} is a broken symbolic link")
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if not probe.is_dir():
+        raise UsageError(f"{option} {path}: cannot create it under {probe}, which is a file")
+    if not _probe_writable(probe):
+        raise UsageError(f"{option} {path}: cannot write there ({probe} is not writable)")
+
+
+def check_cache_dir(path: Path | None) -> None:
+    """``--cache-dir`` must be a directory when it exists."""
+    if path is not None and path.exists() and not path.is_dir():
+        raise UsageError(f"--cache-dir {path}: is a file, not a directory")
+
+
+def parse_backend(text: str | None) -> BackendSpec | None:
+    """``--backend KIND:MODEL[,opts]`` parsed (a bad spec is one UsageError), before any model is loaded."""
+    if text is None:
+        return None
+    from routerlab.llm.base import parse_backend_spec
+
+    return parse_backend_spec(text, option="--backend")
+
+
+def needs_llm(levels: Sequence[str]) -> bool:
+    """Whether any of ``levels`` is written by an LLM (so a ``--backend`` must be loaded for it)."""
+    from routerlab.perturb.base import level_class
+
+    return any(not level_class(lv).offline for lv in levels)
+
+
+def load_backend_for(spec: BackendSpec | None, cache_dir: Path | None) -> Backend | None:
+    """The backend of ``--backend`` loaded behind the on-disk call cache (None without a spec)."""
+    if spec is None:
+        return None
+    from routerlab.llm.base import load_backend
+
+    return load_backend(spec, cache_dir=cache_dir)
+
+
+def part_positions(table: RoutingTable, split: str, seed: int, part: str) -> tuple[Any, dict[str, Any]]:
+    """Positions of the ``part`` (test, train or all) queries under the split, and the split's description."""
+    import numpy as np
+
+    from routerlab.data.splits import make_split
+
+    sp = make_split(table, split, seed)
+    chosen = {"test": sp.test, "train": sp.train, "all": np.concatenate([sp.train, sp.test])}[part]
+    return np.sort(chosen), sp.describe()
+
+
+def perturb_queries(table: RoutingTable, positions: Any, levels: Sequence[str], p: int, seed: int,
+                    backend: Backend | None) -> PerturbationSet:
+    """Up to p variants of the queries at ``positions`` at every level (SPEC 3), seeded per query and level."""
+    from routerlab.perturb.base import perturb
+
+    ids = [str(x) for x in table.queries.ids[positions].tolist()]
+    texts = [str(x) for x in table.queries.text[positions].tolist()]
+    if not ids:
+        raise UsageError("no queries to perturb in that part of the split")
+    return perturb(ids, texts, levels, p, seed=seed, backend=backend)
+
+
+def level_summary(pset: PerturbationSet) -> dict[str, dict[str, Any]]:
+    """Per level asked for: queries, variants, queries short of p, candidates rejected for altering a protected
+    span; or ``{"not_generated": reason}``."""
+    out: dict[str, dict[str, Any]] = {}
+    for lv in pset.levels:
+        if lv in pset.not_generated:
+            out[lv] = {"not_generated": pset.not_generated[lv]}
+        else:
+            stats = dict(pset.stats.get(lv, {}))
+            out[lv] = {"queries": stats.get("queries", 0), "variants": stats.get("variants", 0),
+                       "short": stats.get("short", 0), "rejected": stats.get("rejected", 0)}
+    return out
+
+
+def summary_lines(levels: dict[str, dict[str, Any]], p: int) -> list[str]:
+    """One line per level: counts, or why it was not generated."""
+    width = max(len(lv) for lv in levels)
+    lines = []
+    for lv, s in levels.items():
+        if "not_generated" in s:
+            lines.append(f"  {lv:<{width}}  {s['not_generated']}")
+        else:
+            lines.append(f"  {lv:<{width}}  {s['queries']} queries  {s['variants']} variants  {s['short']} short of "
+                         f"p={p}  {s['rejected']} rejected (altered a protected span)")
+    return lines
+
+
+@app.command("perturb")
+def perturb_cmd(
+    output: Annotated[Path, typer.Option("-o", "--output", help="Variants file to write (.jsonl).")],
+    table_dir: Annotated[Path | None, typer.Argument(help=TABLE_HELP)] = None,
+    levels: Annotated[str, typer.Option("--levels", help=LEVELS_HELP)] = "all",
+    variants: Annotated[int, typer.Option("--variants", min=1, max=MAX_VARIANTS, help=VARIANTS_HELP)] = 5,
+    split: Annotated[str, typer.Option(help=SPLIT_HELP)] = "given",
+    part: Annotated[str, typer.Option("--part", help="Which queries to perturb: test, train or all.")] = "test",
+    seed: Annotated[int, seed_option("Seed of the split and of every query's variants.")] = 0,
+    backend: Annotated[str | None, typer.Option("--backend", help=BACKEND_HELP)] = None,
+    cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help=CACHE_HELP)] = None,
+    as_json: Annotated[bool, json_option("Print the summary as one JSON object.")] = False,
+) -> None:
+    """Write up to p meaning-preserving variants of each query per perturbation level (SPEC 3): one JSON object
+    {query_id, level, variant, text} per line. Numbers, formulae, code and option labels are never altered."""
+    from routerlab.perturb.base import parse_levels
+    from routerlab.perturb.files import write_variants
+    from routerlab.reports.files import say_written
+
+    names = parse_levels(levels)
+    p = variants
+    if part not in PARTS:
+        raise UsageError(f"--part must be one of {', '.join(PARTS)}, got {part!r}")
+    check_variants_path(output)
+    check_cache_dir(cache_dir)
+    spec = parse_backend(backend)
+    llm = needs_llm(names)
+    table = open_table(table_dir)
+    positions, split_info = part_positions(table, split, seed, part)
+    model = load_backend_for(spec, cache_dir) if llm else None
+    try:
+        pset = perturb_queries(table, positions, names, p, seed, model)
+    finally:
+        if model is not None:
+            model.close()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    write_variants(output, pset.variants)
+    per_level = level_summary(pset)
+    if as_json:
+        print_json({"table": table.name, "content_hash": table.content_hash, "split": split_info, "part": part,
+                    "seed": seed, "p": p, "backend": None if spec is None else spec.describe(),
+                    "n_queries": len(positions), "n_variants": len(pset.variants), "levels": per_level,
+                    "settings": {k: dict(v) for k, v in pset.settings.items()}, "output": str(output)})
+    else:
+        typer.echo(f"perturbed {len(positions)} {part} queries of {table.name} at {len(names)} levels, p={p} "
+                   f"(seed {seed}): {len(pset.variants)} variants")
+        for line in summary_lines(per_level, p):
+            typer.echo(line)
+    say_written([output], to_stderr=as_json)

@@ -1,0 +1,322 @@
+"""``routerlab perturb``, ``routerlab robustness`` and ``routerlab collect --variants`` end to end (SPEC 3).
+
+A tiny test-only level (``casefold-test``: flips the case of one word) has a hand-known property: the tfidf encoder
+lowercases, so its variants encode exactly as their originals and every deterministic router keeps its choice
+(rho = 1), while the seeded random router draws again (rho near 1/N). The real model test collects SmolLM2's
+outcomes of hand-written variants and checks the invariance numbers against the collected tables by hand.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from routerlab.cli import main
+from routerlab.data.store import load
+from routerlab.datasets import demo
+from routerlab.llm import base as llm_base
+from routerlab.llm.base import Backend, BackendSpec, register_backend
+from routerlab.llm.cache import CachedBackend, CallCache
+from routerlab.perturb import base as perturb_base
+from routerlab.perturb.base import Perturber, level_names, register_level
+from tests.llm.test_collect import ScriptedBackend
+
+TEST_LEVEL = "casefold-test"
+
+
+class CaseFlip(Perturber):
+    """Test-only level: each candidate flips the case of one seeded word (meaning and tfidf features kept)."""
+
+    def candidates(self, texts: Sequence[str], p: int, rngs: Sequence[np.random.Generator]) -> list[list[str]]:
+        out = []
+        for text, rng in zip(texts, rngs, strict=True):
+            words = text.split()
+            cands = []
+            for i in rng.permutation(len(words))[: 2 * p].tolist():
+                flipped = list(words)
+                flipped[i] = words[i].upper() if words[i] != words[i].upper() else words[i].lower()
+                cands.append(" ".join(flipped))
+            out.append(cands)
+        return out
+
+
+@pytest.fixture(autouse=True)
+def test_level() -> Iterator[str]:
+    level_names()  # load the built-in levels first, so the test level joins a loaded registry
+    register_level(TEST_LEVEL)(CaseFlip)
+    yield TEST_LEVEL
+    perturb_base._REGISTRY.remove(TEST_LEVEL)
+
+
+@pytest.fixture(scope="module")
+def table_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("rob") / "demo"
+    demo(n_queries=240, seed=3).save(path)
+    return path
+
+
+def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(args)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def run_json(args: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    code, out, err = run([*args, "--json"], capsys)
+    assert code == 0, err
+    record: dict[str, Any] = json.loads(out)
+    return record
+
+
+# ----------------------------------------------------------------------------------------------- perturb
+
+
+def test_perturb_writes_the_variants_file(table_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                          ) -> None:
+    out = tmp_path / "sub" / "v.jsonl"
+    record = run_json(["perturb", str(table_dir), "--levels", f"{TEST_LEVEL},paraphrase,rambling", "--variants", "3",
+                       "--seed", "7", "-o", str(out)], capsys)
+    table = load(table_dir)
+    test_ids = {str(q) for q, s in zip(table.queries.ids, table.queries.split, strict=True) if s == "test"}
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert lines and all(set(x) == {"query_id", "level", "variant", "text"} for x in lines)
+    assert {x["query_id"] for x in lines} <= test_ids and {x["level"] for x in lines} == {TEST_LEVEL}
+    assert record["n_queries"] == len(test_ids) and record["n_variants"] == len(lines) and record["p"] == 3
+    level = record["levels"][TEST_LEVEL]
+    assert level["queries"] == len(test_ids) and level["variants"] == len(lines)
+    per_query: dict[str, int] = {}
+    for x in lines:
+        per_query[x["query_id"]] = per_query.get(x["query_id"], 0) + 1
+    assert max(per_query.values()) == 3 and level["short"] == sum(c < 3 for c in per_query.values()) + (
+        len(test_ids) - len(per_query))
+    # no backend: the LLM levels are reported, never faked
+    for lv in ("paraphrase", "rambling"):
+        assert record["levels"][lv] == {"not_generated": perturb_base.NO_BACKEND}
+    # every variant differs from its original by the case of one word only
+    text = dict(zip(map(str, table.queries.ids), map(str, table.queries.text), strict=True))
+    for x in lines:
+        a, b = text[x["query_id"]].split(), x["text"].split()
+        assert len(a) == len(b) and sum(u != v for u, v in zip(a, b, strict=True)) == 1
+        assert x["text"].lower() == " ".join(a).lower()
+    # the same seed gives the same file; the text summary names every level
+    again = tmp_path / "again.jsonl"
+    code, text_out, _ = run(["perturb", str(table_dir), "--levels", f"{TEST_LEVEL},paraphrase", "--variants", "3",
+                             "--seed", "7", "-o", str(again)], capsys)
+    assert code == 0 and again.read_text() == out.read_text()
+    assert "paraphrase     not generated: no LLM backend" in text_out and f"wrote {again}" in text_out
+
+
+def test_perturb_parts(table_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    table = load(table_dir)
+    n_train = int((table.queries.split == "train").sum())
+    for part, n in (("train", n_train), ("all", table.n_queries)):
+        record = run_json(["perturb", str(table_dir), "--levels", TEST_LEVEL, "--variants", "1", "--part", part,
+                           "-o", str(tmp_path / f"{part}.jsonl")], capsys)
+        assert record["n_queries"] == n and record["part"] == part
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--levels", "nope"], "unknown level 'nope'"),
+    (["--levels", ""], "write a comma list of levels"),
+    (["--levels", f"{TEST_LEVEL},{TEST_LEVEL}"], "a level is named twice"),
+    (["--variants", "0"], "--variants"),
+    (["--variants", "101"], "--variants"),
+    (["--variants", "nan"], "--variants"),
+    (["--seed", "-1"], "--seed"),
+    (["--part", "val"], "--part must be one of test, train, all"),
+    (["--backend", ":x"], "--backend"),
+    (["--backend", "nosuch:model"], "unknown backend kind 'nosuch'"),
+    (["--split", "random:2"], "test fraction must be in (0, 1)"),
+])
+def test_perturb_bad_options_are_one_line(table_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                          extra: list[str], message: str) -> None:
+    out = tmp_path / "v.jsonl"
+    code, _, err = run(["perturb", str(table_dir), "--levels", TEST_LEVEL, "-o", str(out), *extra], capsys)
+    assert code == 2 and message in err and err.count("\n") == 1 and err.startswith("routerlab: error:"), err
+    assert not out.exists()
+
+
+def test_perturb_bad_outputs_are_one_line(table_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                          ) -> None:
+    (tmp_path / "file").write_text("x")
+    cases = [(tmp_path, "is a directory"), (tmp_path / "v.txt", "ends in .jsonl"),
+             (tmp_path / "file" / "v.jsonl", "which is a file"),
+             (tmp_path / "missing-table", "")]
+    for out, message in cases[:3]:
+        code, _, err = run(["perturb", str(table_dir), "--levels", TEST_LEVEL, "-o", str(out)], capsys)
+        assert code == 2 and message in err and err.count("\n") == 1, err
+    code, _, err = run(["perturb", str(tmp_path / "nope"), "--levels", TEST_LEVEL, "-o", str(tmp_path / "v.jsonl")],
+                       capsys)
+    assert code == 2 and "nope" in err and err.count("\n") == 1, err
+
+
+# ------------------------------------------------------------------------------------ collect --variants
+
+QUESTIONS = [
+    ("t1", "Which is a fruit?", ["stone", "apple", "chair"], "B", "train"),
+    ("t2", "Which is a colour?", ["red", "dog", "car", "run"], "A", "train"),
+    ("t3", "Which is a number?", ["cat", "seven", "sky", "hat"], "B", "train"),
+    ("t4", "Which animal barks?", ["dog", "fish", "tree", "cup"], "A", "train"),
+    ("t5", "Which is a metal?", ["wood", "glass", "iron", "paper"], "C", "train"),
+    ("t6", "Which is a planet?", ["Mars", "Paris", "milk", "shoe"], "A", "train"),
+    ("q1", "Which flies?", ["rock", "fish", "bird", "tree"], "C", "test"),
+    ("q2", "Which is frozen water?", ["steam", "sand", "oil", "ice"], "D", "test"),
+    ("q3", "Which is a vegetable?", ["carrot", "stone", "car", "pen"], "A", "test"),
+]
+SCRIPT = {text: gold for _, text, _, gold, _ in QUESTIONS}  # the scripted actor knows every original
+VARIANTS = [
+    ("q1", "paraphrase", "Which of these can fly?"),
+    ("q1", "character", "Whcih flies?"),
+    ("q2", "paraphrase", "Which one is water that has frozen?"),
+    ("q2", "character", "Which is frozen watr?"),
+    ("q3", "paraphrase", "Which of these is a vegetable?"),
+    ("q3", "character", "Which is a vegetabel?"),
+]
+
+
+@pytest.fixture()
+def quiz(tmp_path: Path) -> Path:
+    path = tmp_path / "quiz.jsonl"
+    path.write_text("".join(json.dumps({"id": i, "question": q, "choices": c, "answer": a, "dataset": "quiz",
+                                        "split": s}) + "\n" for i, q, c, a, s in QUESTIONS))
+    return path
+
+
+@pytest.fixture()
+def variants_file(tmp_path: Path) -> Path:
+    path = tmp_path / "variants.jsonl"
+    path.write_text("".join(json.dumps({"query_id": q, "level": lv, "text": t}) + "\n" for q, lv, t in VARIANTS))
+    return path
+
+
+@pytest.fixture()
+def scripted_kind() -> Iterator[str]:
+    class Scripted(ScriptedBackend):
+        """Answers the originals right (keyed by the question's first line); a variant is not in the script,
+        so its logits peak at A."""
+
+        def __init__(self, spec: BackendSpec, *, cache_dir: Path | None = None) -> None:
+            super().__init__(spec, cache_dir=cache_dir, script=SCRIPT)
+
+    register_backend("rob-scripted")(Scripted)
+    yield "rob-scripted"
+    llm_base._REGISTRY.remove("rob-scripted")
+
+
+def test_collect_variants_asks_the_variants(quiz: Path, variants_file: Path, scripted_kind: str, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "vt"
+    code, text, err = run(["collect", str(quiz), "--variants", str(variants_file), "-a", f"s={scripted_kind}:m",
+                           "--timing-probes", "0", "-o", str(out), "--cache-dir", str(tmp_path / "c")], capsys)
+    assert code == 0, err
+    assert "asked 6 variants of 3 questions" in text
+    table = load(out)
+    assert table.queries.ids.tolist() == [f"{q}#{lv}#0" for q, lv, _ in VARIANTS]
+    assert table.queries.text.tolist() == [t for _, _, t in VARIANTS]
+    extra = table.queries.extra
+    assert extra["variant_of"].tolist() == [q for q, _, _ in VARIANTS]
+    assert extra["level"].tolist() == [lv for _, lv, _ in VARIANTS]
+    assert [int(x) for x in extra["variant"].tolist()] == [0] * 6
+    gold = {i: a for i, _, _, a, _ in QUESTIONS}
+    assert extra["gold"].tolist() == [gold[q] for q, _, _ in VARIANTS]  # the original's options and gold
+    assert table.queries.split.tolist() == ["test"] * 6
+    # the script does not know a variant's text: its logits peak at A, right only where the gold is A (q3)
+    assert table.score[:, 0].tolist() == [0, 0, 0, 0, 1, 1]
+    meta = table.meta["collect"]
+    assert meta["variants"] == str(variants_file) and meta["n_variants_available"] == 6 and meta["n_originals"] == 3
+
+
+def test_collect_variants_limit_samples_variants(quiz: Path, variants_file: Path, scripted_kind: str,
+                                                 tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "vt"
+    assert main(["collect", str(quiz), "--variants", str(variants_file), "-a", f"s={scripted_kind}:m", "--limit",
+                 "2", "--seed", "4", "--timing-probes", "0", "-o", str(out),
+                 "--cache-dir", str(tmp_path / "c")]) == 0
+    table = load(out)
+    # stratified by level: one paraphrase and one character variant, in file order
+    assert table.n_queries == 2 and sorted(table.queries.extra["level"].tolist()) == ["character", "paraphrase"]
+    keys = [f"{q}#{lv}#0" for q, lv, _ in VARIANTS]
+    ids = table.queries.ids.tolist()
+    assert ids == sorted(ids, key=keys.index)
+
+
+def test_collect_variants_bad_files(quiz: Path, scripted_kind: str, tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"query_id": "q1", "level": "character", "text": "Whcih flies?"}) + "\n\n"
+                   + json.dumps({"query_id": "zz", "level": "character", "text": "Which?"}) + "\n")
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(json.dumps({"query_id": "q1", "level": "character"}) + "\n")
+    cases = [(bad, f"{bad}, row 3, field 'query_id': query 'zz' is not among the 9 questions of the source"),
+             (broken, f"{broken}, row 1, field 'text'"), (tmp_path / "none.jsonl", "none.jsonl")]
+    for path, message in cases:
+        code, _, err = run(["collect", str(quiz), "--variants", str(path), "-a", f"s={scripted_kind}:m",
+                            "-o", str(tmp_path / "o")], capsys)
+        assert code == 2 and message in err and err.count("\n") == 1, err
+        assert not (tmp_path / "o").exists()
+
+
+def _borrow_smollm2(smollm2: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``load_backend`` gives the session's SmolLM2 for local:smollm2-135m (behind a fresh call cache), other
+    kinds as usual."""
+    inner = smollm2.inner if isinstance(smollm2, CachedBackend) else smollm2
+    real = llm_base.load_backend
+
+    class Borrowed(CachedBackend):
+        def close(self) -> None:  # the session fixture owns the model
+            pass
+
+    def load_backend(spec: BackendSpec, *, cache_dir: Path | None = None, cache: bool = True) -> Backend:
+        if spec.kind == "local":
+            assert spec.model == "smollm2-135m"
+            return Borrowed(inner, CallCache(cache_dir))
+        return real(spec, cache_dir=cache_dir, cache=cache)
+
+    monkeypatch.setattr(llm_base, "load_backend", load_backend)
+
+
+def _optimal_set(row: Mapping[str, float]) -> frozenset[str]:
+    """SPEC 4's selection vector for 0/1 scores: the actors scoring the row maximum, every actor when none > 0."""
+    best = max(row.values())
+    return frozenset(a for a, v in row.items() if best <= 0 or v >= 0.95 * best)
+
+
+def test_collect_variants_and_invariance_with_smollm2(
+    smollm2: Backend, quiz: Path, variants_file: Path, scripted_kind: str, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Originals and 6 variants through SmolLM2 and the scripted actor; robustness --outcomes tests invariance,
+    and its changed shares equal the ones computed here from the two collected tables."""
+    _borrow_smollm2(smollm2, monkeypatch)
+    actors = f"smol=local:smollm2-135m,threads=1,s={scripted_kind}:m"
+    base, outs = tmp_path / "orig", tmp_path / "outcomes"
+    for args in ([str(quiz)], [str(quiz), "--variants", str(variants_file)]):
+        code, _, err = run(["collect", *args, "-a", actors, "--timing-probes", "0", "--cache-dir",
+                            str(tmp_path / "c"), "-o", str(base if len(args) == 1 else outs)], capsys)
+        assert code == 0, err
+    original, outcome = load(base), load(outs)
+    assert outcome.n_queries == 6 and outcome.actor_names == ["smol", "s"]
+    assert set(np.unique(outcome.score).tolist()) <= {0.0, 1.0}
+    record = run_json(["robustness", str(base), "--routers", "best-single,knn:k=3", "--variants-file",
+                       str(variants_file), "--outcomes", str(outs), "--n-boot", "40"], capsys)
+    assert record["invariance_tested"] is True and "invariance_note" not in record
+    rows = {str(q): dict(zip(original.actor_names, map(float, original.score[i]), strict=True))
+            for i, q in enumerate(original.queries.ids)}
+    vrows = {str(q): dict(zip(outcome.actor_names, map(float, outcome.score[i]), strict=True))
+             for i, q in enumerate(outcome.queries.ids)}
+    changed = {lv: [_optimal_set(vrows[f"{q}#{lv}#0"]) != _optimal_set(rows[q]) for q, lv2, _ in VARIANTS
+                    if lv2 == lv] for lv in ("paraphrase", "character")}
+    for result in record["results"]:
+        inv = result["invariance"]
+        assert inv["tested"] is True and inv["n_known"] == 6
+        assert inv["changed_share"] == pytest.approx(sum(map(sum, changed.values())) / 6)
+        for lv, flags in changed.items():
+            assert inv["by_level"][lv]["changed_share"] == pytest.approx(sum(flags) / len(flags))
+        assert result["perturbed_accuracy"] is not None
+    best = next(r for r in record["results"] if r["router"] == "best-single")
+    assert best["rho"] == 1.0  # a fixed router keeps every variant with its original (SPEC 3 anchor)
