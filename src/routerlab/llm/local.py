@@ -1,6 +1,7 @@
 """The ``local`` backend: a causal LM run on CPU through transformers (torch CPU build).
 
-Spec: ``local:MODEL[,dtype=bfloat16|float32][,threads=N][,batch_size=B]`` where MODEL is a built-in name
+Spec: ``local:MODEL[,dtype=bfloat16|float32][,threads=N][,batch_size=B][,prefix_cache=true|false]
+[,prefix_min_tokens=T][,prefix_slots=S]`` where MODEL is a built-in name
 (``smollm2-135m``, ``qwen2.5-coder-1.5b``; see :mod:`routerlab.llm.models`), a Hugging Face model directory
 or a ``.gguf`` file. A GGUF is dequantized once into a bf16 safetensors folder in the cache
 (``<cache>/models/<sha256 of the GGUF>/``), named by the file's content; later loads read that folder and
@@ -15,6 +16,15 @@ take seconds. Nothing is ever fetched from the network (``local_files_only``).
 - :meth:`LocalBackend.choice_scores` gives each option letter's next-token logit after the chat prompt (the
   larger of the tokens ``"A"`` and ``" A"``) from one forward pass, with no generation; the batched form's
   ``latency_s`` is the batch's time divided by its size.
+
+**Prefix KV cache** (``prefix_cache``, on by default; docs/llm.md "Prefix cache"). Option-letter scoring of
+prompts that share a long token prefix (the ``prompted`` router's fixed few-shot prefix, SPEC section 3) computes
+that prefix once: each scored prompt of more than ``prefix_min_tokens`` tokens is kept, with every layer's keys
+and values, in a per-backend LRU of ``prefix_slots`` entries; a later prompt that shares at least
+``prefix_min_tokens`` leading *tokens* with an entry reuses those states and runs only its remaining tokens.
+Matching on token ids (of the whole prompt, tokenized as usual) makes reuse exact: a causal model's states at a
+position depend only on the tokens up to it; only the float rounding of the shorter forward pass differs.
+A prompt identical to an entry returns the entry's stored letter logits unchanged.
 
 ``threads=N`` runs this backend's calls on N torch threads (default 0: torch's own setting, one per core).
 On a machine whose cores are busy with other processes, ``threads=1`` can be many times faster than two
@@ -31,10 +41,13 @@ import contextlib
 import queue
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
+
+import numpy as np
 
 from routerlab._atomic import atomic_directory
 from routerlab.errors import UsageError
@@ -196,11 +209,111 @@ class _Steps:
         return done
 
 
+def common_prefix_length(a: np.ndarray, b: np.ndarray) -> int:
+    """How many leading token ids ``a`` and ``b`` share."""
+    n = min(len(a), len(b))
+    differ = np.flatnonzero(a[:n] != b[:n])
+    return int(differ[0]) if differ.size else n
+
+
+@dataclass
+class PrefixEntry:
+    """One kept prompt: its token ids, every layer's (keys, values) over them (shape ``(1, heads, tokens,
+    head_dim)``), and the float32 next-token logits after its last token."""
+
+    ids: np.ndarray
+    layers: tuple[tuple[Any, Any], ...]
+    logits: Any
+
+    @property
+    def nbytes(self) -> int:
+        return sum(int(k.nbytes) + int(v.nbytes) for k, v in self.layers)
+
+
+class PrefixCache:
+    """An LRU of recent prompts' key/value states, matched by longest common token prefix (module docstring).
+
+    Policy: :meth:`store` keeps every scored prompt longer than ``min_tokens`` as the newest entry, dropping the
+    entries it extends; past ``slots`` entries the least recently used goes. :meth:`lookup` picks the entry that
+    shares the most leading tokens with a prompt and reuses at most all but the prompt's last token (which must
+    run to give the next-token logits); below ``min_tokens`` it is a miss. So a run of prompts with one shared
+    prefix and different suffixes hits from its second prompt on. Its own lock makes it safe to share.
+    """
+
+    def __init__(self, slots: int, min_tokens: int) -> None:
+        self.slots = slots
+        self.min_tokens = min_tokens
+        self._entries: OrderedDict[bytes, PrefixEntry] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = self.tokens_saved = self.evictions = 0
+
+    def _best(self, ids: np.ndarray) -> tuple[PrefixEntry | None, int]:
+        best, shared = None, 0
+        for entry in self._entries.values():
+            n = common_prefix_length(entry.ids, ids)
+            if n > shared:
+                best, shared = entry, n
+        reuse = min(shared, len(ids) - 1)
+        return (best, reuse) if best is not None and reuse >= self.min_tokens else (None, 0)
+
+    def reusable(self, ids: np.ndarray) -> int:
+        """How many tokens of ``ids`` a lookup would reuse now (0 for a miss); counts nothing."""
+        with self._lock:
+            return self._best(ids)[1]
+
+    def lookup(self, ids: np.ndarray) -> tuple[PrefixEntry | None, int]:
+        """The entry to reuse for ``ids`` and how many of its leading tokens, or (None, 0); counted as a hit
+        (with the tokens saved) or a miss, and the entry becomes the most recently used."""
+        with self._lock:
+            entry, reuse = self._best(ids)
+            if entry is None:
+                self.misses += 1
+                return None, 0
+            self._entries.move_to_end(entry.ids.tobytes())
+            self.hits += 1
+            self.tokens_saved += reuse
+            return entry, reuse
+
+    def count_misses(self, n: int) -> None:
+        """Count ``n`` prompts that could not use the cache (too short, or scored in a padded batch)."""
+        with self._lock:
+            self.misses += n
+
+    def store(self, entry: PrefixEntry) -> None:
+        """Keep ``entry`` as the newest (when longer than ``min_tokens``); entries that are a prefix of it go."""
+        if len(entry.ids) <= self.min_tokens:
+            return
+        with self._lock:
+            covered = [key for key, old in self._entries.items()
+                       if len(old.ids) <= len(entry.ids) and common_prefix_length(old.ids, entry.ids) == len(old.ids)]
+            for key in covered:
+                del self._entries[key]
+            self._entries[entry.ids.tobytes()] = entry
+            while len(self._entries) > self.slots:
+                self._entries.popitem(last=False)
+                self.evictions += 1
+
+    def stats(self) -> dict[str, int]:
+        """Counters and what is held: hits, misses, tokens_saved, evictions, entries, tokens_held, bytes_held."""
+        with self._lock:
+            return {"hits": self.hits, "misses": self.misses, "tokens_saved": self.tokens_saved,
+                    "evictions": self.evictions, "entries": len(self._entries),
+                    "tokens_held": sum(len(e.ids) for e in self._entries.values()),
+                    "bytes_held": sum(e.nbytes for e in self._entries.values())}
+
+    def clear(self) -> None:
+        """Forget every entry and zero the counters."""
+        with self._lock:
+            self._entries.clear()
+            self.hits = self.misses = self.tokens_saved = self.evictions = 0
+
+
 @register_backend("local")
 class LocalBackend(Backend):
     """A local causal LM (see the module docstring)."""
 
-    options: ClassVar[Mapping[str, Any]] = {"dtype": "bfloat16", "threads": 0, "batch_size": 8}
+    options: ClassVar[Mapping[str, Any]] = {"dtype": "bfloat16", "threads": 0, "batch_size": 8, "prefix_cache": True,
+                                            "prefix_min_tokens": 64, "prefix_slots": 4}
     supports_choice_scores: ClassVar[bool] = True
 
     def __init__(self, spec: BackendSpec, *, cache_dir: Path | None = None) -> None:
@@ -212,6 +325,14 @@ class LocalBackend(Backend):
         self.batch_size = int(spec.option("batch_size", 8))
         if threads < 0 or self.batch_size < 1:
             raise UsageError(f"actor spec {spec.describe()}: threads must be >= 0 and batch_size >= 1")
+        prefix_on = spec.option("prefix_cache", True)
+        min_tokens, slots = spec.option("prefix_min_tokens", 64), spec.option("prefix_slots", 4)
+        if not isinstance(prefix_on, bool):
+            raise UsageError(f"actor spec {spec.describe()}: prefix_cache must be true or false, got {prefix_on!r}")
+        for key, value in (("prefix_min_tokens", min_tokens), ("prefix_slots", slots)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UsageError(f"actor spec {spec.describe()}: {key} must be an integer >= 1, got {value!r}")
+        self.prefix_cache: PrefixCache | None = PrefixCache(slots, min_tokens) if prefix_on else None
         try:
             import torch  # noqa: F401 - a clear error now rather than deep inside loading
             import transformers  # noqa: F401
@@ -402,27 +523,103 @@ class LocalBackend(Backend):
         return self.choice_scores_batch([messages], letters)[0]
 
     def choice_scores_batch(self, batch: Sequence[Sequence[Message]], letters: Sequence[str]) -> list[ChoiceScores]:
-        import torch
-
         letters = check_letters(letters)
         cand = self._letter_ids(letters)
         out: list[ChoiceScores] = []
         for start in range(0, len(batch), self.batch_size):
             chunk = batch[start:start + self.batch_size]
             with self._calling():
-                t0 = time.perf_counter()
-                enc = self._encode([self.prompt(m) for m in chunk])
-                mask = enc["attention_mask"]
-                positions = (mask.cumsum(-1) - 1).clamp(min=0)
-                with torch.inference_mode():
-                    logits = self.loaded.model(**enc, position_ids=positions, logits_to_keep=1).logits[:, -1, :]
-                logits = logits.float()
-                elapsed = (time.perf_counter() - t0) / len(chunk)
-            for r in range(len(chunk)):
-                row = logits[r]
+                prompts = [self.prompt(m) for m in chunk]
+                rows = self._score_chunk(prompts)
+            for row, elapsed, n_in in rows:
                 values = tuple(max(float(row[i]) for i in ids) for ids in cand)
-                out.append(ChoiceScores(letters, values, elapsed, int(mask[r].sum())))
+                out.append(ChoiceScores(letters, values, elapsed, n_in))
         return out
+
+    def _score_chunk(self, prompts: Sequence[str]) -> list[tuple[Any, float, int]]:
+        """(float32 next-token logits, seconds, prompt tokens) per prompt, in order. With the prefix cache on, a
+        prompt runs alone on top of its cached prefix when it has one, or alone (and is kept) when it is long
+        enough to be reused and is a single call or shares a long prefix with another prompt of the chunk;
+        the rest run in one left-padded batch as without the cache."""
+        cache = self.prefix_cache
+        if cache is None:
+            return self._score_padded(prompts)
+        t0 = time.perf_counter()
+        ids = [np.asarray(self.tokenizer(p, add_special_tokens=False)["input_ids"], dtype=np.int64) for p in prompts]
+        least = cache.min_tokens
+        alone = []
+        for i, row in enumerate(ids):
+            partner = any(common_prefix_length(row, other) >= least for j, other in enumerate(ids) if j != i)
+            if len(row) > least and (len(ids) == 1 or partner or cache.reusable(row)):
+                alone.append(i)
+        share = (time.perf_counter() - t0) / len(prompts)
+        results: list[tuple[Any, float, int] | None] = [None] * len(prompts)
+        rest = [i for i in range(len(prompts)) if i not in alone]
+        if rest:
+            cache.count_misses(len(rest))
+            for i, res in zip(rest, self._score_padded([prompts[i] for i in rest]), strict=True):
+                results[i] = (res[0], res[1] + share, res[2])
+        for i in alone:
+            t1 = time.perf_counter()
+            logits = self._score_on_prefix(ids[i], cache)
+            results[i] = (logits, time.perf_counter() - t1 + share, len(ids[i]))
+        return [r for r in results if r is not None]
+
+    def _score_padded(self, prompts: Sequence[str]) -> list[tuple[Any, float, int]]:
+        """One left-padded forward pass over ``prompts`` (the time is shared equally)."""
+        import torch
+
+        t0 = time.perf_counter()
+        enc = self._encode(prompts)
+        mask = enc["attention_mask"]
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        with torch.inference_mode():
+            logits = self.loaded.model(**enc, position_ids=positions, logits_to_keep=1).logits[:, -1, :]
+        logits = logits.float()
+        elapsed = (time.perf_counter() - t0) / len(prompts)
+        return [(logits[r], elapsed, int(mask[r].sum())) for r in range(len(prompts))]
+
+    def _score_on_prefix(self, ids: np.ndarray, cache: PrefixCache) -> Any:
+        """The next-token logits after ``ids``: only the tokens past the longest cached prefix run; the prompt
+        is then kept (its states are the pass's own cache, so keeping it costs no compute)."""
+        import torch
+        from transformers import DynamicCache
+
+        model = self.loaded.model
+        entry, reuse = cache.lookup(ids)
+        if entry is not None and np.array_equal(entry.ids, ids):
+            return entry.logits  # the very prompt kept: its logits as first computed
+        if entry is not None:
+            past = DynamicCache(ddp_cache_data=[(k[..., :reuse, :], v[..., :reuse, :]) for k, v in entry.layers],
+                                config=model.config)
+        else:
+            past = DynamicCache(config=model.config)
+        run = torch.from_numpy(ids[reuse:]).unsqueeze(0)
+        with torch.inference_mode():  # the pass appends this prompt's states to ``past``
+            result = model(input_ids=run, use_cache=True, logits_to_keep=1, **{self._cache_kwarg(): past})
+        logits = result.logits[0, -1, :].float()
+        layers = getattr(past, "layers", None)
+        if layers is None or any(type(layer).__name__ != "DynamicLayer" for layer in layers):
+            # sliding-window or recurrent layers keep only part of the past: a prefix of them cannot be reused
+            self.prefix_cache = None
+            return logits
+        cache.store(PrefixEntry(ids, tuple((layer.keys, layer.values) for layer in layers), logits))
+        return logits
+
+    def _cache_kwarg(self) -> str:
+        """The forward pass's name for its key/value cache: ``cache`` in newer transformers 5 releases,
+        ``past_key_values`` before (and deprecated since)."""
+        import inspect
+
+        return "cache" if "cache" in inspect.signature(self.loaded.model.forward).parameters else "past_key_values"
+
+    def prefix_stats(self) -> dict[str, int]:
+        """The prefix cache's counters (hits, misses, tokens_saved, evictions) and holdings (entries,
+        tokens_held, bytes_held); all zero when the cache is off."""
+        if self.prefix_cache is None:
+            return dict.fromkeys(("hits", "misses", "tokens_saved", "evictions", "entries", "tokens_held",
+                                  "bytes_held"), 0)
+        return self.prefix_cache.stats()
 
     def describe_load(self) -> dict[str, Any]:
         """How the model was loaded (for reports): source, identity, folder, dtype, seconds."""
