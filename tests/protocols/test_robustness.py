@@ -133,7 +133,7 @@ class KeywordRouter(Router):
     def _scores(self, features: Features) -> npt.ArrayLike:
         texts = [str(t) for t in features.queries.text.tolist()]
         pick = np.array([1 if "beta" in t else 2 if "gamma" in t else 0 for t in texts])
-        return np.eye(len(self.actor_names))[pick]
+        return np.asarray(np.eye(len(self.actor_names))[pick], dtype=np.float64)
 
 
 def _tiny() -> tuple[RoutingTable, PerturbationSet]:

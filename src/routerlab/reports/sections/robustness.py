@@ -1,0 +1,167 @@
+"""Audit section: routing robustness (SPEC 3; hse-diversity-and-routing-robustness.txt sec. 5). Offline variants
+(character, word, syntax: those available) of the audit's test queries, p = 2 per level, seeded by the audit's
+seed; rho of best-single (anchor 1), random (anchor 1/N) and the leaderboard's learned routers (knn, linear, mlp
+when run). Every sentence is computed from the numbers.
+
+Choices: at most ``MAX_QUERIES`` (300) test queries, a seeded sample (the audit's seed) so the section stays fast;
+a router "keeps near-identical questions together" at a level when its rho there is at least ``KEEPS`` (0.9), and
+it "breaks" at the first level, in the order of increasing semantic distance, where rho falls below that. A level
+whose perturber is missing (not installed yet, or WordNet absent) is skipped and reported, never fatal; the
+option ``robustness_levels`` names other levels (a plugin's, say). The
+invariance check needs outcomes of the variants, which an ordinary table does not have: the section says so.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from routerlab.data.splits import Split
+from routerlab.data.table import RoutingTable
+from routerlab.perturb.base import OFFLINE_LEVELS, PerturbationSet, level_class, perturb
+from routerlab.protocols.robustness import Robustness, robustness
+from routerlab.reports.audit import GLOSSARY, AuditContext, audit_section, display_name
+from routerlab.reports.blocks import Block, Figure, Paragraph, Section, Table
+from routerlab.reports.robustness_plot import plot_accuracy_vs_rho, plot_rho_by_level
+from routerlab.reports.sections.leaderboard import DEFAULT_ROUTERS
+
+MAX_QUERIES = 300
+"""Test queries perturbed at most (a seeded sample beyond that)."""
+KEEPS = 0.9
+"""rho at or above this at a level = the router keeps near-identical questions together there."""
+P = 2
+LEARNED = ("knn", "linear", "mlp")
+RHO_PLOT = "robustness_rho_by_level.png"
+ACCURACY_PLOT = "robustness_accuracy_vs_rho.png"
+
+GLOSSARY.setdefault("rho", ("rho", "routing robustness: share of a query's meaning-preserving variants routed to "
+                            "the same actor as the query itself, averaged over queries; 1 for a fixed router, 1/N "
+                            "in expectation for a uniform random one over N actors (SPEC 3)"))
+GLOSSARY.setdefault("perturbation level", ("perturbation level", "how a variant differs from its query: "
+                                           "character (typos), word (synonyms), syntax (reordering), paraphrase, "
+                                           "rambling, in increasing semantic distance (SPEC 3)"))
+GLOSSARY.setdefault("invariance check", ("invariance check", "whether a variant keeps its query's optimal actor "
+                                         "(set of actors within 95% of the best score), measured from outcomes of "
+                                         "the variants; rho assumes it does (SPEC 3)"))
+
+
+def _levels(levels: list[str], ids: list[str], texts: list[str], seed: int
+            ) -> tuple[PerturbationSet | None, dict[str, str]]:
+    """Variants at every available level of ``levels``, and the levels skipped with their reason."""
+    skipped: dict[str, str] = {}
+    sets: list[PerturbationSet] = []
+    for level in levels:
+        try:
+            level_class(level)
+            made = perturb(ids, texts, [level], P, seed=seed)
+        except Exception as exc:  # a missing or broken level is reported, never fatal to the audit
+            skipped[level] = f"{type(exc).__name__}: {exc}".strip().rstrip(".")
+            continue
+        if not len(made):
+            skipped[level] = "no variant could be made for any query"
+            continue
+        sets.append(made)
+    if not sets:
+        return None, skipped
+    made_levels = tuple(lv for s in sets for lv in s.levels)
+    merged = PerturbationSet(tuple(v for s in sets for v in s.variants), made_levels, P, seed,
+                             {}, {k: v for s in sets for k, v in s.stats.items()},
+                             {k: v for s in sets for k, v in s.settings.items()})
+    return merged, skipped
+
+
+def classify(rob: Robustness, keeps: float = KEEPS) -> dict[str, dict[str, Any]]:
+    """Per router: rho with CI, rho per level, its weakest level, the first level (run order) where rho < ``keeps``
+    (None when none), whether it keeps near-identical questions together at every level, and where its rho sits
+    between the anchors, (rho - 1/N) / (1 - 1/N)."""
+    out: dict[str, dict[str, Any]] = {}
+    u = rob.uniform_rho
+    for r in rob.results:
+        breaks = next((lv for lv in rob.levels if r.rho_by_level.get(lv, math.nan) < keeps), None)
+        out[r.spec] = {"rho": r.rho, "rho_ci": list(r.rho_ci), "rho_by_level": dict(r.rho_by_level),
+                       "weakest_level": r.weakest_level(),
+                       "weakest_rho": r.rho_by_level.get(r.weakest_level() or "", math.nan),
+                       "breaks_at": breaks, "keeps_together": breaks is None and not math.isnan(r.rho),
+                       "between_anchors": (r.rho - u) / (1 - u) if u < 1 else math.nan,
+                       "accuracy": r.accuracy}
+    return out
+
+
+def findings(rob: Robustness, rows: dict[str, dict[str, Any]], keeps: float = KEEPS) -> list[str]:
+    """Sentences computed from ``rows`` (never fixed claims)."""
+    u = rob.uniform_rho
+    out = []
+    together = sorted(k for k, v in rows.items() if v["keeps_together"])
+    broken = sorted(k for k, v in rows.items() if not v["keeps_together"])
+    if together:
+        out.append(f"Keep near-identical questions together at every level (rho >= {keeps}): "
+                   f"{', '.join(f'`{k}`' for k in together)}.")
+    if broken:
+        out.append(f"Break (rho < {keeps} at some level): {', '.join(f'`{k}`' for k in broken)}.")
+    for spec, v in rows.items():
+        where = (f"breaks first at `{v['breaks_at']}` (rho {v['rho_by_level'][v['breaks_at']]:.3f})"
+                 if v["breaks_at"] else f"holds at every level (rho >= {keeps})")
+        out.append(f"`{spec}`: rho {v['rho']:.3f} [{v['rho_ci'][0]:.3f}, {v['rho_ci'][1]:.3f}], "
+                   f"{100 * v['between_anchors']:.0f}% of the way from uniform random ({u:.3f}) to a fixed router "
+                   f"(1); lowest at `{v['weakest_level']}` ({v['weakest_rho']:.3f}); {where}.")
+    return out
+
+
+def _capped(ctx: AuditContext) -> tuple[Split, bool]:
+    test = ctx.split.test
+    if test.size <= MAX_QUERIES:
+        return ctx.split, False
+    pick = np.sort(np.random.default_rng(ctx.seed).choice(test.size, MAX_QUERIES, replace=False))
+    return Split(ctx.split.train, test[pick], ctx.split.kind, ctx.split.seed, dict(ctx.split.params)), True
+
+
+@audit_section("robustness", order=40)
+def robustness_section(table: RoutingTable, ctx: AuditContext) -> Section:
+    title = "Routing robustness (meaning-preserving perturbations)"
+    terms = ["rho", "perturbation level", "invariance check", "95% CI"]
+    split, capped = _capped(ctx)
+    ids = [str(q) for q in table.queries.ids[split.test].tolist()]
+    texts = [str(t) for t in table.queries.text[split.test].tolist()]
+    levels = list(ctx.options.get("robustness_levels", OFFLINE_LEVELS))
+    variants, skipped_levels = _levels(levels, ids, texts, ctx.seed)
+    skipped_text = " ".join(f"Level `{k}` skipped: {v}." for k, v in skipped_levels.items())
+    if variants is None:
+        text = "No offline perturbation level is available, so robustness was not measured. " + skipped_text
+        return Section(title, [Paragraph(text)], {"measured": False, "skipped_levels": skipped_levels}, [], terms)
+    specs = list(ctx.options.get("routers", DEFAULT_ROUTERS))
+    chosen = ["best-single", "random", *[r for r in LEARNED if r in specs]]
+    rob = robustness(table, chosen, variants, split=split, encoder=str(ctx.options.get("encoder", "tfidf")),
+                     seed=ctx.seed)
+    rows = classify(rob)
+    sentences = findings(rob, rows)
+    invariance = ("Invariance check: untested. rho assumes every variant keeps its query's optimal actor; this "
+                  "table has no outcomes of the variants, so that assumption is not checked here. To test it, "
+                  "write the variants (`routerlab perturb`), run the table's actors on them (`routerlab collect "
+                  "--variants FILE`) and pass the result to `routerlab robustness --outcomes`.")
+    sample = (f"a seeded sample of {MAX_QUERIES} of the {ctx.split.test.size} evaluated test queries"
+              if capped else f"all {split.test.size} evaluated test queries")
+    intro = (f"Up to {P} variants per query at each offline level ({', '.join(rob.levels)}; seed {ctx.seed}) of "
+             f"{sample}, {rob.perturbations.get('n_variants_used', 0)} variants in all, routed by routers trained "
+             f"on the {split.train.size} training queries. rho is 1 for a fixed router and {rob.uniform_rho:.3f} "
+             f"(1/N) in expectation for a uniform random one.")
+    head = ["router", "rho [95% CI]", *[f"rho {lv}" for lv in rob.levels], "weakest level", "breaks at"]
+    body = [[k, f"{v['rho']:.3f} [{v['rho_ci'][0]:.3f}, {v['rho_ci'][1]:.3f}]",
+             *[f"{v['rho_by_level'][lv]:.3f}" for lv in rob.levels], str(v["weakest_level"]),
+             v["breaks_at"] or "-"] for k, v in rows.items()]
+    paragraphs: list[Block] = [Paragraph(intro), Table(head, body), Paragraph(" ".join(sentences)),
+                               Paragraph(invariance)]
+    if skipped_text:
+        paragraphs.append(Paragraph(skipped_text))
+    name = display_name(table)
+    plot_rho_by_level(rob, ctx.out_dir / RHO_PLOT, f"Routing robustness per level: {name}")
+    plot_accuracy_vs_rho(rob, ctx.out_dir / ACCURACY_PLOT, f"Accuracy against rho: {name}")
+    together = [k for k, v in rows.items() if v["keeps_together"]]
+    headline = (f"robustness: {len(together)} of {len(rows)} routers keep near-identical questions together "
+                f"(rho >= {KEEPS} at every level); invariance untested")
+    data = {"measured": True, "levels": list(rob.levels), "skipped_levels": skipped_levels, "p": P,
+            "n_test": rob.n_test, "capped": capped, "threshold": KEEPS, "uniform_rho": rob.uniform_rho,
+            "routers": rows, "findings": sentences, "invariance": "untested", "headline": headline,
+            "robustness": rob.to_dict()}
+    return Section(title, paragraphs, data, [Figure(RHO_PLOT), Figure(ACCURACY_PLOT)], terms)
