@@ -129,3 +129,20 @@ def test_audit_section_default_levels(tmp_path: Path) -> None:
     assert set(sec["levels"]) | set(sec["skipped_levels"]) == {"character", "word", "syntax"}
     if sec["measured"]:
         _check_findings(sec)
+
+
+def test_audit_section_on_a_tiny_table(tmp_path: Path) -> None:
+    """Routers that cannot train on two queries are skipped and named; the section still runs."""
+    import numpy as np
+
+    from routerlab.data.table import RoutingTable
+
+    t = RoutingTable.from_arrays(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0]]), actors=["a", "b"],
+                                 text=["red apple pie", "green pear tart", "blue plum cake", "dark cherry jam"],
+                                 split=["train", "train", "test", "test"])
+    record = run_audit(t, tmp_path / "a", only=["robustness"],
+                       options={"routers": ["knn", "best-single"], "robustness_levels": [SWAP]})
+    sec = record["sections"]["robustness"]
+    assert sec["measured"] and "knn" in sec["skipped_routers"] and set(sec["routers"]) == {"best-single", "random"}
+    assert sec["routers"]["best-single"]["rho"] == 1.0
+    assert "Router `knn` skipped" in (tmp_path / "a" / "report.md").read_text()

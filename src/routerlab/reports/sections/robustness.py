@@ -20,12 +20,14 @@ import numpy as np
 
 from routerlab.data.splits import Split
 from routerlab.data.table import RoutingTable
+from routerlab.errors import UsageError
 from routerlab.perturb.base import OFFLINE_LEVELS, PerturbationSet, level_class, perturb
 from routerlab.protocols.robustness import Robustness, robustness
 from routerlab.reports.audit import GLOSSARY, AuditContext, audit_section, display_name
 from routerlab.reports.blocks import Block, Figure, Paragraph, Section, Table
 from routerlab.reports.robustness_plot import plot_accuracy_vs_rho, plot_rho_by_level
 from routerlab.reports.sections.leaderboard import DEFAULT_ROUTERS
+from routerlab.routers.base import get_router
 
 MAX_QUERIES = 300
 """Test queries perturbed at most (a seeded sample beyond that)."""
@@ -109,6 +111,19 @@ def findings(rob: Robustness, rows: dict[str, dict[str, Any]], keeps: float = KE
     return out
 
 
+def _applicable(specs: list[str], ctx: AuditContext) -> tuple[list[str], dict[str, str]]:
+    """The routers of ``specs`` that can be trained on the audit's training split, and why the others cannot."""
+    kept, skipped = [], {}
+    for spec in specs:
+        try:
+            get_router(spec, seed=ctx.seed).check_applicable(ctx.train)
+        except UsageError as exc:
+            skipped[spec] = str(exc).rstrip(".")
+            continue
+        kept.append(spec)
+    return kept, skipped
+
+
 def _capped(ctx: AuditContext) -> tuple[Split, bool]:
     test = ctx.split.test
     if test.size <= MAX_QUERIES:
@@ -131,9 +146,15 @@ def robustness_section(table: RoutingTable, ctx: AuditContext) -> Section:
         text = "No offline perturbation level is available, so robustness was not measured. " + skipped_text
         return Section(title, [Paragraph(text)], {"measured": False, "skipped_levels": skipped_levels}, [], terms)
     specs = list(ctx.options.get("routers", DEFAULT_ROUTERS))
-    chosen = ["best-single", "random", *[r for r in LEARNED if r in specs]]
-    rob = robustness(table, chosen, variants, split=split, encoder=str(ctx.options.get("encoder", "tfidf")),
-                     seed=ctx.seed)
+    chosen, skipped_routers = _applicable(["best-single", "random", *[r for r in LEARNED if r in specs]], ctx)
+    skipped_text += "".join(f" Router `{k}` skipped: {v}." for k, v in skipped_routers.items())
+    try:
+        rob = robustness(table, chosen, variants, split=split, encoder=str(ctx.options.get("encoder", "tfidf")),
+                         seed=ctx.seed)
+    except UsageError as exc:  # e.g. no router applicable to a tiny table: reported, never fatal to the audit
+        text = f"Robustness was not measured: {exc}. {skipped_text}".strip()
+        return Section(title, [Paragraph(text)], {"measured": False, "skipped_levels": skipped_levels,
+                                                  "skipped_routers": skipped_routers, "reason": str(exc)}, [], terms)
     rows = classify(rob)
     sentences = findings(rob, rows)
     invariance = ("Invariance check: untested. rho assumes every variant keeps its query's optimal actor; this "
@@ -160,7 +181,8 @@ def robustness_section(table: RoutingTable, ctx: AuditContext) -> Section:
     together = [k for k, v in rows.items() if v["keeps_together"]]
     headline = (f"robustness: {len(together)} of {len(rows)} routers keep near-identical questions together "
                 f"(rho >= {KEEPS} at every level); invariance untested")
-    data = {"measured": True, "levels": list(rob.levels), "skipped_levels": skipped_levels, "p": P,
+    data = {"measured": True, "levels": list(rob.levels), "skipped_levels": skipped_levels,
+            "skipped_routers": skipped_routers, "p": P,
             "n_test": rob.n_test, "capped": capped, "threshold": KEEPS, "uniform_rho": rob.uniform_rho,
             "routers": rows, "findings": sentences, "invariance": "untested", "headline": headline,
             "robustness": rob.to_dict()}
