@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -246,3 +246,41 @@ def test_split_is_reused_and_variants_follow_the_test_ids() -> None:
     sp = make_split(table, "given", 0)
     rob = robustness(table, ["best-single"], variants, split=sp, n_boot=20)
     assert rob.test_ids.tolist() == ["q0", "q1"] and rob.results[0].rho == 1.0
+
+
+class BackendRouter(KeywordRouter):
+    """A router that needs an LLM backend: routes like KeywordRouter but only once one is attached, and reports
+    how many texts it saw (its diagnostics)."""
+
+    name = "backend-test"
+    needs_backend = True
+    defaults: ClassVar[dict[str, Any]] = {"backend": ""}
+
+    def attach_backend(self, backend: object) -> None:
+        self.backend = backend
+
+    def _scores(self, features: Features) -> npt.ArrayLike:
+        if getattr(self, "backend", None) is None:
+            raise UsageError("backend-test needs a backend")
+        self.seen = features.n
+        return super()._scores(features)
+
+    def diagnostics(self) -> dict[str, Any]:
+        return {"texts": self.seen}
+
+
+def test_backend_is_attached_and_diagnostics_recorded() -> None:
+    table, variants = _tiny()
+    with pytest.raises(UsageError, match="needs a backend"):
+        robustness(table, [BackendRouter()], variants, n_boot=10)
+    marker = object()
+    router = BackendRouter()
+    rob = robustness(table, [router], variants, backend=marker, n_boot=10)
+    assert router.backend is marker
+    d = rob.results[0].to_dict()
+    assert d["diagnostics"] == {"texts": 2 + 7}  # originals and variants in one batch
+    assert d["rho"] == pytest.approx(7 / 12)
+    given = BackendRouter(backend="local:x")
+    given.backend = "own"
+    robustness(table, [given], variants, backend=marker, n_boot=10)
+    assert given.backend == "own"  # a router given its own backend keeps it
