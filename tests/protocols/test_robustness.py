@@ -284,3 +284,27 @@ def test_backend_is_attached_and_diagnostics_recorded() -> None:
     given.backend = "own"
     robustness(table, [given], variants, backend=marker, n_boot=10)
     assert given.backend == "own"  # a router given its own backend keeps it
+
+
+def test_argmax_tie_break_uses_latency_only_where_both_sides_have_it() -> None:
+    """SPEC 4's oracle breaks ties by latency: q1's optimal {A, B} gives B (faster) with latency. Variants' argmax
+    follows their own latency; when the outcomes lack latency, neither side uses it."""
+    base, variants = _tiny()
+    lat = np.ones((6, 3), dtype=np.float32)
+    lat[5] = [2, 1, 1]  # q1: B is fastest among its optimal A, B
+    table = RoutingTable.from_arrays(base.score, actors=base.actor_names, query_ids=base.queries.ids.tolist(),
+                                     text=base.queries.text.tolist(), split=base.queries.split.tolist(),
+                                     latency_s=lat)
+    plain = _outcomes()
+    # variant latency (A, B, C): A fastest everywhere
+    vlat = np.tile(np.array([3, 1, 0.5, 2], dtype=np.float32), (plain.n_queries, 1))  # columns C, A, D, B
+    timed = RoutingTable.from_arrays(plain.score, actors=plain.actor_names, query_ids=plain.queries.ids.tolist(),
+                                     latency_s=vlat)
+    with_lat = robustness(table, [KeywordRouter()], variants, outcomes=timed, n_boot=20).results[0].invariance
+    # originals: q0 -> A, q1 -> B. Variants -> A except q0c1, q1c1 -> B (only B optimal), so changed: q0c1
+    # (B vs A), q1c0 (A vs B), q1w0 (all tie -> fastest A, vs B)
+    assert with_lat["changed_share_argmax"] == pytest.approx(3 / 6)
+    assert with_lat["by_level"]["word"]["changed_share_argmax"] == pytest.approx(1 / 2)
+    assert with_lat["changed_share"] == pytest.approx(4 / 6)  # sets ignore latency
+    without = robustness(table, [KeywordRouter()], variants, outcomes=plain, n_boot=20).results[0].invariance
+    assert without["changed_share_argmax"] == pytest.approx(2 / 6)  # first-index ties on both sides

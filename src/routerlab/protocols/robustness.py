@@ -253,7 +253,8 @@ def robustness(
         pert = np.full(grid.shape, -1, dtype=np.intp)
         have = grid >= 0
         pert[have] = routed.choice[n + grid[have]]
-        diag = router.diagnostics() if callable(getattr(router, "diagnostics", None)) else None  # type: ignore
+        report = getattr(router, "diagnostics", None)
+        diag = dict(report()) if callable(report) else None
         results.append(_score(spec, router, choice, pert, columns, bench, truth, seed=seed, n_boot=n_boot,
                               fit_seconds=fit_seconds, score_seconds=score_seconds, diagnostics=diag,
                               router_class=_class_path(router) if spec in labels else None))
@@ -351,17 +352,19 @@ class _Truth:
                          "and count as unknown")
         lat_o = _rows_known(outcomes.latency_s, at, cols)
         cost_o = _rows_known(outcomes.cost_usd, at, cols)
-        use_lat = bench.latency is not None and lat_o is not None
-        use_cost = bench.cost is not None and cost_o is not None
+        # SPEC 4's tie-break reads latency and cost only where originals and variants both have them
+        use_lat = lat_o if bench.latency is not None else None
+        use_cost = cost_o if bench.cost is not None else None
         v_set = np.full(len(keys), -1, dtype=np.int64)
         v_arg = np.full(len(keys), -1, dtype=np.intp)
         if complete.any():
             v_set[complete] = set_masks(vscore[complete])
-            v_arg[complete] = oracle_choice(vscore[complete], lat_o[complete] if use_lat else None,  # type: ignore
-                                            cost_o[complete] if use_cost else None)  # type: ignore[index]
+            v_arg[complete] = oracle_choice(vscore[complete], None if use_lat is None else use_lat[complete],
+                                            None if use_cost is None else use_cost[complete])
         s = np.asarray(bench.test.score, dtype=np.float64)
         o_set = set_masks(s)
-        o_arg = oracle_choice(s, bench.latency if use_lat else None, bench.cost if use_cost else None)
+        o_arg = oracle_choice(s, None if use_lat is None else bench.latency,
+                              None if use_cost is None else bench.cost)
         have_cell = grid >= 0
         safe = np.where(have_cell, grid, 0)
         score = np.where(have_cell[..., None], vscore[safe], np.nan)
