@@ -200,3 +200,43 @@ def test_fuzzing_reached_both_outcomes() -> None:
     if len(OUTCOMES) < 50:
         pytest.skip("run with the fuzz tests above")
     assert OUTCOMES.count(0) >= 10 and OUTCOMES.count(2) >= 10, (OUTCOMES.count(0), OUTCOMES.count(2))
+
+
+LEVEL_TEXT = st.one_of(junk, st.sampled_from(["character", "word,syntax", "all", "paraphrase", "character,character",
+                                              "nope", "character,", "Character"]))
+BAD_OUTPUTS = st.sampled_from(["ok", "dir", "under-file", "txt", "missing-parent"])
+
+
+def _variants_out(root: Path, kind: str) -> str:
+    """A valid variants path, or one of the bad -o cases (a directory, a path under a file, a wrong suffix)."""
+    (root / "file").write_text("x")
+    return str({"ok": root / "v.jsonl", "dir": root, "under-file": root / "file" / "v.jsonl",
+                "txt": root / "v.txt", "missing-parent": root / "new" / "deeper" / "v.jsonl"}[kind])
+
+
+@FUZZ
+@given(field=st.sampled_from(["--levels", "--variants", "--seed", "--part", "--split", "--backend"]),
+       value=number_text, levels=LEVEL_TEXT, out=BAD_OUTPUTS)
+def test_perturb(table_dir: str, tmp_path_factory: pytest.TempPathFactory, field: str, value: str, levels: str,
+                 out: str) -> None:
+    valid = {"--levels": "character", "--variants": "2", "--seed": "0", "--part": "test", "--split": "random:0.25"}
+    fuzzed = {"--levels": levels, "--split": f"random:{value}", "--backend": f"local:{value}" if value else value
+              }.get(field, value)
+    path = _variants_out(tmp_path_factory.mktemp("perturb"), out)
+    run_cli(["perturb", table_dir, *options(valid, field, fuzzed), "-o", path, "--json"])
+
+
+@FUZZ
+@given(field=st.sampled_from(["--levels", "--variants", "--seed", "--n-boot", "--split", "--routers",
+                              "--variants-file", "--outcomes"]),
+       value=number_text, levels=LEVEL_TEXT)
+def test_robustness(table_dir: str, tmp_path_factory: pytest.TempPathFactory, field: str, value: str,
+                    levels: str) -> None:
+    root = tmp_path_factory.mktemp("robust")
+    (root / "bad.jsonl").write_text('{"query_id": "x", "level": "character", "text": ""}\n')
+    valid = {"--routers": "random,best-single", "--levels": "character", "--variants": "1", "--seed": "0",
+             "--n-boot": "40", "--split": "random:0.25"}
+    fuzzed = {"--levels": levels, "--split": f"random:{value}", "--routers": f"random,knn:k={value}",
+              "--variants-file": str(root / ("bad.jsonl" if value else "missing.jsonl")),
+              "--outcomes": str(root / "no-table")}.get(field, value)
+    run_cli(["robustness", table_dir, *options(valid, field, fuzzed), "--json"])

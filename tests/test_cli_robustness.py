@@ -9,7 +9,7 @@ outcomes of hand-written variants and checks the invariance numbers against the 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +18,14 @@ import pytest
 
 from routerlab.cli import main
 from routerlab.data.store import load
+from routerlab.data.table import RoutingTable
 from routerlab.datasets import demo
 from routerlab.llm import base as llm_base
 from routerlab.llm.base import Backend, BackendSpec, register_backend
 from routerlab.llm.cache import CachedBackend, CallCache
 from routerlab.perturb import base as perturb_base
 from routerlab.perturb.base import Perturber, level_names, register_level
+from routerlab.perturb.files import read_variants
 from tests.llm.test_collect import ScriptedBackend
 
 TEST_LEVEL = "casefold-test"
@@ -320,3 +322,175 @@ def test_collect_variants_and_invariance_with_smollm2(
         assert result["perturbed_accuracy"] is not None
     best = next(r for r in record["results"] if r["router"] == "best-single")
     assert best["rho"] == 1.0  # a fixed router keeps every variant with its original (SPEC 3 anchor)
+
+
+# ------------------------------------------------------------------------------------------- robustness
+
+RESULT_FIELDS = {"router", "rho", "rho_ci", "rho_by_level", "rho_by_level_ci", "rho_by_actor", "rho_by_actor_ci",
+                 "accuracy", "accuracy_ci", "perturbed_accuracy", "perturbed_accuracy_ci", "invariance"}
+ROUTERS = "random,best-single,knn:k=5"
+
+
+def _numbers(record: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The results without timings (the only fields that may differ between two identical runs)."""
+    return [{k: v for k, v in r.items() if k not in ("fit_seconds", "score_seconds")} for r in record["results"]]
+
+
+def test_robustness_json_on_the_demo(table_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    record = run_json(["robustness", str(table_dir), "--routers", ROUTERS, "--levels", f"{TEST_LEVEL},paraphrase",
+                       "--variants", "2", "--n-boot", "40", "--seed", "1"], capsys)
+    table = load(table_dir)
+    n_test = int((table.queries.split == "test").sum())
+    assert record["n_test"] == n_test and record["p"] == 2 and record["levels"] == [TEST_LEVEL]
+    assert record["data"]["content_hash"] == table.content_hash
+    assert record["invariance_tested"] is False and "untested" in record["invariance_note"]
+    assert record["perturbations"]["not_generated"] == {"paraphrase": perturb_base.NO_BACKEND}
+    by_router = {r["router"]: r for r in record["results"]}
+    assert set(by_router) == set(ROUTERS.split(","))
+    for r in record["results"]:
+        assert set(r) >= RESULT_FIELDS, RESULT_FIELDS - set(r)
+        assert set(r["rho_by_level"]) == {TEST_LEVEL} and set(r["rho_by_actor"]) == set(table.actor_names)
+        assert r["perturbed_accuracy"] is None and r["invariance"]["tested"] is False
+        lo, hi = r["rho_ci"]
+        assert lo is None or lo <= r["rho"] <= hi
+    # tfidf lowercases: a case flip encodes as its original, so deterministic routers keep every choice ...
+    assert by_router["best-single"]["rho"] == 1.0 and by_router["knn:k=5"]["rho"] == 1.0
+    assert by_router["knn:k=5"]["rho_by_level"][TEST_LEVEL] == 1.0
+    # ... and the random router draws again: rho near 1/N (SPEC 3 anchor), far below 1
+    assert abs(by_router["random"]["rho"] - 1 / table.n_actors) < 0.1
+
+
+def test_robustness_variants_file_round_trip(table_dir: Path, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """perturb -> file -> robustness --variants-file gives the numbers of generating in-process with the seed."""
+    common = ["--routers", ROUTERS, "--n-boot", "40", "--seed", "5"]
+    generated = run_json(["robustness", str(table_dir), *common, "--levels", TEST_LEVEL, "--variants", "3"], capsys)
+    vfile = tmp_path / "v.jsonl"
+    assert run(["perturb", str(table_dir), "--levels", TEST_LEVEL, "--variants", "3", "--seed", "5",
+                 "-o", str(vfile)], capsys)[0] == 0
+    read = run_json(["robustness", str(table_dir), *common, "--variants-file", str(vfile)], capsys)
+    assert _numbers(read) == _numbers(generated)
+    assert read["perturbations"]["n_variants"] == generated["perturbations"]["n_variants"]
+    # --variants P with a file keeps the first P of each query and level: the same as a file of those lines
+    one = run_json(["robustness", str(table_dir), *common, "--variants-file", str(vfile), "--variants", "1"],
+                   capsys)
+    firsts = tmp_path / "firsts.jsonl"
+    firsts.write_text("".join(x + "\n" for x in vfile.read_text().splitlines() if json.loads(x)["variant"] == 0))
+    by_hand = run_json(["robustness", str(table_dir), *common, "--variants-file", str(firsts)], capsys)
+    assert one["p"] == by_hand["p"] == 1 and _numbers(one) == _numbers(by_hand)
+    assert one["perturbations"]["n_variants"] == len(firsts.read_text().splitlines())
+
+
+def test_robustness_outcomes_table_by_hand(table_dir: Path, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Outcomes of the variants equal to their originals' except where hand-edited: the changed share is the
+    count of edited variants whose optimal set moved over the variants with outcomes."""
+    vfile = tmp_path / "v.jsonl"
+    assert run(["perturb", str(table_dir), "--levels", TEST_LEVEL, "--variants", "2", "-o", str(vfile)], capsys)[0] == 0
+    table = load(table_dir)
+    pset = read_variants(vfile)
+    row = {str(q): i for i, q in enumerate(table.queries.ids)}
+    src = np.array([row[v.query_id] for v in pset.variants])
+    score = np.asarray(table.score, dtype=np.float64)[src].copy()
+    # give the first 10 variants a single new optimum: actor k is the only one right, k not optimal before
+    flipped = 0
+    for r in range(10):
+        orig = score[r]
+        k = int(np.argmin(orig))
+        if orig[k] < orig.max():
+            score[r] = 0.0
+            score[r, k] = 1.0
+            flipped += 1
+    outcomes = RoutingTable.from_arrays(score, actors=table.actors, query_ids=[v.key for v in pset.variants],
+                                        text=[v.text for v in pset.variants])
+    outcomes.save(tmp_path / "outcomes")
+    record = run_json(["robustness", str(table_dir), "--routers", "best-single", "--variants-file", str(vfile),
+                       "--outcomes", str(tmp_path / "outcomes"), "--n-boot", "40"], capsys)
+    assert record["invariance_tested"] is True
+    inv = record["results"][0]["invariance"]
+    assert inv["n_known"] == len(pset.variants) and flipped > 0
+    assert inv["changed_share"] == pytest.approx(flipped / len(pset.variants))
+    assert inv["by_level"][TEST_LEVEL]["changed_share"] == pytest.approx(flipped / len(pset.variants))
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--routers", "nosuch"], "nosuch"),
+    (["--routers", ""], "--routers needs at least one router"),
+    (["--levels", "nope"], "unknown level 'nope'"),
+    (["--variants", "0"], "--variants"),
+    (["--variants", "1000"], "--variants"),
+    (["--n-boot", "39"], "--n-boot"),
+    (["--n-boot", "nan"], "--n-boot"),
+    (["--seed", "-3"], "--seed"),
+    (["--backend", ""], "--backend"),
+    (["--variants-file", "/nonexistent/v.jsonl"], "--variants-file /nonexistent/v.jsonl: no such file"),
+    (["--outcomes", "/nonexistent/t"], "--outcomes /nonexistent/t: no such file"),
+    (["--encoder", "precomputed:path=x.npy"], ""),
+    (["--split", "ood:nope"], "nope"),
+])
+def test_robustness_bad_options_are_one_line(table_dir: Path, capsys: pytest.CaptureFixture[str],
+                                             extra: list[str], message: str) -> None:
+    code, _, err = run(["robustness", str(table_dir), "--levels", TEST_LEVEL, "--n-boot", "40", *extra], capsys)
+    assert code == 2 and message in err and err.count("\n") == 1 and err.startswith("routerlab: error:"), err
+
+
+def test_robustness_bad_files_are_one_line(table_dir: Path, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"query_id": "x", "level": TEST_LEVEL, "text": "hi"}) + "\n" + "{oops\n")
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"query_id": "not-a-query", "level": TEST_LEVEL, "text": "hi"}) + "\n")
+    good = tmp_path / "good.jsonl"
+    assert run(["perturb", str(table_dir), "--levels", TEST_LEVEL, "--variants", "1", "-o", str(good)], capsys)[0] == 0
+    (tmp_path / "file").write_text("x")
+    cases = [
+        (["--variants-file", str(bad)], f"{bad}, row 2: invalid JSON"),
+        (["--variants-file", str(other)], "none of its 1 variants is of a test query"),
+        (["--variants-file", str(good), "--levels", "paraphrase"], "no variant at level paraphrase"),
+        (["--outcomes", str(bad)], str(bad)),
+        (["--levels", TEST_LEVEL, "-o", str(tmp_path / "file")], "is an existing file"),
+        (["--levels", TEST_LEVEL, "-o", str(tmp_path / "file" / "sub")], "which is a file"),
+    ]
+    for args, message in cases:
+        code, _, err = run(["robustness", str(table_dir), "--n-boot", "40", *args], capsys)
+        assert code == 2 and message in err and err.count("\n") == 1, (args, err)
+
+
+def test_robustness_writes_its_outputs_and_the_variants(table_dir: Path, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """-o: the report's files plus variants.jsonl, which repeats the run with --variants-file."""
+    out = tmp_path / "rob"
+    args = ["robustness", str(table_dir), "--routers", ROUTERS, "--n-boot", "40", "--seed", "2"]
+    code, text, err = run([*args, "--levels", TEST_LEVEL, "--variants", "2", "-o", str(out)], capsys)
+    assert code == 0, err
+    names = ["robustness.json", "rho_by_level.png", "accuracy_vs_rho.png", "robustness.md", "variants.jsonl"]
+    for name in names:
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+        assert f"wrote {out / name}" in text
+    assert "knn:k=5" in text and "untested" in text  # the terminal table and the invariance status
+    saved = json.loads((out / "robustness.json").read_text())
+    assert saved["invariance_tested"] is False and saved["p"] == 2
+    again = run_json([*args, "--variants-file", str(out / "variants.jsonl")], capsys)
+    assert _numbers(again) == _numbers(saved)
+
+
+def test_robustness_on_a_real_table_with_the_offline_levels(
+    real_table: Callable[[str], RoutingTable], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """LLMRouter's real queries at the three offline levels: every level generated, the LLM levels reported as not
+    generated, a fixed router at rho 1, and knn on tfidf at most 1 with per-level values in [0, 1]."""
+    offline = [lv for lv in ("character", "word", "syntax") if lv in level_names()]
+    if len(offline) < 3:
+        pytest.skip(f"offline levels registered: {offline}")
+    table_path = tmp_path / "llmrouter"
+    real_table("llmrouter").save(table_path)
+    record = run_json(["robustness", str(table_path), "--routers", "best-single,knn:k=10", "--levels", "all",
+                       "--variants", "1", "--n-boot", "40", "--split", "random:0.05"], capsys)
+    assert record["levels"] == offline
+    assert set(record["perturbations"]["not_generated"]) == {"paraphrase", "rambling"}
+    by_router = {r["router"]: r for r in record["results"]}
+    assert by_router["best-single"]["rho"] == 1.0
+    knn = by_router["knn:k=10"]
+    assert 0.0 <= knn["rho"] <= 1.0 and set(knn["rho_by_level"]) == set(offline)
+    assert all(0.0 <= v <= 1.0 for v in knn["rho_by_level"].values())
+    assert record["n_test"] > 100

@@ -59,14 +59,16 @@ def filter_variants(pset: PerturbationSet, levels: list[str] | None, p: int | No
                              f"(it has {', '.join(pset.levels)})")
     if p is None:
         return pset
-    kept: list[Variant] = []
-    count: dict[tuple[str, str], int] = {}
-    for v in sorted(pset.variants, key=lambda v: (v.query_id, v.level, v.variant)):
-        k = count.get((v.query_id, v.level), 0)
-        if k < p:
-            kept.append(Variant(v.query_id, v.level, k, v.text))
-            count[(v.query_id, v.level)] = k + 1
-    return replace(pset, variants=tuple(kept), p=min(p, pset.p))
+    numbers: dict[tuple[str, str], list[int]] = {}
+    for v in pset.variants:
+        numbers.setdefault((v.query_id, v.level), []).append(v.variant)
+    rank = {(q, lv, j): r for (q, lv), js in numbers.items() for r, j in enumerate(sorted(js))}
+    # file order kept: a seeded random router's draws follow the order the variants are routed in
+    kept = [Variant(v.query_id, v.level, rank[(v.query_id, v.level, v.variant)], v.text) for v in pset.variants
+            if rank[(v.query_id, v.level, v.variant)] < p]
+    stats = {lv: {"queries": len({v.query_id for v in kept if v.level == lv}),
+                  "variants": sum(v.level == lv for v in kept)} for lv in pset.levels}
+    return replace(pset, variants=tuple(kept), p=min(p, pset.p), stats=stats)
 
 
 def router_needs_backend(specs: list[str]) -> bool:
