@@ -1,0 +1,321 @@
+"""The word level (SPEC 3; hse paper sec. 5.1, appendix 11): WordNet synonyms for a few content words, and
+function-word edits, never inside a protected span.
+
+A variant makes k edits, k drawn uniformly from 1..k_max with k_max = 1 below 4 editable content words, 2 below
+8, else 3 (so at least half of a query's content words survive once it has 6 or more). An edit is one of:
+
+* **synonym**: a content word (letters only, at least 3, not in :data:`STOP_WORDS`, lower case or capitalised at the
+  start of a sentence) is replaced by another lemma of its most frequent WordNet sense (only the first sense: later
+  senses are mostly other meanings), re-inflected to the original's form (plural, -s, -ed, -ing, -er, -est;
+  :mod:`routerlab.perturb.wordnet` skips a synonym whose form is not certain). Synonyms with capitals (proper
+  names), digits or other symbols, and abbreviations (under 3 letters, or a prefix of the word: diameter -> diam)
+  are skipped, as are words with two possible WordNet bases (``found`` is ``find`` or ``found``). The part of speech
+  is guessed without a tagger: a possible adjective before a content word that can be a noun is an adjective, and a
+  word after an adjective is a noun when it can be; after a determiner or a number word a word is a noun or an
+  adjective, after ``to``, a modal or a subject pronoun a verb (then a noun), a word in -ly an adverb first;
+  otherwise the part of speech whose senses are most often tagged in WordNet's concordance, ties in the order noun,
+  verb, adjective, adverb. A capitalised first letter is kept.
+* **function**: contractions both ways (:data:`CONTRACTIONS`; ``X is``/``X are``/``I am`` contract only before
+  another word, not at a clause end), ``please`` put before or taken from a sentence that starts with an
+  imperative verb (:data:`IMPERATIVES`), ``the`` dropped before a plural noun (not after ``of``, ``all``,
+  ``both``, ``half``), and ``each`` <-> ``every`` (not before ``other`` or ``of``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from routerlab.perturb.base import Perturber, register_level
+from routerlab.perturb.character import unprotected_ranges
+from routerlab.perturb.wordnet import POS_NAMES, WordNet, load
+
+
+def _word_set(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
+NUMBER_WORDS: frozenset[str] = _word_set("""
+zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen
+eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand million billion trillion
+first second third fourth fifth sixth seventh eighth ninth tenth half twice thrice once dozen double triple
+""")
+"""Number words: never replaced (they carry the answer like digits do); a word after one is a noun or adjective."""
+
+STOP_WORDS: frozenset[str] = _word_set("""
+a about above after again against all also am an and any are aren't as at be because been before being below
+between both but by can can't cannot could couldn't did didn't do does doesn't doing don't down during each every
+few for from further had hadn't has hasn't have haven't having he he's her here here's hers herself him himself
+his how how's i i'm if in into is isn't it it's its itself let's me more most must mustn't my myself no nor not
+of off on once one only or other ought our ours ourselves out over own same shall she she's should shouldn't so
+some such than that that's the their theirs them themselves then there there's these they they're this those
+through to too under until up upon very was wasn't we we're were weren't what what's when where where's which
+while who who's whom whose why will with won't would wouldn't you you're your yours yourself yourselves
+please yes via per within without inside outside among across along around behind beyond toward towards onto
+throughout since though although unless whether however thus therefore also just even still yet
+following
+""") | NUMBER_WORDS
+"""Words never replaced by a synonym, and left out of the bag of content words the tests compare (an explicit
+list: articles, pronouns, auxiliaries, prepositions, conjunctions, wh-words and their contractions, ``following``
+(multiple-choice frames), and the :data:`NUMBER_WORDS`)."""
+
+CONTRACTIONS: tuple[tuple[str, str], ...] = (
+    ("what is", "what's"), ("that is", "that's"), ("it is", "it's"), ("there is", "there's"),
+    ("who is", "who's"), ("where is", "where's"), ("how is", "how's"), ("i am", "I'm"), ("you are", "you're"),
+    ("we are", "we're"), ("they are", "they're"), ("let us", "let's"),
+    ("do not", "don't"), ("does not", "doesn't"), ("did not", "didn't"), ("is not", "isn't"),
+    ("are not", "aren't"), ("was not", "wasn't"), ("were not", "weren't"), ("cannot", "can't"),
+    ("will not", "won't"), ("would not", "wouldn't"), ("should not", "shouldn't"), ("could not", "couldn't"),
+    ("have not", "haven't"), ("has not", "hasn't"),
+)
+"""Full form and contraction, replaced both ways (the first eleven contract only before another word)."""
+_CONTRACT_BEFORE_WORD = 12
+
+IMPERATIVES: frozenset[str] = _word_set("""
+answer calculate choose classify complete compute convert create define describe determine estimate evaluate
+explain find generate give identify implement list name predict read return select show simplify solve state
+summarize tell translate write
+""")
+"""Verbs that start an instruction; ``please`` is put before (or taken from) a sentence starting with one."""
+
+DETERMINERS = _word_set("the a an this that these those my your his her its our their each every some any no another")
+_VERB_CONTEXT = _word_set("to can could will would shall should may might must cannot i you we they he she it who")
+_NO_ARTICLE_DROP_AFTER = frozenset(("of", "all", "both", "half"))
+WORD_PATTERN = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
+_SYNONYM_SHAPE = re.compile(r"[a-z]+(?:[ -][a-z]+){0,2}")
+_SENTENCE_START = re.compile(r"(?:^|[.?!:\n])[\s\"'(]*$")
+
+
+@dataclass(frozen=True)
+class WordEdit:
+    """One edit of a word variant: ``text[start:end]`` (== ``old``) becomes ``new``. ``kind`` is ``synonym``
+    (then ``pos`` and ``base``, the original's WordNet lemma, are set) or ``function``."""
+
+    start: int
+    end: int
+    old: str
+    new: str
+    kind: str
+    pos: str | None = None
+    base: str | None = None
+
+
+def content_words(text: str) -> list[str]:
+    """The lower-cased words of ``text`` outside protected spans that are not stop words (punctuation dropped):
+    the bag the word and syntax levels are checked against."""
+    out: list[str] = []
+    for s, e in unprotected_ranges(text):
+        out.extend(w for w in (m.group().lower() for m in WORD_PATTERN.finditer(text[s:e])) if w not in STOP_WORDS)
+    return out
+
+
+def _match_case(original: str, new: str) -> str:
+    return new[:1].upper() + new[1:] if original[:1].isupper() else new
+
+
+def _at_sentence_start(text: str, start: int) -> bool:
+    return _SENTENCE_START.search(text[max(0, start - 40):start]) is not None
+
+
+def _guess_pos(word: str, prev: str | None, prev_pos: str | None, following: str | None,
+               wn: WordNet) -> str | None:
+    """The part of speech a content word is most likely used as (module docstring), or None."""
+    found = [pos for pos in POS_NAMES if wn.base_forms(word, pos)]
+    if not found:
+        return None
+    if prev_pos == "adj" and "noun" in found:
+        return "noun"
+    if ("adj" in found and following is not None and following not in STOP_WORDS
+            and wn.base_forms(following, "noun")):
+        return "adj"
+    preferred: tuple[str, ...] | None = None
+    if prev in DETERMINERS or prev in NUMBER_WORDS:
+        preferred = ("noun", "adj")
+    elif prev in _VERB_CONTEXT:
+        preferred = ("verb", "noun")
+    if preferred is not None:
+        return next((p for p in preferred if p in found), None)
+    if word.endswith("ly") and "adv" in found:
+        return "adv"
+
+    def tagged(pos: str) -> int:
+        entry = wn.entry(wn.base_forms(word, pos)[0], pos)
+        return entry.tagsense_cnt if entry is not None else 0
+
+    return max(found, key=lambda p: (tagged(p), -POS_NAMES.index(p)))
+
+
+@lru_cache(maxsize=1 << 16)
+def _synonym_options(lower: str, pos: str, wn: WordNet) -> tuple[str, tuple[str, ...]] | None:
+    """The base of the lower-cased ``lower`` and its replacements: synonyms inflected to the word's form,
+    filtered (module docstring); cached, as the same words recur across queries."""
+    bases = wn.base_forms(lower, pos)
+    if len(bases) != 1:
+        return None
+    base = bases[0]
+    form = wn.form_of(lower, base, pos)
+    if form is None:
+        return None
+    out: list[str] = []
+    for syn in wn.synonyms(base, pos, senses=1):
+        if not _SYNONYM_SHAPE.fullmatch(syn) or any(len(t) == 1 and t not in "ai" for t in syn.split()):
+            continue  # a lone letter (vitamin a) would be a protected span
+        if len(syn) < 3 or lower.startswith(syn) or base.startswith(syn):
+            continue  # an abbreviation (diameter -> diam, kilometer -> km)
+        made = wn.inflect(syn, pos, form)
+        if made is None or made == lower or made in out:
+            continue
+        out.append(made)
+    return (base, tuple(out)) if out else None
+
+
+_SHORT_OF = {full: short for full, short in CONTRACTIONS}
+_FULL_OF = {short.lower(): ("I am" if full == "i am" else full) for full, short in CONTRACTIONS}
+_NEEDS_NEXT_WORD = frozenset(full for full, _ in CONTRACTIONS[:_CONTRACT_BEFORE_WORD])
+_CONTRACTION_RE = re.compile(
+    r"\b(?:" + "|".join(sorted([r"\s+".join(f.split()) for f, _ in CONTRACTIONS]
+                               + [re.escape(s) for _, s in CONTRACTIONS], key=len, reverse=True)) + r")\b",
+    flags=re.IGNORECASE)
+_NEXT_IS_WORD = re.compile(r"\s+[^\s.,;:?!)\]]")
+_PLEASE_RE = re.compile(r"\b([Pp]lease)\s+([a-z]+)\b")
+_THE_RE = re.compile(r"\b(the)\s+([a-z]+)\b", flags=re.IGNORECASE)
+_EACH_RE = re.compile(r"\b(each|every)\s+(?!other\b|of\b)(?=[a-z])", flags=re.IGNORECASE)
+
+
+def _function_edits(text: str, start: int, piece: str, wn: WordNet) -> list[list[WordEdit]]:
+    """Every function-word edit possible in the unprotected ``piece`` found at ``start`` of ``text``."""
+    found: list[list[WordEdit]] = []
+
+    def add(s: int, e: int, new: str) -> None:
+        old = text[s:e]
+        found.append([WordEdit(s, e, old, _match_case(old, new), "function")])
+
+    for m in _CONTRACTION_RE.finditer(piece):
+        key = " ".join(m.group().lower().split())
+        if key in _SHORT_OF:
+            if key in _NEEDS_NEXT_WORD and not _NEXT_IS_WORD.match(piece, m.end()):
+                continue
+            add(start + m.start(), start + m.end(), _SHORT_OF[key])
+        else:
+            add(start + m.start(), start + m.end(), _FULL_OF[key])
+    for m in _PLEASE_RE.finditer(piece):
+        if m.group(2) in IMPERATIVES:
+            add(start + m.start(), start + m.end(), m.group(2))
+    for m in WORD_PATTERN.finditer(piece):
+        word = m.group()
+        s = start + m.start()
+        if word[:1].isupper() and word.lower() in IMPERATIVES and _at_sentence_start(text, s):
+            prev = text[max(0, s - 7):s].lower().rstrip()
+            if not prev.endswith("please"):
+                add(s, start + m.end(), "Please " + word.lower())
+    for m in _THE_RE.finditer(piece):
+        noun = m.group(2)
+        if not (noun.islower() and noun.endswith("s")) or noun in STOP_WORDS:
+            continue
+        before = WORD_PATTERN.findall(text[max(0, start + m.start() - 30):start + m.start()])
+        if before and before[-1].lower() in _NO_ARTICLE_DROP_AFTER:
+            continue
+        bases = wn.base_forms(noun, "noun")
+        if len(bases) == 1 and bases[0] != noun:
+            add(start + m.start(), start + m.end(), noun)
+    for m in _EACH_RE.finditer(piece):
+        swap = "every" if m.group(1).lower() == "each" else "each"
+        add(start + m.start(1), start + m.end(1), swap)
+    return found
+
+
+def edit_options(text: str, wn: WordNet | None = None) -> list[list[WordEdit]]:
+    """Every edit the word level can make in ``text``, grouped by place: a list per content word (its synonym
+    replacements) and one per function-word edit."""
+    net = wn if wn is not None else load()
+    options: list[list[WordEdit]] = []
+    words: list[tuple[int, int, str] | None] = []  # None: a protected span between words
+    for start, end in unprotected_ranges(text):
+        piece = text[start:end]
+        if words:
+            words.append(None)
+        options.extend(_function_edits(text, start, piece, net))
+        words.extend((start + m.start(), start + m.end(), m.group()) for m in WORD_PATTERN.finditer(piece))
+    guessed: dict[int, str] = {}
+    for i, item in enumerate(words):
+        if item is None:
+            continue
+        s, e, word = item
+        lower = word.lower()
+        if lower in STOP_WORDS or len(word) < 3 or not word.isalpha():
+            continue
+        if not (word.islower() or (word[0].isupper() and word[1:].islower() and _at_sentence_start(text, s))):
+            continue
+        before = words[i - 1] if i > 0 else None
+        after = words[i + 1] if i + 1 < len(words) else None
+        pos = _guess_pos(lower, before[2].lower() if before else None, guessed.get(i - 1),
+                         after[2].lower() if after else None, net)
+        if pos is not None:
+            guessed[i] = pos
+        found = _synonym_options(lower, pos, net) if pos is not None else None
+        if found is not None:
+            base, news = found
+            options.append([WordEdit(s, e, word, _match_case(word, new), "synonym", pos, base) for new in news])
+    return options
+
+
+def apply_edits(text: str, edits: Sequence[WordEdit]) -> str:
+    """``text`` with non-overlapping ``edits`` applied."""
+    out = text
+    for edit in sorted(edits, key=lambda ed: ed.start, reverse=True):
+        out = out[:edit.start] + edit.new + out[edit.end:]
+    return out
+
+
+def max_edits(n_content: int) -> int:
+    """k_max: 1 below 4 editable content words, 2 below 8, else 3 (module docstring)."""
+    return 1 if n_content < 4 else 2 if n_content < 8 else 3
+
+
+def draw_variant(text: str, options: Sequence[Sequence[WordEdit]],
+                 rng: np.random.Generator) -> tuple[str, list[WordEdit]]:
+    """One variant of ``text`` from its ``options``: k places (non-overlapping) in random order, a random
+    replacement at each; returns the text and the edits made."""
+    if not options:
+        return text, []
+    n_content = sum(1 for group in options if group[0].kind == "synonym")
+    k = int(rng.integers(1, max_edits(n_content) + 1))
+    chosen: list[WordEdit] = []
+    for idx in rng.permutation(len(options)):
+        group = options[int(idx)]
+        edit = group[int(rng.integers(len(group)))]
+        if any(edit.start < c.end and c.start < edit.end for c in chosen):
+            continue
+        chosen.append(edit)
+        if len(chosen) == k:
+            break
+    return apply_edits(text, chosen), chosen
+
+
+@register_level("word")
+class WordLevel(Perturber):
+    """WordNet synonyms and function-word edits (module docstring); needs WordNet 3.0 (wordnet-base)."""
+
+    summary = "WordNet synonyms (re-inflected) and function-word edits, 1-3 per variant"
+    offline = True
+    tries_per_variant = 3
+
+    def __init__(self, backend: Any = None, **options: Any) -> None:
+        super().__init__(backend=backend, **options)
+        self.wordnet = load()
+
+    def candidates(self, texts: Sequence[str], p: int, rngs: Sequence[np.random.Generator]) -> list[list[str]]:
+        out: list[list[str]] = []
+        for text, rng in zip(texts, rngs, strict=True):
+            options = edit_options(text, self.wordnet)
+            out.append([draw_variant(text, options, rng)[0] for _ in range(self.tries_per_variant * p)]
+                       if options else [])
+        return out
+
+    def settings(self) -> dict[str, Any]:
+        return {"wordnet": str(self.wordnet.root), "max_edits": 3}
