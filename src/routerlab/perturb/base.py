@@ -74,6 +74,7 @@ class Perturber(ABC):
         if options:
             raise UsageError(f"perturbation level {self.level!r} has no option {sorted(options)}")
         self.backend = backend
+        self.dropped = 0  # candidates the level itself discarded (e.g. an LLM reply that answers instead)
 
     @abstractmethod
     def candidates(self, texts: Sequence[str], p: int, rngs: Sequence[np.random.Generator]) -> list[list[str]]:
@@ -160,7 +161,8 @@ def keep_variants(original: str, candidates: Sequence[str], p: int) -> tuple[lis
 class PerturbationSet:
     """The variants of some queries: at most ``p`` per query per level. ``not_generated`` names the levels asked
     for but not produced, with the reason (an LLM level without a backend); ``stats`` per level: queries,
-    variants, queries with fewer than p, candidates rejected for altering a protected span; ``settings`` per
+    variants, queries with fewer than p, candidates rejected for altering a protected span, candidates the level
+    itself dropped (an LLM reply that answers the question instead of rewriting it); ``settings`` per
     level: what determined it (provenance)."""
 
     variants: tuple[Variant, ...]
@@ -236,7 +238,6 @@ def perturb(
             not_generated[level] = NO_BACKEND
             continue
         perturber = cls(backend=backend, **dict((options or {}).get(level, {})))
-        settings[level] = perturber.settings()
         rngs = [level_rng(seed, str(q), level) for q in ids]
         cands = perturber.candidates([str(t) for t in texts], p, rngs)
         if len(cands) != len(texts):
@@ -249,5 +250,7 @@ def perturb(
             short += len(kept) < p
             made += len(kept)
             variants.extend(Variant(str(qid), level, j, t) for j, t in enumerate(kept))
-        stats[level] = {"queries": len(texts), "variants": made, "short": short, "rejected": rejected}
+        stats[level] = {"queries": len(texts), "variants": made, "short": short, "rejected": rejected,
+                        "dropped": perturber.dropped}
+        settings[level] = perturber.settings()
     return PerturbationSet(tuple(variants), tuple(levels), p, seed, not_generated, stats, settings)
