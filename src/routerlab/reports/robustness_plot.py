@@ -77,7 +77,7 @@ def plot_accuracy_vs_rho(result: Robustness, path: Path, title: str = "") -> Pat
         if r.rho == r.rho:
             ax.annotate(r.spec, (r.rho, r.accuracy), textcoords="offset points", xytext=(4, 4), fontsize=7)
     ax.axvline(result.uniform_rho, color="grey", linestyle="--", linewidth=1, label="uniform random (1/N)")
-    ax.set_xlim(min(0.0, result.uniform_rho - 0.05), 1.05)
+    ax.set_xlim(min(0.0, result.uniform_rho - 0.05), 1.15)  # room for the labels of rho = 1 routers
     ax.set_xlabel("rho over all levels (95% CI)")
     ax.set_ylabel("accuracy on the original test queries (95% CI)")
     ax.grid(alpha=0.3)
