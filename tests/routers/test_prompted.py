@@ -154,6 +154,15 @@ def test_fallback_fills_up_to_k_from_tied_best_cases_and_stops_when_they_run_out
     assert all(r != 7 for r, _ in by_actor[0])  # an unobserved cell never makes an exemplar
 
 
+def test_a_query_where_no_other_actor_is_observed_is_a_best_case_not_a_clear_win() -> None:
+    score = np.array([[1.0, nan, nan], [1.0, 0.0, 0.0], [0.0, 1.0, nan]])
+    by_actor = _rows_by_actor(select_exemplars(score, 2, 0.4, np.random.default_rng(0)))
+    assert sorted(by_actor[0]) == [(0, True), (1, False)]
+    assert by_actor[1] == [(2, False)] and by_actor[2] == []  # C is never observed to win
+    (only,) = select_exemplars(np.array([[0.3], [nan]]), 4, 0.4, np.random.default_rng(0))
+    assert (only.row, only.actor, only.fallback) == (0, 0, False)  # one actor: its observed queries
+
+
 def test_k_draws_among_more_clear_wins_and_delta_moves_the_line() -> None:
     score = np.asarray(SCORES, dtype=np.float32)
     picked = set()
@@ -380,6 +389,17 @@ def test_at_most_26_actors_and_no_logged_feedback() -> None:
     fb = Feedback.logged(make_table(SCORES), np.zeros(len(SCORES), dtype=np.intp), np.ones(len(SCORES)))
     with pytest.raises(UsageError, match="cannot learn from logged feedback"):
         fitted(ScriptedBackend()).fit(fb, features_of(make_table(SCORES)))
+
+
+def test_queries_without_text_are_never_exemplars() -> None:
+    texts = [f"train query {i}" for i in range(len(SCORES))]
+    texts[0] = "   "  # A's clear win 0 has no text: A keeps clear win 1 and falls back for the second
+    r = fitted(ScriptedBackend(), make_table(SCORES, texts), k=2)
+    assert 0 not in {e.row for e in r.exemplars}
+    assert sorted((e.row, e.fallback) for e in r.exemplars if e.actor == 0)[0] == (1, False)
+    assert r.diagnostics()["exemplars_from_fallback"]["alpha"] == 1
+    with pytest.raises(UsageError, match="no query texts"):
+        fitted(ScriptedBackend(), make_table(SCORES, [""] * len(SCORES)))
 
 
 def test_diagnostics_count_exemplars_per_actor_and_from_the_fallback() -> None:

@@ -69,7 +69,8 @@ class Exemplar:
 
 def select_exemplars(score: npt.ArrayLike, k: int, delta: float, rng: np.random.Generator) -> list[Exemplar]:
     """Appendix 12.2's exemplars from a training score matrix (n, m) with NaN = unobserved: per actor, ``k``
-    rows drawn from its clear wins (observed, and >= ``delta`` above every other observed cell of the row);
+    rows drawn from its clear wins (observed, and >= ``delta`` above every other observed cell of the row, of
+    which there must be one);
     if fewer than ``k``, all of them plus rows drawn from its best cases (observed and equal to the row's
     maximum, ties allowed) up to ``k``; then all exemplars shuffled together. Deterministic for ``rng``."""
     s = np.asarray(score, dtype=np.float64)
@@ -79,8 +80,12 @@ def select_exemplars(score: npt.ArrayLike, k: int, delta: float, rng: np.random.
     out: list[Exemplar] = []
     for a in range(s.shape[1]):
         others = np.delete(filled, a, axis=1)
-        other_max = others.max(axis=1) if others.shape[1] else np.full(s.shape[0], -np.inf)
-        clear = np.flatnonzero(observed[:, a] & (filled[:, a] - other_max >= delta - _MARGIN_SLACK))
+        if others.shape[1]:  # a clear win needs another observed actor to beat
+            other_max = others.max(axis=1)
+            beats = np.isfinite(other_max) & (filled[:, a] >= other_max + (delta - _MARGIN_SLACK))
+        else:  # a single actor: every observed query
+            beats = np.ones(s.shape[0], dtype=bool)
+        clear = np.flatnonzero(observed[:, a] & beats)
         if clear.size >= k:
             out += [Exemplar(int(r), a, False) for r in rng.choice(clear, size=k, replace=False)]
             continue
@@ -233,12 +238,17 @@ class PromptedRouter(Router):
         if train.n_actors > len(LETTERS):
             raise UsageError(f"router 'prompted' names actors by letter A-Z: at most {len(LETTERS)} actors, "
                              f"the table has {train.n_actors}")
+        if train.n_queries and not any(str(t).strip() for t in train.queries.text):
+            raise UsageError("router 'prompted' shows the LLM training queries as exemplars, but this training "
+                             "table has no query texts")
 
     # -- the router -----------------------------------------------------------------------
     def _fit(self, train: RoutingTable, features: Features) -> None:
         rng = np.random.default_rng([self.seed, 0x50524F4D])
-        self.exemplars = select_exemplars(train.score, int(self.params["k"]), float(self.params["delta"]), rng)
         texts = train.queries.text
+        score = np.array(train.score, dtype=np.float64)
+        score[[not str(t).strip() for t in texts]] = np.nan  # a query without text cannot be shown
+        self.exemplars = select_exemplars(score, int(self.params["k"]), float(self.params["delta"]), rng)
         shots = [(str(texts[e.row]), e.actor) for e in self.exemplars]
         self.system_prompt = build_system_prompt(train.actors, shots, int(self.params["max_chars"]))
         if self.params["fallback"] == "best":
