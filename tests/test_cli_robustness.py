@@ -297,7 +297,8 @@ def test_collect_variants_and_invariance_with_smollm2(
     _borrow_smollm2(smollm2, monkeypatch)
     actors = f"smol=local:smollm2-135m,threads=1,s={scripted_kind}:m"
     base, outs = tmp_path / "orig", tmp_path / "outcomes"
-    for args in ([str(quiz)], [str(quiz), "--variants", str(variants_file)]):
+    # the variants' questions come from the collected table itself (its gold and choices columns), as documented
+    for args in ([str(quiz)], [str(base), "--variants", str(variants_file)]):
         code, _, err = run(["collect", *args, "-a", actors, "--timing-probes", "0", "--cache-dir",
                             str(tmp_path / "c"), "-o", str(base if len(args) == 1 else outs)], capsys)
         assert code == 0, err
@@ -461,13 +462,14 @@ def test_robustness_writes_its_outputs_and_the_variants(table_dir: Path, tmp_pat
     """-o: the report's files plus variants.jsonl, which repeats the run with --variants-file."""
     out = tmp_path / "rob"
     args = ["robustness", str(table_dir), "--routers", ROUTERS, "--n-boot", "40", "--seed", "2"]
-    code, text, err = run([*args, "--levels", TEST_LEVEL, "--variants", "2", "-o", str(out)], capsys)
+    code, text, err = run([*args, "--levels", f"{TEST_LEVEL},rambling", "--variants", "2", "-o", str(out)], capsys)
     assert code == 0, err
     names = ["robustness.json", "rho_by_level.png", "accuracy_vs_rho.png", "robustness.md", "variants.jsonl"]
     for name in names:
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
         assert f"wrote {out / name}" in text
     assert "knn:k=5" in text and "untested" in text  # the terminal table and the invariance status
+    assert f"level rambling: {perturb_base.NO_BACKEND}" in text
     saved = json.loads((out / "robustness.json").read_text())
     assert saved["invariance_tested"] is False and saved["p"] == 2
     again = run_json([*args, "--variants-file", str(out / "variants.jsonl")], capsys)

@@ -113,15 +113,13 @@ def perturb_queries(table: RoutingTable, positions: Any, levels: Sequence[str], 
 
 def level_summary(pset: PerturbationSet) -> dict[str, dict[str, Any]]:
     """Per level asked for: queries, variants, queries short of p, candidates rejected for altering a protected
-    span; or ``{"not_generated": reason}``."""
+    span (and any further count the driver keeps); or ``{"not_generated": reason}``."""
     out: dict[str, dict[str, Any]] = {}
     for lv in pset.levels:
         if lv in pset.not_generated:
             out[lv] = {"not_generated": pset.not_generated[lv]}
         else:
-            stats = dict(pset.stats.get(lv, {}))
-            out[lv] = {"queries": stats.get("queries", 0), "variants": stats.get("variants", 0),
-                       "short": stats.get("short", 0), "rejected": stats.get("rejected", 0)}
+            out[lv] = {"queries": 0, "variants": 0, "short": 0, "rejected": 0, **pset.stats.get(lv, {})}
     return out
 
 
@@ -134,7 +132,9 @@ def summary_lines(levels: dict[str, dict[str, Any]], p: int) -> list[str]:
             lines.append(f"  {lv:<{width}}  {s['not_generated']}")
         else:
             lines.append(f"  {lv:<{width}}  {s['queries']} queries  {s['variants']} variants  {s['short']} short of "
-                         f"p={p}  {s['rejected']} rejected (altered a protected span)")
+                         f"p={p}  {s['rejected']} rejected (altered a protected span)"
+                         + "".join(f"  {v} {k}" for k, v in s.items()
+                                   if k not in ("queries", "variants", "short", "rejected")))
     return lines
 
 

@@ -185,4 +185,6 @@ def emit_robustness(result: Any, pset: PerturbationSet, output: Path | None, as_
         from routerlab.reports.robustness_report import robustness_text
 
         typer.echo(robustness_text(result))
+        for level, reason in pset.not_generated.items():  # SPEC 3: say what was not measured, never fake it
+            typer.echo(f"level {level}: {reason}")
     say_written(written, to_stderr=as_json)
