@@ -32,6 +32,7 @@ from routerlab.routers.prompted import (
     ELLIPSIS,
     MISSING_BACKEND,
     PromptedRouter,
+    named_actors,
     parse_choice,
     select_exemplars,
     truncate,
@@ -233,6 +234,15 @@ def test_answers_naming_no_actor_of_the_pool_are_parse_failures(answer: str) -> 
     assert parse_choice(answer, NAMES) is None
 
 
+def test_answers_naming_several_actors_are_resolved_by_position_and_counted() -> None:
+    assert named_actors("A (beta)", NAMES) == {0, 1} and parse_choice("A (beta)", NAMES) == 0
+    assert named_actors("B (beta)", NAMES) == {1} and named_actors("nothing", NAMES) == set()
+    router = fitted(ScriptedBackend(lambda q: {"x": "A (beta)", "y": "C (gamma)", "z": "beta or gamma"}[q]))
+    assert router.choose(queries_table(["x", "y", "z"])).tolist() == [0, 2, 1]
+    assert router.ambiguous == 2 and router.parse_failures == 0
+    assert router.diagnostics()["ambiguous_answers"] == 2
+
+
 def test_longest_name_wins_at_a_position() -> None:
     assert parse_choice("use gpt-4o", ["gpt-4", "gpt-4o"]) == 1
     assert parse_choice("use gpt-4 now", ["gpt-4", "gpt-4o"]) == 0
@@ -252,6 +262,7 @@ def test_generate_mode_one_hot_with_counted_fallback_to_the_best_training_actor(
     np.testing.assert_array_equal(routed.scores, np.eye(3)[[0, 1, 1, 1, 2, 1]])
     np.testing.assert_array_equal(routed.distribution, routed.scores)  # a hard assignment: one-hot
     assert (router.last_parse_failures, router.parse_failures, router.calls) == (3, 3, 6)
+    assert router.ambiguous == 0
     assert router.last_answers == list(script.values())
     router.scores(queries_table(["q-a", "q-z"]))
     assert (router.last_parse_failures, router.parse_failures, router.calls) == (1, 4, 8)

@@ -153,6 +153,18 @@ def parse_choice(answer: str, names: list[str]) -> int | None:
     ``B)``, ``(B)``, ``B.``, ``B (name)``, ``Answer: B`` / ``Best actor: B``, or an actor's name anywhere
     (case-insensitive, the longest name at a position). The match that starts first in the answer wins
     (a letter form before a name at the same place); a letter outside the pool is no match."""
+    found = _matches(answer, names)
+    return min(found)[2] if found else None
+
+
+def named_actors(answer: str, names: list[str]) -> set[int]:
+    """Every actor an answer names in any accepted form: more than one = an ambiguous answer (``A (beta)``
+    where beta is B), which :func:`parse_choice` resolves by position and the router counts."""
+    return {actor for _, _, actor in _matches(answer, names)}
+
+
+def _matches(answer: str, names: list[str]) -> list[tuple[int, int, int]]:
+    """(position, 0 = letter form / 1 = name, actor) of every accepted mention of an actor in ``answer``."""
     m = len(names)
     found: list[tuple[int, int, int]] = []  # (position, 0 = letter / 1 = name, actor)
     for form in _LETTER_FORMS:
@@ -166,7 +178,7 @@ def parse_choice(answer: str, names: list[str]) -> int | None:
         pos = low.find(name) if name else -1
         if pos >= 0 and not any(p == pos and kind == 1 for p, kind, _ in found):
             found.append((pos, 1, j))
-    return min(found)[2] if found else None
+    return found
 
 
 @register
@@ -202,6 +214,7 @@ class PromptedRouter(Router):
         self.cached_calls = 0
         self.parse_failures = 0
         self.last_parse_failures = 0
+        self.ambiguous = 0  # answers naming several actors (resolved by position, not failures)
         self.last_mode: str | None = None
         self.last_answers: list[str] = []  # the raw answers of the last generate pass (to audit the parsing)
         self.exemplars: list[Exemplar] = []
@@ -295,6 +308,7 @@ class PromptedRouter(Router):
         failures = sum(p is None for p in picks)
         self.last_parse_failures = failures
         self.parse_failures += failures
+        self.ambiguous += sum(len(named_actors(a, self.actor_names)) > 1 for a in self.last_answers)
         choice = np.array([self.fallback_actor if p is None else p for p in picks], dtype=np.intp)
         out = np.zeros((features.n, m))
         out[np.arange(features.n), choice] = 1.0
@@ -309,7 +323,8 @@ class PromptedRouter(Router):
 
     def diagnostics(self) -> dict[str, Any]:
         """What the router did: mode of the last pass, calls (and how many came from the cache), parse
-        failures (cumulative and last pass), exemplars per actor and how many of them came from the fallback."""
+        failures (cumulative and last pass), ambiguous answers (several actors named; cumulative), exemplars
+        per actor and how many of them came from the fallback."""
         per_actor = {name: 0 for name in self.actor_names}
         fallback = {name: 0 for name in self.actor_names}
         for e in self.exemplars:
@@ -317,6 +332,7 @@ class PromptedRouter(Router):
             fallback[self.actor_names[e.actor]] += int(e.fallback)
         return {"mode": self.last_mode or str(self.params["mode"]), "calls": self.calls,
                 "cached_calls": self.cached_calls, "parse_failures": self.parse_failures,
-                "last_parse_failures": self.last_parse_failures, "fallback_actor":
+                "last_parse_failures": self.last_parse_failures, "ambiguous_answers": self.ambiguous,
+                "fallback_actor":
                     self.actor_names[self.fallback_actor] if self.actor_names else None,
                 "exemplars": per_actor, "exemplars_from_fallback": fallback}
