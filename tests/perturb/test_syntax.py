@@ -25,13 +25,7 @@ from routerlab.perturb.syntax import (
     sentences,
     syntax_candidates,
 )
-from tests.perturb import real_queries, require_wordnet
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _wordnet() -> None:
-    require_wordnet()  # the syntax level shares the word level's stop words; importing it needs no WordNet, but
-    # the driver's registry imports every level
+from tests.perturb import real_queries
 
 
 def test_clause_to_end() -> None:
