@@ -7,7 +7,6 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from routerlab.perturb import keeps_protected, perturb
 from routerlab.perturb.base import level_rng
