@@ -65,6 +65,7 @@ def test_lookup_store_and_lru_eviction() -> None:
     # a 6-token prompt inside the entry: all but its last token (which must run to give the logits)
     entry, reuse = cache.lookup(np.array([1, 2, 3, 4, 5, 6]))
     assert entry is not None and reuse == 5
+    cache.count_saved(6 + 5)  # the caller counts what it reused
     assert cache.stats() == {"hits": 2, "misses": 1, "tokens_saved": 11, "evictions": 0, "entries": 1,
                              "tokens_held": 8, "bytes_held": 8 * 2 * 2 * 12}
     # a longer prompt that extends the entry replaces it
@@ -136,16 +137,23 @@ def test_same_letters_with_and_without_the_cache(smollm2: Any, dtype: str, toler
     got = _logits(on, prompts)
     assert np.array_equal(ref.argmax(axis=1), got.argmax(axis=1))
     assert np.max(np.abs(ref - got)) < tolerance
-    # hand count: FAMILY[1..3] each reuse the tokens they share with the family prompts kept before them
-    saved = sum(max(_shared(ids[k], ids[j]) for j in (0, 2, 3, 5) if j < k) for k in (2, 3, 5))
-    assert on.prefix_stats()["hits"] == 3 and on.prefix_stats()["misses"] == 3
-    assert on.prefix_stats()["tokens_saved"] == saved
-    # batched: the family runs on the shared prefix, the lone prompts in one padded batch
+    # hand count, one at a time: the three misses (FAMILY[0] and the lone prompts, all over 64 tokens) are kept;
+    # FAMILY[1..3] reuse what they share with FAMILY[0] and, their own part being short, are not kept
+    assert min(len(ids[k]) for k in (0, 1, 4)) > 64
+    assert max(len(ids[k]) - _shared(ids[k], ids[0]) for k in (2, 3, 5)) < 64
+    stats = on.prefix_stats()
+    assert stats["hits"] == 3 and stats["misses"] == 3 and stats["entries"] == 3
+    assert stats["tokens_saved"] == sum(_shared(ids[k], ids[0]) for k in (2, 3, 5))
+    assert stats["tokens_held"] == len(ids[0]) + len(ids[1]) + len(ids[4])
+    # batched: FAMILY[0] runs alone and is kept, FAMILY[1..3] run together on its states (from the shortest
+    # match), the lone prompts in one padded batch
     on.prefix_cache.clear()  # type: ignore[union-attr]
     got = _logits(on, prompts, batched=True)
     assert np.array_equal(ref.argmax(axis=1), got.argmax(axis=1))
     assert np.max(np.abs(ref - got)) < tolerance
-    assert on.prefix_stats()["hits"] == 3 and on.prefix_stats()["misses"] == 3
+    stats = on.prefix_stats()
+    assert stats["hits"] == 3 and stats["misses"] == 3 and stats["entries"] == 1
+    assert stats["tokens_saved"] == 3 * min(_shared(ids[k], ids[0]) for k in (2, 3, 5))
 
 
 def test_repeat_is_identical_and_off_counts_nothing(smollm2: Any) -> None:
@@ -156,6 +164,23 @@ def test_repeat_is_identical_and_off_counts_nothing(smollm2: Any) -> None:
     assert on.prefix_stats()["hits"] == 1 and on.prefix_stats()["tokens_saved"] == len(_ids(on, FAMILY[0])) - 1
     off.choice_scores(FAMILY[0], "ABCD")
     assert set(off.prefix_stats().values()) == {0}
+
+
+def test_a_hit_with_a_long_own_part_is_kept(smollm2: Any) -> None:
+    """A prompt that shares the system turn with a kept one but goes on for more than 64 tokens of its own is kept
+    too, so the next prompt of its kind reuses all of it, not only the shared system turn."""
+    on, _ = _pair(smollm2)
+    story = "Here is a long user message about a garden, the weather, and the neighbours' dog. " * 4
+    second = [Message("system", PREFIX), Message("user", story + "Who should answer?")]
+    third = [Message("system", PREFIX), Message("user", story + "Which assistant fits?")]
+    a, b, c = (_ids(on, p) for p in (FAMILY[0], second, third))
+    assert len(b) - _shared(a, b) > 64 and _shared(b, c) > _shared(a, c)
+    for p in (FAMILY[0], second, third):
+        on.choice_scores(p, "ABCD")
+    stats = on.prefix_stats()
+    assert stats["hits"] == 2 and stats["misses"] == 1 and stats["entries"] == 2
+    assert stats["tokens_saved"] == _shared(a, b) + _shared(b, c)
+    assert stats["tokens_held"] == len(a) + len(b)
 
 
 def test_one_slot_evicts_the_other_family(smollm2: Any) -> None:

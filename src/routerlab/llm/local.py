@@ -19,9 +19,10 @@ take seconds. Nothing is ever fetched from the network (``local_files_only``).
 
 **Prefix KV cache** (``prefix_cache``, on by default; docs/llm.md "Prefix cache"). Option-letter scoring of
 prompts that share a long token prefix (the ``prompted`` router's fixed few-shot prefix, SPEC section 3) computes
-that prefix once: each scored prompt of more than ``prefix_min_tokens`` tokens is kept, with every layer's keys
-and values, in a per-backend LRU of ``prefix_slots`` entries; a later prompt that shares at least
-``prefix_min_tokens`` leading *tokens* with an entry reuses those states and runs only its remaining tokens.
+that prefix once: a scored prompt that computed more than ``prefix_min_tokens`` tokens itself is kept, with
+every layer's keys and values, in a per-backend LRU of ``prefix_slots`` entries; a later prompt that shares at
+least ``prefix_min_tokens`` leading *tokens* with an entry reuses those states and runs only its remaining tokens
+(prompts of one batch served by the same entry run together, right-padded, in one pass).
 Matching on token ids (of the whole prompt, tokenized as usual) makes reuse exact: a causal model's states at a
 position depend only on the tokens up to it; only the float rounding of the shorter forward pass differs.
 A prompt identical to an entry returns the entry's stored letter logits unchanged. Memory: 2 x KV heads x head
@@ -235,11 +236,13 @@ class PrefixEntry:
 class PrefixCache:
     """An LRU of recent prompts' key/value states, matched by longest common token prefix (module docstring).
 
-    Policy: :meth:`store` keeps every scored prompt longer than ``min_tokens`` as the newest entry, dropping the
-    entries it extends; past ``slots`` entries the least recently used goes. :meth:`lookup` picks the entry that
-    shares the most leading tokens with a prompt and reuses at most all but the prompt's last token (which must
-    run to give the next-token logits); below ``min_tokens`` it is a miss. So a run of prompts with one shared
-    prefix and different suffixes hits from its second prompt on. Its own lock makes it safe to share.
+    Policy: :meth:`lookup` picks the entry that shares the most leading tokens with a prompt and reuses at most
+    all but the prompt's last token (which must run to give the next-token logits); below ``min_tokens`` it is a
+    miss. The backend keeps (:meth:`store`) every prompt that computed more than ``min_tokens`` of its tokens
+    itself: every miss, and a hit whose own part is that long (so prompts that share only a header with a kept
+    one get their own entry, while a run of short suffixes on one prefix keeps one entry). A new entry drops
+    the entries it extends; past ``slots`` entries the least recently used goes. So a run of prompts with one
+    shared prefix and different suffixes hits from its second prompt on. Its own lock makes it safe to share.
     """
 
     def __init__(self, slots: int, min_tokens: int) -> None:
@@ -265,7 +268,7 @@ class PrefixCache:
 
     def lookup(self, ids: np.ndarray) -> tuple[PrefixEntry | None, int]:
         """The entry to reuse for ``ids`` and how many of its leading tokens, or (None, 0); counted as a hit
-        (with the tokens saved) or a miss, and the entry becomes the most recently used."""
+        or a miss (the caller counts the tokens it saves), and the entry becomes the most recently used."""
         with self._lock:
             entry, reuse = self._best(ids)
             if entry is None:
@@ -273,8 +276,12 @@ class PrefixCache:
                 return None, 0
             self._entries.move_to_end(entry.ids.tobytes())
             self.hits += 1
-            self.tokens_saved += reuse
             return entry, reuse
+
+    def count_saved(self, n: int) -> None:
+        """Count ``n`` prompt tokens whose states were reused rather than computed."""
+        with self._lock:
+            self.tokens_saved += n
 
     def count_misses(self, n: int) -> None:
         """Count ``n`` prompts that could not use the cache (too short, or scored in a padded batch)."""
@@ -540,31 +547,47 @@ class LocalBackend(Backend):
 
     def _score_chunk(self, prompts: Sequence[str]) -> list[tuple[Any, float, int]]:
         """(float32 next-token logits, seconds, prompt tokens) per prompt, in order. With the prefix cache on, a
-        prompt runs alone on top of its cached prefix when it has one, or alone (and is kept) when it is long
-        enough to be reused and is a single call or shares a long prefix with another prompt of the chunk;
-        the rest run in one left-padded batch as without the cache."""
+        prompt goes through the cache when it is long enough to be reused and has a cached prefix, shares a long
+        prefix with another prompt of the chunk, or is a single call; the rest run in one left-padded batch as
+        without the cache. On the cache, a prompt nothing serves runs alone and is kept; the prompts served by one
+        kept prompt then run as one batch on its states."""
         cache = self.prefix_cache
         if cache is None:
             return self._score_padded(prompts)
         t0 = time.perf_counter()
         ids = [np.asarray(self.tokenizer(p, add_special_tokens=False)["input_ids"], dtype=np.int64) for p in prompts]
         least = cache.min_tokens
-        alone = []
+        on_cache = []
         for i, row in enumerate(ids):
             partner = any(common_prefix_length(row, other) >= least for j, other in enumerate(ids) if j != i)
             if len(row) > least and (len(ids) == 1 or partner or cache.reusable(row)):
-                alone.append(i)
+                on_cache.append(i)
         share = (time.perf_counter() - t0) / len(prompts)
         results: list[tuple[Any, float, int] | None] = [None] * len(prompts)
-        rest = [i for i in range(len(prompts)) if i not in alone]
+        rest = [i for i in range(len(prompts)) if i not in on_cache]
         if rest:
             cache.count_misses(len(rest))
             for i, res in zip(rest, self._score_padded([prompts[i] for i in rest]), strict=True):
                 results[i] = (res[0], res[1] + share, res[2])
-        for i in alone:
+        groups: dict[int, tuple[PrefixEntry, list[tuple[int, int]]]] = {}
+        for i in on_cache:
             t1 = time.perf_counter()
-            logits = self._score_on_prefix(ids[i], cache)
-            results[i] = (logits, time.perf_counter() - t1 + share, len(ids[i]))
+            entry, reuse = cache.lookup(ids[i])
+            if entry is None:
+                logits = self._run_on_prefix(None, 0, [ids[i]], cache)[0]
+                results[i] = (logits, time.perf_counter() - t1 + share, len(ids[i]))
+            elif np.array_equal(entry.ids, ids[i]):  # the very prompt kept: its logits as first computed
+                cache.count_saved(reuse)
+                results[i] = (entry.logits, time.perf_counter() - t1 + share, len(ids[i]))
+            else:
+                groups.setdefault(id(entry), (entry, []))[1].append((i, reuse))
+        for entry, members in groups.values():
+            t1 = time.perf_counter()
+            reuse = min(r for _, r in members)  # one shared length for the batch: the shortest match
+            rows = self._run_on_prefix(entry, reuse, [ids[i] for i, _ in members], cache)
+            each = (time.perf_counter() - t1) / len(members)
+            for (i, _), logits in zip(members, rows, strict=True):
+                results[i] = (logits, each + share, len(ids[i]))
         return [r for r in results if r is not None]
 
     def _score_padded(self, prompts: Sequence[str]) -> list[tuple[Any, float, int]]:
@@ -581,31 +604,48 @@ class LocalBackend(Backend):
         elapsed = (time.perf_counter() - t0) / len(prompts)
         return [(logits[r], elapsed, int(mask[r].sum())) for r in range(len(prompts))]
 
-    def _score_on_prefix(self, ids: np.ndarray, cache: PrefixCache) -> Any:
-        """The next-token logits after ``ids``: only the tokens past the longest cached prefix run; the prompt
-        is then kept (its states are the pass's own cache, so keeping it costs no compute)."""
+    def _run_on_prefix(self, entry: PrefixEntry | None, reuse: int, rows: Sequence[np.ndarray],
+                       cache: PrefixCache) -> list[Any]:
+        """The float32 next-token logits after each of ``rows``, which all start with ``entry``'s first
+        ``reuse`` tokens (none without an entry): one forward pass over their remaining tokens, right-padded,
+        on the kept states repeated per row. Right padding needs no attention mask: a causal model's real
+        tokens never look at the pads after them, and every row's positions continue from ``reuse``. A row
+        that computed more than ``min_tokens`` tokens itself (every miss) is kept for later prompts."""
         import torch
         from transformers import DynamicCache
 
         model = self.loaded.model
-        entry, reuse = cache.lookup(ids)
-        if entry is not None and np.array_equal(entry.ids, ids):
-            return entry.logits  # the very prompt kept: its logits as first computed
-        if entry is not None:
-            past = DynamicCache(ddp_cache_data=[(k[..., :reuse, :], v[..., :reuse, :]) for k, v in entry.layers],
-                                config=model.config)
-        else:
+        tails = [row[reuse:] for row in rows]
+        width = max(len(t) for t in tails)
+        run = torch.full((len(rows), width), int(self.tokenizer.pad_token_id), dtype=torch.long)
+        for r, tail in enumerate(tails):
+            run[r, :len(tail)] = torch.from_numpy(tail)
+        if entry is None:
             past = DynamicCache(config=model.config)
-        run = torch.from_numpy(ids[reuse:]).unsqueeze(0)
-        with torch.inference_mode():  # the pass appends this prompt's states to ``past``
-            result = model(input_ids=run, use_cache=True, logits_to_keep=1, **{self._cache_kwarg(): past})
-        logits = result.logits[0, -1, :].float()
+        else:
+            past = DynamicCache(config=model.config, ddp_cache_data=[
+                (k[..., :reuse, :].expand(len(rows), -1, -1, -1), v[..., :reuse, :].expand(len(rows), -1, -1, -1))
+                for k, v in entry.layers])
+        last = torch.tensor([len(t) - 1 for t in tails])
+        keep = torch.unique(last)  # sorted; the lm head runs on these positions only
+        with torch.inference_mode():  # the pass appends the rows' states to ``past``
+            out = model(input_ids=run, use_cache=True, logits_to_keep=1 if len(rows) == 1 else keep,
+                        **{self._cache_kwarg(): past}).logits
+        cols = torch.zeros_like(last) if len(rows) == 1 else torch.searchsorted(keep, last)
+        logits = [out[r, cols[r], :].float() for r in range(len(rows))]
+        cache.count_saved(reuse * len(rows))
         layers = getattr(past, "layers", None)
         if layers is None or any(type(layer).__name__ != "DynamicLayer" for layer in layers):
             # sliding-window or recurrent layers keep only part of the past: a prefix of them cannot be reused
             self.prefix_cache = None
             return logits
-        cache.store(PrefixEntry(ids, tuple((layer.keys, layer.values) for layer in layers), logits))
+        for r, tail in enumerate(tails):
+            if len(tail) > cache.min_tokens or entry is None:
+                n = reuse + len(tail)
+                states = tuple((layer.keys[r:r + 1, :, :n, :], layer.values[r:r + 1, :, :n, :]) for layer in layers)
+                if len(rows) > 1:  # its own copy, not a view that keeps the whole batch's states alive
+                    states = tuple((k.clone(), v.clone()) for k, v in states)
+                cache.store(PrefixEntry(rows[r], states, logits[r]))
         return logits
 
     def _cache_kwarg(self) -> str:
