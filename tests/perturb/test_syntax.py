@@ -22,6 +22,7 @@ from routerlab.perturb.syntax import (
     question_to_instruction,
     rule_outputs,
     sentences,
+    subject_question_to_instruction,
     syntax_candidates,
 )
 from tests.perturb import real_queries
@@ -51,6 +52,17 @@ def test_question_to_instruction() -> None:
         "Tell me who the first president of the United States was."]
     assert question_to_instruction("Where is the tower located?") == []  # "located": not a whole noun phrase
     assert question_to_instruction("Why is the sky blue?") == []
+
+
+def test_subject_question_to_instruction() -> None:
+    assert subject_question_to_instruction("Who wrote Hamlet?") == "Tell me who wrote Hamlet."
+    assert subject_question_to_instruction("Which activity wastes a natural resource?") == \
+        "Tell me which activity wastes a natural resource."
+    assert subject_question_to_instruction("Which planet has the most moons?") == \
+        "Tell me which planet has the most moons."
+    assert subject_question_to_instruction("Which way round does it go?") is None  # "round" is no verb
+    assert subject_question_to_instruction("Who did you see?") is None  # an auxiliary: maybe an object question
+    assert subject_question_to_instruction("Which of the following is true?") is None
 
 
 def test_instruction_to_question() -> None:
@@ -114,8 +126,8 @@ def test_seeded_order() -> None:
 
 def test_real_queries(shared_data: Path) -> None:
     """Over LLMRouter's 706 test queries every candidate keeps the bag of content words and the protected spans.
-    Many queries are bare questions, word lists or code that no rule reorders: measured, 24.6% (174 of 706) get
-    p = 3 variants and 45.2% (319) at least one (p = 3, seed 0)."""
+    Many queries are bare questions, word lists or code that no rule reorders: measured, 25.1% (177 of 706) get
+    p = 3 variants and 45.9% (324) at least one (p = 3, seed 0)."""
     ids, texts = real_queries(shared_data)
     assert len(texts) >= 300
     cands = SyntaxLevel().candidates(texts, 3, [level_rng(0, q, "syntax") for q in ids])

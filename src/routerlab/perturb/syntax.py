@@ -13,6 +13,9 @@ one-line sentence; each gives at most one new sentence, or nothing when it does 
 3. **question to instruction**: ``What/Who/Where/Which is|are|was|were the X?`` -> ``Tell me what the X is.``;
    and for ``What``, also ``Determine the X.`` (X starts with a determiner, has no comma and does not end in -ed
    or -en, so it is a whole noun phrase).
+   3b. **subject question to instruction**: ``Who wrote X?`` -> ``Tell me who wrote X.``; ``Which/What N V X?``
+   -> ``Tell me which N V X.`` when V (not an auxiliary) ends in -s or -ed, so the wh-phrase is the subject and
+   the word order stays.
 4. **instruction to question**: ``Find/Determine/Calculate/Compute/Identify the X.`` -> ``What is the X?``
    (``are`` when X's head noun, the last word before its first preposition, ends in a plural -s).
 5. **prepositional phrase to front**: ``Y in X.`` -> ``In X, y.`` (in, on, at, within, during, inside, across,
@@ -192,6 +195,26 @@ def question_to_instruction(sentence: str) -> list[str]:
     return out
 
 
+_AUXILIARIES = frozenset(("is", "are", "was", "were", "do", "does", "did", "can", "could", "will", "would",
+                          "shall", "should", "may", "might", "must"))
+
+
+def subject_question_to_instruction(sentence: str) -> str | None:
+    """Rule 3b: a question whose wh-phrase is the subject keeps its word order when embedded: ``Who wrote X?`` ->
+    ``Tell me who wrote X.``, ``Which planet has X?`` -> ``Tell me which planet has X.``."""
+    m = re.fullmatch(r"(Who|(?:Which|What)\s+[a-z]+)\s+([a-z]+)\s+([^?]+)\?", sentence.strip())
+    if m is None:
+        return None
+    wh, verb, rest = m.groups()
+    noun = wh.split()[-1]
+    if verb in _AUXILIARIES or (verb in STOP_WORDS and verb not in ("has", "had")) or (
+            noun != "Who" and noun in STOP_WORDS):
+        return None
+    if noun != "Who" and not (verb.endswith(("s", "ed")) or verb in ("has", "had")):
+        return None  # "Which way round ..." : the word after the noun is not a verb
+    return f"Tell me {wh[0].lower()}{wh[1:]} {verb} {rest}."
+
+
 def instruction_to_question(sentence: str) -> str | None:
     """Rule 4: ``Find the X.`` -> ``What is the X?`` (``are`` for a plural head noun)."""
     body, punct = _split_end(sentence)
@@ -270,10 +293,12 @@ def coordination_swap(sentence: str) -> list[str]:
 SentenceRule = Callable[[str], "str | list[str] | None"]
 SENTENCE_RULES: tuple[tuple[str, SentenceRule], ...] = (
     ("clause_to_end", clause_to_end), ("clause_to_front", clause_to_front),
-    ("question_to_instruction", question_to_instruction), ("instruction_to_question", instruction_to_question),
+    ("question_to_instruction", question_to_instruction),
+    ("subject_question_to_instruction", subject_question_to_instruction),
+    ("instruction_to_question", instruction_to_question),
     ("pp_to_front", pp_to_front), ("pp_to_end", pp_to_end), ("coordination_swap", coordination_swap),
 )
-"""Rules 1-7 by name, in the module docstring's order."""
+"""Rules 1-7 (and 3b) by name, in the module docstring's order."""
 
 
 def _question_moves(text: str) -> list[str]:
