@@ -263,8 +263,9 @@ def audit_summary(record: dict[str, Any], out_dir: Path) -> list[str]:
                      f"random {b['random']:.4f}")
     if "leaderboard" in secs and secs["leaderboard"].get("headline"):
         lines.append(secs["leaderboard"]["headline"])
-    if "partial" in secs and secs["partial"].get("headline"):
-        lines.append(secs["partial"]["headline"])
+    for name in ("partial", "robustness"):
+        if name in secs and secs[name].get("headline"):
+            lines.append(secs[name]["headline"])
     if "diversity" in secs and "hse_normalized" in secs["diversity"]:
         d = secs["diversity"]
         lines.append(f"diversity: normalised HSE {d['hse_normalized']:.3f} over {d['n_actors']} actors"
