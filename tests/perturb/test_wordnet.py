@@ -121,6 +121,11 @@ def test_inflect(wn: WordNet, base: str, pos: str, form: str, expected: str | No
     assert wn.inflect(base, pos, form) == expected
 
 
+def test_may_be_a_name(wn: WordNet) -> None:
+    assert wn.may_be_a_name("John") and wn.may_be_a_name("paris")
+    assert not wn.may_be_a_name("tadpoles") and not wn.may_be_a_name("write")
+
+
 def test_form_of_round_trips(wn: WordNet) -> None:
     assert wn.form_of("jumped", "jump", "verb") == "ed"
     assert wn.form_of("jumping", "jump", "verb") == "ing"

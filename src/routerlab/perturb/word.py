@@ -5,16 +5,16 @@ A variant makes k edits, k drawn uniformly from 1..k_max with k_max = 1 below 4 
 8, else 3 (so at least half of a query's content words survive once it has 6 or more). An edit is one of:
 
 * **synonym**: a content word (letters only, at least 3, not in :data:`STOP_WORDS`, lower case or capitalised at the
-  start of a sentence) is replaced by another lemma of its most frequent WordNet sense (only the first sense: later
-  senses are mostly other meanings), re-inflected to the original's form (plural, -s, -ed, -ing, -er, -est;
-  :mod:`routerlab.perturb.wordnet` skips a synonym whose form is not certain). Synonyms with capitals (proper
-  names), digits or other symbols, and abbreviations (under 3 letters, or a prefix of the word: diameter -> diam)
-  are skipped, as are words with two possible WordNet bases (``found`` is ``find`` or ``found``). The part of speech
-  is guessed without a tagger: a possible adjective before a content word that can be a noun is an adjective, and a
-  word after an adjective is a noun when it can be; after a determiner or a number word a word is a noun or an
-  adjective, after ``to``, a modal or a subject pronoun a verb (then a noun), a word in -ly an adverb first;
-  otherwise the part of speech whose senses are most often tagged in WordNet's concordance, ties in the order noun,
-  verb, adjective, adverb. A capitalised first letter is kept.
+  start of a sentence and not possibly a name there: John, Paris) is replaced by another lemma of its most frequent
+  WordNet sense (only the first sense: later senses are mostly other meanings), re-inflected to the original's form
+  (plural, -s, -ed, -ing, -er, -est; :mod:`routerlab.perturb.wordnet` skips a synonym whose form is not certain).
+  Synonyms with capitals (proper names), digits or other symbols, and abbreviations (under 3 letters, or a prefix of
+  the word: diameter -> diam) are skipped, as are words with two possible WordNet bases (``found`` is ``find`` or
+  ``found``). The part of speech is guessed without a tagger: a possible adjective before a content word that can be
+  a noun is an adjective, and a word after an adjective is a noun when it can be; after a determiner or a number
+  word a word is a noun or an adjective, after ``to``, a modal or a subject pronoun a verb (then a noun), a word in
+  -ly an adverb first; otherwise the part of speech whose senses are most often tagged in WordNet's concordance,
+  ties in the order noun, verb, adjective, adverb. A capitalised first letter is kept.
 * **function**: contractions both ways (:data:`CONTRACTIONS`; ``X is``/``X are``/``I am`` contract only before
   another word, not at a clause end), ``please`` put before or taken from a sentence that starts with an
   imperative verb (:data:`IMPERATIVES`), ``the`` dropped before a plural noun (not after ``of``, ``all``,
@@ -47,6 +47,13 @@ first second third fourth fifth sixth seventh eighth ninth tenth half twice thri
 """)
 """Number words: never replaced (they carry the answer like digits do); a word after one is a noun or adjective."""
 
+TECHNICAL_TERMS: frozenset[str] = _word_set("""
+array arrays boolean dict dictionary dictionaries float function functions integer integers key keys list lists
+map number numbers return returns set sets string strings tuple tuples value values
+""")
+"""Words with a technical meaning in code and mathematics that a WordNet synonym would change (string -> twine,
+function -> map, set -> put): never replaced."""
+
 STOP_WORDS: frozenset[str] = _word_set("""
 a about above after again against all also am an and any are aren't as at be because been before being below
 between both but by can can't cannot could couldn't did didn't do does doesn't doing don't down during each every
@@ -59,10 +66,10 @@ while who who's whom whose why will with won't would wouldn't you you're your yo
 please yes via per within without inside outside among across along around behind beyond toward towards onto
 throughout since though although unless whether however thus therefore also just even still yet
 following
-""") | NUMBER_WORDS
+""") | NUMBER_WORDS | TECHNICAL_TERMS
 """Words never replaced by a synonym, and left out of the bag of content words the tests compare (an explicit
 list: articles, pronouns, auxiliaries, prepositions, conjunctions, wh-words and their contractions, ``following``
-(multiple-choice frames), and the :data:`NUMBER_WORDS`)."""
+(multiple-choice frames), the :data:`NUMBER_WORDS` and the :data:`TECHNICAL_TERMS`)."""
 
 CONTRACTIONS: tuple[tuple[str, str], ...] = (
     ("what is", "what's"), ("that is", "that's"), ("it is", "it's"), ("there is", "there's"),
@@ -84,6 +91,10 @@ summarize tell translate write
 """Verbs that start an instruction; ``please`` is put before (or taken from) a sentence starting with one."""
 
 DETERMINERS = _word_set("the a an this that these those my your his her its our their each every some any no another")
+_QUANTIFIERS = _word_set("many much several few more most all both such other")
+NUMBER_CONTEXT = "<number>"
+"""What a word is preceded by when the token before it is a protected number (``3 times``)."""
+_NOUN_CONTEXT = DETERMINERS | NUMBER_WORDS | _QUANTIFIERS | {NUMBER_CONTEXT}
 _VERB_CONTEXT = _word_set("to can could will would shall should may might must cannot i you we they he she it who")
 _NO_ARTICLE_DROP_AFTER = frozenset(("of", "all", "both", "half"))
 WORD_PATTERN = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
@@ -133,20 +144,18 @@ def _guess_pos(word: str, prev: str | None, prev_pos: str | None, following: str
     if ("adj" in found and following is not None and following not in STOP_WORDS
             and wn.base_forms(following, "noun")):
         return "adj"
-    preferred: tuple[str, ...] | None = None
-    if prev in DETERMINERS or prev in NUMBER_WORDS:
-        preferred = ("noun", "adj")
-    elif prev in _VERB_CONTEXT:
-        preferred = ("verb", "noun")
-    if preferred is not None:
-        return next((p for p in preferred if p in found), None)
-    if word.endswith("ly") and "adv" in found:
-        return "adv"
 
     def tagged(pos: str) -> int:
         entry = wn.entry(wn.base_forms(word, pos)[0], pos)
         return entry.tagsense_cnt if entry is not None else 0
 
+    if prev in _NOUN_CONTEXT:
+        nominal = [p for p in ("noun", "adj") if p in found]
+        return max(nominal, key=lambda p: (tagged(p), p == "noun")) if nominal else None
+    if prev in _VERB_CONTEXT:
+        return next((p for p in ("verb", "noun") if p in found), None)
+    if word.endswith("ly") and "adv" in found:
+        return "adv"
     return max(found, key=lambda p: (tagged(p), -POS_NAMES.index(p)))
 
 
@@ -249,12 +258,14 @@ def edit_options(text: str, wn: WordNet | None = None) -> list[list[WordEdit]]:
         lower = word.lower()
         if lower in STOP_WORDS or len(word) < 3 or not word.isalpha():
             continue
-        if not (word.islower() or (word[0].isupper() and word[1:].islower() and _at_sentence_start(text, s))):
+        if not (word.islower() or (word[0].isupper() and word[1:].islower() and _at_sentence_start(text, s)
+                                   and not net.may_be_a_name(lower))):
             continue
         before = words[i - 1] if i > 0 else None
         after = words[i + 1] if i + 1 < len(words) else None
-        pos = _guess_pos(lower, before[2].lower() if before else None, guessed.get(i - 1),
-                         after[2].lower() if after else None, net)
+        prev_word = before[2].lower() if before else (
+            NUMBER_CONTEXT if i > 0 and text[max(0, s - 20):s].rstrip()[-1:].isdigit() else None)
+        pos = _guess_pos(lower, prev_word, guessed.get(i - 1), after[2].lower() if after else None, net)
         if pos is not None:
             guessed[i] = pos
         found = _synonym_options(lower, pos, net) if pos is not None else None

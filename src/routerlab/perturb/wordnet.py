@@ -196,6 +196,16 @@ class WordNet:
                     out.append(lemma)
         return out
 
+    def may_be_a_name(self, word: str) -> bool:
+        """True when some noun sense of ``word`` is spelled with a capital in WordNet (John, Paris, Mars): a
+        capitalised word at the start of a sentence may then be a name, not the common noun (john -> can)."""
+        entry = self.entry(word, "noun")
+        if entry is None:
+            return False
+        lower = word.lower()
+        return any(lemma.lower() == lower and lemma[:1].isupper()
+                   for offset in entry.offsets for lemma in self.synset_lemmas(offset, "noun"))
+
     def irregular_forms(self, base: str, pos: str) -> list[str]:
         """The inflected forms ``POS.exc`` lists for ``base`` (``go`` -> went, gone, ...)."""
         return list(self._pos(pos).reverse.get(base.lower().replace(" ", "_"), ()))
