@@ -10,9 +10,19 @@ from typing import ClassVar
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from routerlab.errors import DataError, UsageError
-from routerlab.perturb import Perturber, level_names, perturb, read_variants, register_level, write_variants
+from routerlab.perturb import (
+    Perturber,
+    keeps_protected,
+    level_names,
+    perturb,
+    read_variants,
+    register_level,
+    write_variants,
+)
 from routerlab.perturb.base import _REGISTRY, NO_BACKEND, Variant
 from tests.perturb import require_wordnet
 
@@ -146,3 +156,24 @@ def test_invalid_json_line_names_the_row(tmp_path: Path) -> None:
     path.write_text(json.dumps({"query_id": "q", "level": "word", "text": "a"}) + "\n{oops\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"broken\.jsonl, row 2: invalid JSON"):
         read_variants(path)
+
+
+_TOKENS = ("the", "a", "if", "when", "what", "is", "find", "tell", "in", "at", "and", "or", "cats", "dogs",
+           "Which", "Who", "wrote", "I", "do", "not", "don't", "please", "Write", "each", "x", "3", "4.5", ",",
+           ".", "?", "In", "If", "$y^2$", "`f(x)`", "\n")
+
+
+@settings(max_examples=150)
+@given(st.one_of(st.lists(st.sampled_from(_TOKENS), max_size=16).map(" ".join),
+                 st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=60)))
+def test_any_text_gives_candidates_that_keep_protected_spans(text: str) -> None:
+    """No offline level raises on arbitrary text, and every raw candidate keeps the protected spans (the syntax
+    level also the bag of content words)."""
+    from routerlab.perturb.base import level_class
+    from routerlab.perturb.syntax import content_bag
+
+    for level in ("character", "word", "syntax"):
+        for cand in level_class(level)().candidates([text], 3, [np.random.default_rng(0)])[0]:
+            assert keeps_protected(text, cand)
+            if level == "syntax":
+                assert content_bag(cand) == content_bag(text)

@@ -244,7 +244,7 @@ def pp_to_front(sentence: str) -> str | None:
     if not punct or "," in body or ";" in body or ":" in body:
         return None
     words = body.split()
-    if any(w.lower() in _SUBORDINATORS for w in words) or words[0].lower() in _PREPOSITIONS:
+    if not words or any(w.lower() in _SUBORDINATORS for w in words) or words[0].lower() in _PREPOSITIONS:
         return None  # the phrase may belong to a subordinate clause, or one is fronted already
     for i in range(len(words) - 2, 2, -1):
         if words[i].lower() in STOP_WORDS and words[i].lower() not in _PP_WORD_OK:
