@@ -134,6 +134,7 @@ def test_perturb_parts(table_dir: Path, tmp_path: Path, capsys: pytest.CaptureFi
     (["--backend", ":x"], "--backend"),
     (["--backend", "nosuch:model"], "unknown backend kind 'nosuch'"),
     (["--split", "random:2"], "test fraction must be in (0, 1)"),
+    (["--levels", "paraphrase,rambling"], "written by an LLM, and no --backend is given"),
 ])
 def test_perturb_bad_options_are_one_line(table_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                           extra: list[str], message: str) -> None:
@@ -428,6 +429,7 @@ def test_robustness_outcomes_table_by_hand(table_dir: Path, tmp_path: Path,
     (["--outcomes", "/nonexistent/t"], "--outcomes /nonexistent/t: no such file"),
     (["--encoder", "precomputed:path=x.npy"], ""),
     (["--split", "ood:nope"], "nope"),
+    (["--levels", "rambling"], "written by an LLM, and no --backend is given"),
 ])
 def test_robustness_bad_options_are_one_line(table_dir: Path, capsys: pytest.CaptureFixture[str],
                                              extra: list[str], message: str) -> None:
@@ -496,3 +498,26 @@ def test_robustness_on_a_real_table_with_the_offline_levels(
     assert 0.0 <= knn["rho"] <= 1.0 and set(knn["rho_by_level"]) == set(offline)
     assert all(0.0 <= v <= 1.0 for v in knn["rho_by_level"].values())
     assert record["n_test"] > 100
+
+
+def test_perturb_with_a_backend_writes_the_llm_levels(smollm2: Backend, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """--backend reaches the LLM levels: SmolLM2 paraphrases the test query (the offline level runs beside it)."""
+    _borrow_smollm2(smollm2, monkeypatch)
+    texts = ["Which planet is closest to the sun?", "What is the capital city of France?",
+             "Which animal is known as the king of the jungle?", "What colour is a ripe banana?"]
+    RoutingTable.from_arrays(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 1.0]]), actors=["a", "b"],
+                             query_ids=["p1", "p2", "p3", "p4"], text=texts,
+                             split=["train", "train", "train", "test"]).save(tmp_path / "t")
+    out = tmp_path / "v.jsonl"
+    record = run_json(["perturb", str(tmp_path / "t"), "--levels", f"{TEST_LEVEL},paraphrase", "--variants", "2",
+                       "--backend", "local:smollm2-135m,threads=1", "--cache-dir", str(tmp_path / "c"),
+                       "-o", str(out)], capsys)
+    para = record["levels"]["paraphrase"]
+    assert "not_generated" not in para and para["queries"] == 1
+    assert record["backend"].startswith("local:smollm2-135m") and "paraphrase" in record["settings"]
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    made = [x for x in lines if x["level"] == "paraphrase"]
+    assert 1 <= len(made) == para["variants"] <= 2 and {x["query_id"] for x in made} == {"p4"}
+    assert all(x["text"] not in texts for x in made)

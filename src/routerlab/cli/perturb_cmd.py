@@ -79,6 +79,17 @@ def needs_llm(levels: Sequence[str]) -> bool:
     return any(not level_class(lv).offline for lv in levels)
 
 
+def check_something_to_generate(levels: Sequence[str], spec: BackendSpec | None) -> None:
+    """Refuse, before anything loads, a run whose every level needs an LLM when no ``--backend`` is given: it
+    could only report every level as not generated."""
+    from routerlab.perturb.base import level_class
+
+    if spec is None and all(not level_class(lv).offline for lv in levels):
+        raise UsageError(f"--levels {','.join(levels)}: written by an LLM, and no --backend is given "
+                         "(e.g. --backend local:smollm2-135m,threads=1), or add an offline level: character, word, "
+                         "syntax")
+
+
 def load_backend_for(spec: BackendSpec | None, cache_dir: Path | None) -> Backend | None:
     """The backend of ``--backend`` loaded behind the on-disk call cache (None without a spec)."""
     if spec is None:
@@ -165,6 +176,7 @@ def perturb_cmd(
     check_cache_dir(cache_dir)
     spec = parse_backend(backend)
     llm = needs_llm(names)
+    check_something_to_generate(names, spec)
     table = open_table(table_dir)
     positions, split_info = part_positions(table, split, seed, part)
     model = load_backend_for(spec, cache_dir) if llm else None

@@ -30,6 +30,7 @@ from routerlab.cli.perturb_cmd import (
     CACHE_HELP,
     MAX_VARIANTS,
     check_cache_dir,
+    check_something_to_generate,
     load_backend_for,
     needs_llm,
     parse_backend,
@@ -137,6 +138,7 @@ def robustness_cmd(
     else:
         names = names if names is not None else parse_levels(DEFAULT_LEVELS)
         llm = needs_llm(names)
+        check_something_to_generate(names, spec)
     outcome_table = None
     if outcomes is not None:
         from routerlab.data.store import load
@@ -151,6 +153,9 @@ def robustness_cmd(
         if pset is None:
             assert names is not None
             pset = perturb_queries(table, positions, names, variants or DEFAULT_P, seed, model)
+            if not len(pset):
+                raise UsageError(f"no variant could be made of the {len(positions)} test queries at level "
+                                 f"{', '.join(names)}: {pset.describe()['stats']}")
         result = run_protocol(table, specs, pset, split=split, encoder=encoder, seed=seed, n_boot=n_boot,
                               outcomes=outcome_table, backend=model)  # features: the default feature cache
     finally:
