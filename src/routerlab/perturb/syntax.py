@@ -49,7 +49,15 @@ import numpy as np
 
 from routerlab.perturb.base import Perturber, register_level
 from routerlab.perturb.spans import protected_spans
-from routerlab.perturb.word import DETERMINERS, IMPERATIVES, STOP_WORDS, WORD_PATTERN, content_words
+from routerlab.perturb.word import (
+    DETERMINERS,
+    FUNCTION_WORDS,
+    IMPERATIVES,
+    NUMBER_WORDS,
+    STOP_WORDS,
+    WORD_PATTERN,
+    content_words,
+)
 
 FRAME_WORDS: frozenset[str] = frozenset(("tell", "determine", "find", "calculate", "compute", "identify"))
 """Verbs that frame a request (rules 3 and 4 add or drop them); left out of the bag of content words."""
@@ -207,8 +215,8 @@ def subject_question_to_instruction(sentence: str) -> str | None:
         return None
     wh, verb, rest = m.groups()
     noun = wh.split()[-1]
-    if verb in _AUXILIARIES or (verb in STOP_WORDS and verb not in ("has", "had")) or (
-            noun != "Who" and noun in STOP_WORDS):
+    if verb in _AUXILIARIES or (verb in FUNCTION_WORDS and verb not in ("has", "had")) or (
+            noun != "Who" and noun in FUNCTION_WORDS):
         return None
     if noun != "Who" and not (verb.endswith(("s", "ed")) or verb in ("has", "had")):
         return None  # "Which way round ..." : the word after the noun is not a verb
@@ -235,7 +243,7 @@ def instruction_to_question(sentence: str) -> str | None:
 
 def _pp_words_ok(words: Sequence[str]) -> bool:
     return 1 <= len(words) <= 5 and all(
-        w.lower() in _PP_WORD_OK or w.lower().strip(".,") not in STOP_WORDS for w in words)
+        w.lower() in _PP_WORD_OK or w.lower().strip(".,") not in FUNCTION_WORDS for w in words)
 
 
 def pp_to_front(sentence: str) -> str | None:
@@ -247,7 +255,7 @@ def pp_to_front(sentence: str) -> str | None:
     if not words or any(w.lower() in _SUBORDINATORS for w in words) or words[0].lower() in _PREPOSITIONS:
         return None  # the phrase may belong to a subordinate clause, or one is fronted already
     for i in range(len(words) - 2, 2, -1):
-        if words[i].lower() in STOP_WORDS and words[i].lower() not in _PP_WORD_OK:
+        if words[i].lower() in FUNCTION_WORDS and words[i].lower() not in _PP_WORD_OK:
             if words[i] in _PREPOSITIONS and _pp_words_ok(words[i + 1:]):
                 pp = _capitalise(words[i])
                 if pp is None:
@@ -276,7 +284,7 @@ def coordination_swap(sentence: str) -> list[str]:
     out: list[str] = []
     for m in re.finditer(r"(?<=\s)([a-z]{3,})\s+(and|or)\s+([a-z]{3,})\b(?![-'])", sentence):
         a, b = m.group(1), m.group(3)
-        if a in STOP_WORDS or b in STOP_WORDS or a == b:
+        if a in FUNCTION_WORDS | NUMBER_WORDS or b in FUNCTION_WORDS | NUMBER_WORDS or a == b:
             continue
         before = sentence[:m.start()].split()
         if not before or before[-1] not in _COORD_AFTER or (len(before) > 1 and before[-2].endswith(",")):

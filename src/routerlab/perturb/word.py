@@ -54,7 +54,7 @@ map number numbers return returns set sets string strings tuple tuples value val
 """Words with a technical meaning in code and mathematics that a WordNet synonym would change (string -> twine,
 function -> map, set -> put): never replaced."""
 
-STOP_WORDS: frozenset[str] = _word_set("""
+FUNCTION_WORDS: frozenset[str] = _word_set("""
 a about above after again against all also am an and any are aren't as at be because been before being below
 between both but by can can't cannot could couldn't did didn't do does doesn't doing don't down during each every
 few for from further had hadn't has hasn't have haven't having he he's her here here's hers herself him himself
@@ -66,7 +66,11 @@ while who who's whom whose why will with won't would wouldn't you you're your yo
 please yes via per within without inside outside among across along around behind beyond toward towards onto
 throughout since though although unless whether however thus therefore also just even still yet
 following
-""") | NUMBER_WORDS | TECHNICAL_TERMS
+""")
+"""Articles, pronouns, auxiliaries, prepositions, conjunctions, wh-words and their contractions, ``please`` and
+``following`` (multiple-choice frames): what the syntax rules treat as grammar rather than content."""
+
+STOP_WORDS: frozenset[str] = FUNCTION_WORDS | NUMBER_WORDS | TECHNICAL_TERMS
 """Words never replaced by a synonym, and left out of the bag of content words the tests compare (an explicit
 list: articles, pronouns, auxiliaries, prepositions, conjunctions, wh-words and their contractions, ``following``
 (multiple-choice frames), the :data:`NUMBER_WORDS` and the :data:`TECHNICAL_TERMS`)."""
