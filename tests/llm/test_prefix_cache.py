@@ -183,6 +183,23 @@ def test_a_hit_with_a_long_own_part_is_kept(smollm2: Any) -> None:
     assert stats["tokens_held"] == len(a) + len(b)
 
 
+def test_two_families_in_one_batch(smollm2: Any) -> None:
+    """One batch holding two prefixes: each family's first prompt runs alone and is kept, its other prompts run
+    on it; the letters are those scored without the cache."""
+    on, off = _pair(smollm2)
+    header = PREFIX.replace("You route each question", "Send every query").replace("Examples:", "For instance:")
+    other = [[Message("system", header[::-1]), Message("user", q)] for q in SUFFIXES[:2]]
+    batch = [FAMILY[0], other[0], FAMILY[1], other[1], FAMILY[2]]
+    ids = [_ids(on, p) for p in batch]
+    assert _shared(ids[0], ids[1]) < 64
+    got = _logits(on, batch, batched=True)
+    ref = _logits(off, batch)
+    assert np.array_equal(ref.argmax(axis=1), got.argmax(axis=1)) and np.max(np.abs(ref - got)) < BF16_TOLERANCE
+    stats = on.prefix_stats()
+    assert stats["hits"] == 3 and stats["misses"] == 2 and stats["entries"] == 2
+    assert stats["tokens_saved"] == 2 * min(_shared(ids[0], ids[2]), _shared(ids[0], ids[4])) + _shared(ids[1], ids[3])
+
+
 def test_one_slot_evicts_the_other_family(smollm2: Any) -> None:
     on = LocalBackend(BackendSpec("local", "smollm2-135m", {"threads": 1, "prefix_slots": 1}),
                       cache_dir=smollm2.cache_dir)
