@@ -306,8 +306,11 @@ def test_collect_variants_and_invariance_with_smollm2(
     original, outcome = load(base), load(outs)
     assert outcome.n_queries == 6 and outcome.actor_names == ["smol", "s"]
     assert set(np.unique(outcome.score).tolist()) <= {0.0, 1.0}
-    record = run_json(["robustness", str(base), "--routers", "best-single,knn:k=3", "--variants-file",
-                       str(variants_file), "--outcomes", str(outs), "--n-boot", "40"], capsys)
+    # the prompted router asks the --backend model (SmolLM2) to route originals and variants
+    record = run_json(["robustness", str(base), "--routers", "best-single,knn:k=3,prompted", "--variants-file",
+                       str(variants_file), "--outcomes", str(outs), "--n-boot", "40", "--backend",
+                       "local:smollm2-135m,threads=1", "--cache-dir", str(tmp_path / "c")], capsys)
+    assert [r["router"] for r in record["results"]] == ["best-single", "knn:k=3", "prompted"]
     assert record["invariance_tested"] is True and "invariance_note" not in record
     rows = {str(q): dict(zip(original.actor_names, map(float, original.score[i]), strict=True))
             for i, q in enumerate(original.queries.ids)}
@@ -430,6 +433,8 @@ def test_robustness_outcomes_table_by_hand(table_dir: Path, tmp_path: Path,
     (["--encoder", "precomputed:path=x.npy"], ""),
     (["--split", "ood:nope"], "nope"),
     (["--levels", "rambling"], "written by an LLM, and no --backend is given"),
+    (["--routers", "knn,prompted"], "router prompted asks an LLM: give --backend"),
+    (["--routers", "prompted:backend=nosuch:m"], "unknown backend kind 'nosuch'"),
 ])
 def test_robustness_bad_options_are_one_line(table_dir: Path, capsys: pytest.CaptureFixture[str],
                                              extra: list[str], message: str) -> None:

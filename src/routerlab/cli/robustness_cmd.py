@@ -72,11 +72,17 @@ def filter_variants(pset: PerturbationSet, levels: list[str] | None, p: int | No
     return replace(pset, variants=tuple(kept), p=min(p, pset.p), stats=stats)
 
 
-def router_needs_backend(specs: list[str]) -> bool:
-    """Whether any router (the ``prompted`` one) routes by asking an LLM and so takes ``--backend``."""
+def routers_wanting_backend(specs: list[str]) -> list[str]:
+    """The routers that route by asking an LLM (``needs_backend``, the ``prompted`` one) and name no backend of
+    their own in their spec: they take ``--backend``."""
     from routerlab.routers.base import get_router
 
-    return any(bool(getattr(type(get_router(s)), "needs_backend", False)) for s in specs)
+    out = []
+    for spec in specs:
+        router = get_router(spec)
+        if getattr(type(router), "needs_backend", False) and not router.params.get("backend"):
+            out.append(spec)
+    return out
 
 
 def check_variants_cover(pset: PerturbationSet, table: RoutingTable, positions: Any, source: Path) -> None:
@@ -124,6 +130,10 @@ def robustness_cmd(
     names = parse_levels(levels) if levels is not None else None
     check_cache_dir(cache_dir)
     spec = parse_backend(backend)
+    wanting = routers_wanting_backend(specs)
+    if wanting and spec is None:
+        raise UsageError(f"router {', '.join(wanting)} asks an LLM: give --backend KIND:MODEL (e.g. "
+                         "local:smollm2-135m,threads=1) or prompted:backend=KIND:MODEL")
     if output is not None:
         check_output_dir(output)
     for path, option in ((variants_file, "--variants-file"), (outcomes, "--outcomes")):
@@ -148,7 +158,7 @@ def robustness_cmd(
     positions, _ = part_positions(table, split, seed, "test")
     if pset is not None and variants_file is not None:
         check_variants_cover(pset, table, positions, variants_file)
-    model = load_backend_for(spec, cache_dir) if (llm or router_needs_backend(specs)) else None
+    model = load_backend_for(spec, cache_dir) if (llm or wanting) else None
     try:
         if pset is None:
             assert names is not None
