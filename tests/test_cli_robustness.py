@@ -526,3 +526,33 @@ def test_perturb_with_a_backend_writes_the_llm_levels(smollm2: Backend, tmp_path
     made = [x for x in lines if x["level"] == "paraphrase"]
     assert 1 <= len(made) == para["variants"] <= 2 and {x["query_id"] for x in made} == {"p4"}
     assert all(x["text"] not in texts for x in made)
+
+
+def test_variant_questions_joins_by_query_id() -> None:
+    """Any object with query_id/level/variant/text/key is a variant (llm sits below perturb); the question keeps
+    its original's options, gold, dataset and split, with the variant's text and key."""
+    from dataclasses import dataclass
+
+    from routerlab.errors import DataError
+    from routerlab.llm.questions import Question, variant_questions
+
+    @dataclass(frozen=True)
+    class Own:
+        query_id: str
+        level: str
+        variant: int
+        text: str
+
+        @property
+        def key(self) -> str:
+            return f"{self.query_id}#{self.level}#{self.variant}"
+
+    qs = [Question("a", "Which is red?", "colours", "test", ("sky", "blood"), "B", "mc"),
+          Question("b", "6 x 7?", "maths", "train", None, "42", "short")]
+    got = variant_questions(qs, [Own("b", "word", 1, "Six times seven?"), Own("a", "character", 0, "Whcih is red?")],
+                            source="mine.jsonl")
+    assert got == [Question("b#word#1", "Six times seven?", "maths", "train", None, "42", "short"),
+                   Question("a#character#0", "Whcih is red?", "colours", "test", ("sky", "blood"), "B", "mc")]
+    with pytest.raises(DataError, match=r"mine.jsonl, row 7, field 'query_id': query 'c' is not among the 2"):
+        variant_questions(qs, [Own("a", "word", 0, "x"), Own("c", "word", 0, "y")], source="mine.jsonl",
+                          lines=[3, 7])
