@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -130,3 +131,13 @@ def test_real_small_model_through_the_call_cache(smollm2: Any, tmp_path: Path) -
     assert calls == 2
     second = perturb(ids, texts, ["paraphrase"], 2, backend=cached, options=options)
     assert second.variants == first.variants and len(list(tmp_path.rglob("*.json"))) == calls
+
+
+def test_spans_that_overlap_are_merged_and_segments_give_the_text_back() -> None:
+    from routerlab.perturb.spans import protected_spans, segments
+
+    text = 'Draw label("$A$",(10,22),S) and $x$ then stop.'
+    spans = protected_spans(text)
+    assert [text[s:e] for s, e in spans] == ['label("$A$",(10,22),S)', "$x$"]
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
+    assert "".join(piece for piece, _ in segments(text)) == text

@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from routerlab._registry import Registry
 from routerlab.errors import UsageError
-from routerlab.perturb.spans import keeps_protected
+from routerlab.perturb.spans import protected_strings
 
 if TYPE_CHECKING:
     from routerlab.llm.base import Backend
@@ -143,11 +143,12 @@ def keep_variants(original: str, candidates: Sequence[str], p: int) -> tuple[lis
     seen = {original.strip()}
     kept: list[str] = []
     rejected = 0
+    protected = protected_strings(original)
     for cand in candidates:
         text = cand.strip()
         if not text or text in seen:
             continue
-        if not keeps_protected(original, text):
+        if protected_strings(text) != protected:
             rejected += 1
             continue
         seen.add(text)

@@ -42,7 +42,8 @@ def _protected_token(token: str) -> bool:
 
 def protected_spans(text: str) -> list[tuple[int, int]]:
     """Sorted, non-overlapping (start, end) spans of ``text`` that every perturbation keeps verbatim (module
-    docstring). A protected token's trailing sentence punctuation is not part of its span."""
+    docstring); overlapping matches are merged. A protected token's trailing sentence punctuation is not part of
+    its span."""
     spans: list[tuple[int, int]] = [m.span() for m in _BLOCKS.finditer(text)]
     covered = _covered(spans)
     for m in _TOKEN.finditer(text):
@@ -53,7 +54,13 @@ def protected_spans(text: str) -> list[tuple[int, int]]:
         if _protected_token(token):
             core = token.rstrip(_TRAILING) if not _OPTION_LABEL.match(token) else token
             spans.append((start, start + max(len(core), 1)))
-    return sorted(spans)
+    merged: list[tuple[int, int]] = []
+    for s, e in sorted(spans):  # a token may enclose a block (label("$A$",(1,2))): one span, the union
+        if merged and s < merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], e))
+        else:
+            merged.append((s, e))
+    return merged
 
 
 def _covered(spans: list[tuple[int, int]]) -> Callable[[int], bool]:
