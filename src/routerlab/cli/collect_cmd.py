@@ -95,12 +95,12 @@ def collect_cmd(
                     "actor_summary": summary})
     else:
         skipped = sum(qs.skipped.values())
-        asked_what = "questions" if variants is None else (
-            f"variants of {provenance['n_originals']} questions ({provenance['n_variants_available']} variants in "
-            f"{variants}; questions")
-        typer.echo(f"asked {table.n_queries} {asked_what} ({qs.n_available} available in {questions}"
-                   + (f", {skipped} skipped: " + "; ".join(f"{k} {v}" for k, v in qs.skipped.items()) if skipped
-                      else "") + ")" + ("" if variants is None else ")"))
+        available = (f"{qs.n_available} available in {questions}"
+                     + (f", {skipped} skipped: " + "; ".join(f"{k} {v}" for k, v in qs.skipped.items()) if skipped
+                        else ""))
+        typer.echo(f"asked {table.n_queries} questions ({available})" if variants is None else
+                   f"asked {table.n_queries} variants of {provenance['n_originals']} questions "
+                   f"({provenance['n_variants_available']} in {variants}; questions: {available})")
         width = max(len(a) for a in summary)
         for actor, s in summary.items():
             typer.echo(f"  {actor:<{width}}  accuracy {s['accuracy']:.3f}  {s['mode']:8}  "
