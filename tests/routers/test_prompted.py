@@ -439,3 +439,23 @@ def test_smollm2_routes_a_few_queries_in_both_modes(smollm2: Backend) -> None:
     p = logits.distribution(test)
     assert p.shape == (4, 3) and np.allclose(p.sum(axis=1), 1.0) and (p > 0).all()
     assert logits.last_mode == "logits" and logits.parse_failures == 0
+
+
+def test_protocols_hand_the_run_backend_over_or_refuse_before_training() -> None:
+    """``applicable_routers`` (every protocol's first step) gives a backend-less prompted router the run's backend,
+    leaves a router with its own alone, and without either refuses it before any training: an error, or a named
+    skip under ``skip_inapplicable`` (a zoo-wide run such as cold-start over every registered router)."""
+    from routerlab.protocols.full import applicable_routers
+
+    train = make_table(SCORES)
+    backend = ScriptedBackend()
+    chosen, skipped = applicable_routers(["prompted", "random"], train, 0, backend=backend)
+    router = dict(chosen)["prompted"]
+    assert not skipped and router.backend() is backend  # type: ignore[attr-defined]
+    own = PromptedRouter(backend="local:smollm2-135m")
+    (_, kept), = applicable_routers([own], train, 0, backend=backend)[0]
+    assert kept is own and own._attached is None
+    with pytest.raises(UsageError, match="asks an LLM and none is given"):
+        applicable_routers(["prompted", "random"], train, 0)
+    chosen, skipped = applicable_routers(["prompted", "random"], train, 0, skip_inapplicable=True)
+    assert [spec for spec, _ in chosen] == ["random"] and "asks an LLM" in skipped["prompted"]

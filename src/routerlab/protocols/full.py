@@ -341,18 +341,22 @@ def compare_and_bound(results: list[RouterResult], fair: list[bool], bench: Benc
 
 
 def applicable_routers(specs: Sequence[RouterLike], train: RoutingTable | Feedback, seed: int,
-                       skip_inapplicable: bool = False) -> tuple[list[tuple[str, Router]], dict[str, str]]:
+                       skip_inapplicable: bool = False, backend: Any | None = None
+                       ) -> tuple[list[tuple[str, Router]], dict[str, str]]:
     """Build every router of ``specs`` and check it can be trained on ``train`` (a training table, or the logged
     :class:`Feedback` of a partial-observability protocol), before any training:
     a bad spec is always an error; an inapplicable router is an error, or with ``skip_inapplicable``
-    left out and returned in ``skipped`` (label -> reason). Returns (label, router) pairs; an instance
-    is used as is, given ``seed`` unless it was built with its own."""
+    left out and returned in ``skipped`` (label -> reason). A router that calls an LLM (``needs_backend``) gets
+    ``backend`` unless it has its own, and without either it is inapplicable. Returns (label, router) pairs; an
+    instance is used as is, given ``seed`` unless it was built with its own."""
     chosen: list[tuple[str, Router]] = []
     skipped: dict[str, str] = {}
     for item in specs:
         spec = router_label(item)
         router = get_router(item, seed=seed) if isinstance(item, str) else _seeded(item, seed)
         try:
+            if router.needs_backend:
+                _give_backend(router, backend)
             router.check_applicable(train)
         except UsageError as exc:
             if not skip_inapplicable:
@@ -363,6 +367,20 @@ def applicable_routers(specs: Sequence[RouterLike], train: RoutingTable | Feedba
     if not chosen:
         raise UsageError(f"no router can be trained on this table: {skipped}")
     return chosen, skipped
+
+
+def _give_backend(router: Router, backend: Any | None) -> None:
+    """Attach ``backend`` to a router that calls an LLM and has none of its own; a UsageError when it has neither."""
+    has = getattr(router, "has_backend", None)
+    if callable(has) and has():
+        return
+    if backend is None:
+        raise UsageError(f"router {router.name!r} asks an LLM and none is given: pass a backend (--backend "
+                         f"KIND:MODEL) or {router.name}:backend=KIND:MODEL")
+    attach = getattr(router, "attach_backend", None)
+    if not callable(attach):
+        raise UsageError(f"router {router.name!r} needs an LLM backend but has no attach_backend method")
+    attach(backend)
 
 
 def _seeded(router: Router, seed: int) -> Router:

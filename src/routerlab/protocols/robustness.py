@@ -213,7 +213,7 @@ def robustness(
                          "use a text encoder (tfidf, minilm)")
     sp = split if isinstance(split, Split) else make_split(table, split, seed)
     train, test = sp.apply(table)
-    chosen, skipped = applicable_routers(routers, train, seed, False)
+    chosen, skipped = applicable_routers(routers, train, seed, False, backend=backend)
     kept: list[tuple[str, Router]] = []
     for spec, router in chosen:
         if router.uses_test_labels:
@@ -243,8 +243,6 @@ def robustness(
     feedback = as_feedback(train)
     results = []
     for spec, router in track(kept, "robustness: router", unit="router", label=lambda item: item[0]):
-        if getattr(router, "needs_backend", False) and backend is not None and not router.params.get("backend"):
-            router.attach_backend(backend)  # type: ignore[attr-defined]
         fit_seconds = fit_router(router, feedback, bench.ftrain, bench)
         t0 = time.perf_counter()
         routed = router.route(batch)
