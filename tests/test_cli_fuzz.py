@@ -215,7 +215,7 @@ def _variants_out(root: Path, kind: str) -> str:
 
 
 @FUZZ
-@given(field=st.sampled_from(["--levels", "--variants", "--seed", "--part", "--split", "--backend"]),
+@given(field=st.sampled_from(["--levels", "--variants", "--seed", "--part", "--split", "--backend", "--ask"]),
        value=number_text, levels=LEVEL_TEXT, out=BAD_OUTPUTS)
 def test_perturb(table_dir: str, tmp_path_factory: pytest.TempPathFactory, field: str, value: str, levels: str,
                  out: str) -> None:
@@ -228,7 +228,7 @@ def test_perturb(table_dir: str, tmp_path_factory: pytest.TempPathFactory, field
 
 @FUZZ
 @given(field=st.sampled_from(["--levels", "--variants", "--seed", "--n-boot", "--split", "--routers",
-                              "--variants-file", "--outcomes"]),
+                              "--variants-file", "--outcomes", "--ask"]),
        value=number_text, levels=LEVEL_TEXT)
 def test_robustness(table_dir: str, tmp_path_factory: pytest.TempPathFactory, field: str, value: str,
                     levels: str) -> None:

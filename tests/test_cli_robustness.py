@@ -518,8 +518,9 @@ def test_perturb_with_a_backend_writes_the_llm_levels(smollm2: Backend, tmp_path
     out = tmp_path / "v.jsonl"
     record = run_json(["perturb", str(tmp_path / "t"), "--levels", f"{TEST_LEVEL},paraphrase", "--variants", "2",
                        "--backend", "local:smollm2-135m,threads=1", "--cache-dir", str(tmp_path / "c"),
-                       "-o", str(out)], capsys)
+                       "--ask", "3", "-o", str(out)], capsys)
     para = record["levels"]["paraphrase"]
+    assert record["settings"]["paraphrase"]["ask"] == 3
     assert "not_generated" not in para and para["queries"] == 1
     assert record["backend"].startswith("local:smollm2-135m") and "paraphrase" in record["settings"]
     lines = [json.loads(x) for x in out.read_text().splitlines()]

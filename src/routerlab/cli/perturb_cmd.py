@@ -34,6 +34,9 @@ LEVELS_HELP = "Perturbation levels, comma-separated: character, word, syntax, pa
 VARIANTS_HELP = f"Variants per query per level, p (1..{MAX_VARIANTS})."
 BACKEND_HELP = ("LLM backend that writes the paraphrase and rambling levels, KIND:MODEL[,key=value...], e.g. "
                 "local:smollm2-135m,threads=1 (without it those levels are not generated).")
+DEFAULT_ASK = 10
+ASK_HELP = ("Rewrites the LLM is asked for per query and level (paraphrase, rambling; the paper asks 10 and keeps "
+            "distinct ones); fewer is cheaper on a CPU.")
 CACHE_HELP = "Call cache directory of the backend (default: $ROUTERLAB_CACHE_DIR/llm or ~/.cache/routerlab/llm)."
 
 
@@ -111,15 +114,18 @@ def part_positions(table: RoutingTable, split: str, seed: int, part: str) -> tup
 
 
 def perturb_queries(table: RoutingTable, positions: Any, levels: Sequence[str], p: int, seed: int,
-                    backend: Backend | None) -> PerturbationSet:
-    """Up to p variants of the queries at ``positions`` at every level (SPEC 3), seeded per query and level."""
+                    backend: Backend | None, ask: int = DEFAULT_ASK) -> PerturbationSet:
+    """Up to p variants of the queries at ``positions`` at every level (SPEC 3), seeded per query and level; the
+    LLM levels ask for ``ask`` rewrites per call."""
     from routerlab.perturb.base import perturb
 
     ids = [str(x) for x in table.queries.ids[positions].tolist()]
     texts = [str(x) for x in table.queries.text[positions].tolist()]
     if not ids:
         raise UsageError("no queries to perturb in that part of the split")
-    return perturb(ids, texts, levels, p, seed=seed, backend=backend)
+    llm_options = {"ask": ask}
+    return perturb(ids, texts, levels, p, seed=seed, backend=backend,
+                   options={"paraphrase": llm_options, "rambling": llm_options})
 
 
 def level_summary(pset: PerturbationSet) -> dict[str, dict[str, Any]]:
@@ -159,6 +165,7 @@ def perturb_cmd(
     part: Annotated[str, typer.Option("--part", help="Which queries to perturb: test, train or all.")] = "test",
     seed: Annotated[int, seed_option("Seed of the split and of every query's variants.")] = 0,
     backend: Annotated[str | None, typer.Option("--backend", help=BACKEND_HELP)] = None,
+    ask: Annotated[int, typer.Option("--ask", min=1, max=100, help=ASK_HELP)] = DEFAULT_ASK,
     cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help=CACHE_HELP)] = None,
     as_json: Annotated[bool, json_option("Print the summary as one JSON object.")] = False,
 ) -> None:
@@ -181,7 +188,7 @@ def perturb_cmd(
     positions, split_info = part_positions(table, split, seed, part)
     model = load_backend_for(spec, cache_dir) if llm else None
     try:
-        pset = perturb_queries(table, positions, names, p, seed, model)
+        pset = perturb_queries(table, positions, names, p, seed, model, ask)
     finally:
         if model is not None:
             model.close()

@@ -26,8 +26,10 @@ from routerlab.cli.evaluate_cmd import (
     router_specs,
 )
 from routerlab.cli.perturb_cmd import (
+    ASK_HELP,
     BACKEND_HELP,
     CACHE_HELP,
+    DEFAULT_ASK,
     MAX_VARIANTS,
     check_cache_dir,
     check_something_to_generate,
@@ -112,6 +114,7 @@ def robustness_cmd(
                            "invariance assumption.")] = None,
     backend: Annotated[str | None, typer.Option("--backend", help=BACKEND_HELP + " Also the prompted router's.")
                        ] = None,
+    ask: Annotated[int, typer.Option("--ask", min=1, max=100, help=ASK_HELP)] = DEFAULT_ASK,
     encoder: Annotated[str, typer.Option(help=ENCODER_HELP)] = "tfidf",
     split: Annotated[str, typer.Option(help=SPLIT_HELP)] = "given",
     seed: Annotated[int, seed_option("Seed of the split, the variants, the routers and the bootstrap.")] = 0,
@@ -162,7 +165,7 @@ def robustness_cmd(
     try:
         if pset is None:
             assert names is not None
-            pset = perturb_queries(table, positions, names, variants or DEFAULT_P, seed, model)
+            pset = perturb_queries(table, positions, names, variants or DEFAULT_P, seed, model, ask)
             if not len(pset):
                 raise UsageError(f"no variant could be made of the {len(positions)} test queries at level "
                                  f"{', '.join(names)}: {pset.describe()['stats']}")
