@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from routerlab.data.table import RoutingTable
+from tests import missing_requirement
 
 # CI replays the same examples every run (no flaky reds) and never fails a test on timing alone.
 settings.register_profile("ci", derandomize=True, deadline=None,
@@ -41,10 +42,7 @@ def _isolated_feature_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
 def shared_data() -> Path:
     path = _shared_data_dir()
     if not (path / "README.md").exists():
-        message = f"shared data not found at {path}"
-        if os.environ.get("ROUTERLAB_REQUIRE_SHARED_DATA") == "1":
-            pytest.fail(message + " (ROUTERLAB_REQUIRE_SHARED_DATA=1)")
-        pytest.skip(message)
+        missing_requirement(f"shared data not found at {path}")
     return path
 
 

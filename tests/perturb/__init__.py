@@ -4,10 +4,9 @@ the installed WordNet (skip without it unless ROUTERLAB_REQUIRE_SHARED_DATA=1), 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-import pytest
+from tests import missing_requirement
 
 WORDNET_DIR = Path("/usr/share/wordnet")
 
@@ -19,10 +18,7 @@ def require_wordnet() -> Path:
 
     path = wordnet_dir()
     if not (path / "data.noun").is_file():
-        message = f"WordNet 3.0 not found at {path} (apt-get install wordnet-base)"
-        if os.environ.get("ROUTERLAB_REQUIRE_SHARED_DATA") == "1":
-            pytest.fail(message + " (ROUTERLAB_REQUIRE_SHARED_DATA=1)")
-        pytest.skip(message)
+        missing_requirement(f"WordNet 3.0 not found at {path} (apt-get install wordnet-base)")
     return path
 
 

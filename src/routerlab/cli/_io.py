@@ -100,3 +100,19 @@ def check_output_dir(path: Path, *, option: str = "-o") -> None:
     if not _probe_writable(probe):
         where = "" if probe == path else f" (its nearest existing parent {probe} is not writable)"
         raise UsageError(f"{option} {path}: cannot write there{where}")
+
+
+def check_file_parent(path: Path, *, option: str = "-o") -> None:
+    """Refuse, before anything is loaded, an output file whose directory cannot be made or written: a dangling
+    link or a file on the way, or a nearest existing parent without write permission. One UsageError."""
+    probe = path.parent
+    while not probe.exists():
+        if probe.is_symlink():
+            raise UsageError(f"{option} {path}: {probe} is a broken symbolic link")
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if not probe.is_dir():
+        raise UsageError(f"{option} {path}: cannot create it under {probe}, which is a file")
+    if not _probe_writable(probe):
+        raise UsageError(f"{option} {path}: cannot write there ({probe} is not writable)")

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from routerlab.cli import app
-from routerlab.cli._io import _probe_writable, json_option, open_table, print_json, seed_option
+from routerlab.cli._io import check_file_parent, json_option, open_table, print_json, seed_option
 from routerlab.errors import UsageError
 
 LOG_SUFFIXES = (".csv", ".jsonl", ".parquet")
@@ -30,17 +30,7 @@ def check_log_path(path: Path, *, option: str = "-o") -> None:
         raise UsageError(f"{option} {path}: a log file name ends in {', '.join(LOG_SUFFIXES)} (it picks the format)")
     if actors_path_for(path).is_dir():
         raise UsageError(f"{option} {path}: its actors side-file {actors_path_for(path)} is a directory")
-    probe = path.parent
-    while not probe.exists():
-        if probe.is_symlink():
-            raise UsageError(f"{option} {path}: {probe} is a broken symbolic link")
-        if probe.parent == probe:
-            break
-        probe = probe.parent
-    if not probe.is_dir():
-        raise UsageError(f"{option} {path}: cannot create it under {probe}, which is a file")
-    if not _probe_writable(probe):
-        raise UsageError(f"{option} {path}: cannot write there ({probe} is not writable)")
+    check_file_parent(path, option=option)
 
 
 @app.command("log")

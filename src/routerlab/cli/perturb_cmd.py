@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from routerlab.cli import app
-from routerlab.cli._io import _probe_writable, json_option, open_table, print_json, seed_option
+from routerlab.cli._io import check_file_parent, json_option, open_table, print_json, seed_option
 from routerlab.errors import UsageError
 
 if TYPE_CHECKING:
@@ -47,17 +47,7 @@ def check_variants_path(path: Path, *, option: str = "-o") -> None:
         raise UsageError(f"{option} {path}: is a directory; give a file path such as {path / 'variants.jsonl'}")
     if path.suffix.lower() != ".jsonl":
         raise UsageError(f"{option} {path}: a variants file name ends in .jsonl (one JSON object per line)")
-    probe = path.parent
-    while not probe.exists():
-        if probe.is_symlink():
-            raise UsageError(f"{option} {path}: {probe} is a broken symbolic link")
-        if probe.parent == probe:
-            break
-        probe = probe.parent
-    if not probe.is_dir():
-        raise UsageError(f"{option} {path}: cannot create it under {probe}, which is a file")
-    if not _probe_writable(probe):
-        raise UsageError(f"{option} {path}: cannot write there ({probe} is not writable)")
+    check_file_parent(path, option=option)
 
 
 def check_cache_dir(path: Path | None) -> None:
