@@ -256,8 +256,12 @@ class BackendRouter(KeywordRouter):
     needs_backend = True
     defaults: ClassVar[dict[str, Any]] = {"backend": ""}
 
-    def attach_backend(self, backend: object) -> None:
+    def attach_backend(self, backend: object) -> BackendRouter:
         self.backend = backend
+        return self
+
+    def has_backend(self) -> bool:
+        return bool(self.params["backend"]) or getattr(self, "backend", None) is not None
 
     def _scores(self, features: Features) -> npt.ArrayLike:
         if getattr(self, "backend", None) is None:
@@ -271,7 +275,7 @@ class BackendRouter(KeywordRouter):
 
 def test_backend_is_attached_and_diagnostics_recorded() -> None:
     table, variants = _tiny()
-    with pytest.raises(UsageError, match="needs a backend"):
+    with pytest.raises(UsageError, match="asks an LLM and none is given"):
         robustness(table, [BackendRouter()], variants, n_boot=10)
     marker = object()
     router = BackendRouter()

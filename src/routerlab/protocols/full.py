@@ -371,16 +371,12 @@ def applicable_routers(specs: Sequence[RouterLike], train: RoutingTable | Feedba
 
 def _give_backend(router: Router, backend: Any | None) -> None:
     """Attach ``backend`` to a router that calls an LLM and has none of its own; a UsageError when it has neither."""
-    has = getattr(router, "has_backend", None)
-    if callable(has) and has():
+    if router.has_backend():
         return
     if backend is None:
         raise UsageError(f"router {router.name!r} asks an LLM and none is given: pass a backend (--backend "
                          f"KIND:MODEL) or {router.name}:backend=KIND:MODEL")
-    attach = getattr(router, "attach_backend", None)
-    if not callable(attach):
-        raise UsageError(f"router {router.name!r} needs an LLM backend but has no attach_backend method")
-    attach(backend)
+    router.attach_backend(backend)
 
 
 def _seeded(router: Router, seed: int) -> Router:

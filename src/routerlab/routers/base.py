@@ -258,6 +258,16 @@ class Router(ABC):
             raise UsageError(f"router {self.name!r} was fitted on actors {self.actor_names}, "
                              f"asked to route among {features.actor_names}")
 
+    # -- routers that call an LLM (needs_backend) --------------------------------------
+    def has_backend(self) -> bool:
+        """Whether the router has an LLM backend to call (its own or attached); always False for a router that
+        calls none. Protocols attach theirs to a router with ``needs_backend`` that has none."""
+        return False
+
+    def attach_backend(self, backend: Any) -> Self:
+        """Hand a router that calls an LLM an already-loaded backend; a router that calls none refuses it."""
+        raise UsageError(f"router {self.name!r} calls no LLM backend")
+
     # -- bounds only ------------------------------------------------------------------
     def reveal(self, outcomes: RoutingTable) -> Self:
         """Hand a bound (``uses_test_labels``, e.g. the oracle) the outcomes of the queries it will route.
