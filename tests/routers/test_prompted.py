@@ -459,3 +459,28 @@ def test_protocols_hand_the_run_backend_over_or_refuse_before_training() -> None
         applicable_routers(["prompted", "random"], train, 0)
     chosen, skipped = applicable_routers(["prompted", "random"], train, 0, skip_inapplicable=True)
     assert [spec for spec, _ in chosen] == ["random"] and "asks an LLM" in skipped["prompted"]
+
+
+def test_calibrate_divides_out_the_letters_prior_on_content_free_queries() -> None:
+    """Contextual calibration, by hand: the model favours A on every content-free query (logits [2, 0, 0]); a query
+    with logits [1.5, 0.5, 0.5] goes to A uncalibrated, but relative to that prior B and C gained and A lost."""
+    from routerlab.routers.prompted import CONTENT_FREE
+
+    logits = {q: [2.0, 0.0, 0.0] for q in CONTENT_FREE} | {"q1": [1.5, 0.5, 0.5], "q2": [4.0, 0.0, 0.0]}
+    backend = ScriptedBackend(logits=lambda q: logits[q], choice_scores=True)
+    plain = fitted(backend).route(queries_table(["q1", "q2"]))
+    router = fitted(backend, None, calibrate=True)
+    routed = router.route(queries_table(["q1", "q2"]))
+
+    def softmax(v: list[float]) -> np.ndarray:
+        z = np.exp(np.array(v) - max(v))
+        return z / z.sum()
+
+    prior = softmax([2.0, 0.0, 0.0])  # the same for the three content-free queries
+    np.testing.assert_allclose(routed.scores[0], np.log(softmax([1.5, 0.5, 0.5]) / prior), rtol=1e-12)
+    np.testing.assert_allclose(routed.scores[1], np.log(softmax([4.0, 0.0, 0.0]) / prior), rtol=1e-12)
+    assert plain.choice.tolist() == [0, 0] and routed.choice.tolist() == [1, 0]  # q2 beats the prior: still A
+    assert router.calls == 2 + len(CONTENT_FREE)
+    assert router.diagnostics()["letter_prior"] == pytest.approx(dict(zip(NAMES, prior, strict=True)))
+    with pytest.raises(UsageError, match=r"calibrate=true .* needs option-letter scores"):
+        fitted(ScriptedBackend(lambda q: "A"), None, calibrate=True, mode="generate").route(queries_table(["q1"]))

@@ -181,13 +181,25 @@ def _matches(answer: str, names: list[str]) -> list[tuple[int, int, int]]:
     return found
 
 
+CONTENT_FREE = ("N/A", "", "[MASK]")
+"""The content-free queries whose mean letter distribution is the prior that ``calibrate=true`` divides out (the
+three of Zhao et al. 2021)."""
+
+
+def _log_softmax(logits: FloatMatrix) -> FloatMatrix:
+    top = logits.max(axis=1, keepdims=True)
+    out: FloatMatrix = logits - top - np.log(np.exp(logits - top).sum(axis=1, keepdims=True))
+    return out
+
+
 @register
 class PromptedRouter(Router):
     """HSE's prompted router (appendix 12): an LLM picks the actor from their descriptions and few-shot
     exemplars (``k`` clear wins per actor by margin ``delta``). Options: ``backend`` (KIND:MODEL, ``;`` between
     its options; "" = a backend attached with :meth:`attach_backend`), ``k`` (4), ``delta`` (0.4), ``mode``
     (auto | generate | logits), ``max_chars`` (600, per text in the prompt), ``fallback`` (best | first: the
-    actor of an unparsable answer), ``max_tokens`` (16, generate mode)."""
+    actor of an unparsable answer), ``max_tokens`` (16, generate mode), ``calibrate`` (False; logits mode: divide
+    out the letters' prior on content-free queries, contextual calibration)."""
 
     name = "prompted"
     summary = "an LLM picks the actor from actor descriptions and few-shot exemplars (HSE appendix 12)"
@@ -197,11 +209,12 @@ class PromptedRouter(Router):
     # a "clear win" over actors never tried, which is not the paper's criterion.
     logged_recipe = None
     defaults: ClassVar[dict[str, Any]] = {"backend": "", "k": 4, "delta": 0.4, "mode": "auto", "max_chars": 600,
-                                          "fallback": "best", "max_tokens": 16}
+                                          "fallback": "best", "max_tokens": 16, "calibrate": False}
     constraints: ClassVar[dict[str, Constraint]] = {
         "backend": _Text(), "k": Interval(int, 1, None), "delta": Interval(float, 0, None),
         "mode": Options({"auto", "generate", "logits"}), "max_chars": Interval(int, 1, None),
         "fallback": Options({"best", "first"}), "max_tokens": Interval(int, 1, 4096),
+        "calibrate": Options({True, False}),
     }
 
     def __init__(self, **params: Any) -> None:
@@ -216,6 +229,7 @@ class PromptedRouter(Router):
         self.last_parse_failures = 0
         self.ambiguous = 0  # answers naming several actors (resolved by position, not failures)
         self.last_mode: str | None = None
+        self.letter_prior: dict[str, float] = {}  # calibrate=true: the letters' content-free distribution
         self.last_answers: list[str] = []  # the raw answers of the last generate pass (to audit the parsing)
         self.exemplars: list[Exemplar] = []
         self.fallback_actor = 0
@@ -297,10 +311,13 @@ class PromptedRouter(Router):
         if mode == "logits":
             results = backend.choice_scores_batch(batch, tuple(LETTERS[:m]))
             self.cached_calls += sum(r.cached for r in results)
-            logits = np.array([r.logits for r in results], dtype=np.float64)
-            top = logits.max(axis=1, keepdims=True)
-            log_probs: FloatMatrix = logits - top - np.log(np.exp(logits - top).sum(axis=1, keepdims=True))
+            log_probs = _log_softmax(np.array([r.logits for r in results], dtype=np.float64))
+            if self.params["calibrate"]:
+                return log_probs - self._letter_prior(backend, m)
             return log_probs
+        if self.params["calibrate"]:
+            raise UsageError("router 'prompted': calibrate=true divides out the letters' prior, which needs "
+                             "option-letter scores (mode=logits, a local backend)")
         answers = backend.complete_batch(batch, Decoding(max_tokens=int(self.params["max_tokens"])))
         self.cached_calls += sum(a.cached for a in answers)
         self.last_answers = [a.text for a in answers]
@@ -313,6 +330,18 @@ class PromptedRouter(Router):
         out = np.zeros((features.n, m))
         out[np.arange(features.n), choice] = 1.0
         return out
+
+    def _letter_prior(self, backend: Backend, m: int) -> FloatMatrix:
+        """log of the mean letter distribution over content-free queries (:data:`CONTENT_FREE`): what the model
+        answers for no query at all. Contextual calibration (Zhao et al. 2021, "Calibrate before use") divides it
+        out, so a model's preference for a letter (small models favour "A") does not decide the route."""
+        results = backend.choice_scores_batch([self.messages(t) for t in CONTENT_FREE], tuple(LETTERS[:m]))
+        self.calls += len(results)
+        self.cached_calls += sum(r.cached for r in results)
+        prior = np.exp(_log_softmax(np.array([r.logits for r in results], dtype=np.float64))).mean(axis=0)
+        self.letter_prior = {name: float(p) for name, p in zip(self.actor_names, prior, strict=True)}
+        log_prior: FloatMatrix = np.log(prior)[None, :]
+        return log_prior
 
     def _distribution(self, features: Features, scores: FloatMatrix) -> npt.ArrayLike:
         """Logits mode: softmax of the letters' log-probabilities = the model's own distribution over actors.
@@ -335,4 +364,5 @@ class PromptedRouter(Router):
                 "last_parse_failures": self.last_parse_failures, "ambiguous_answers": self.ambiguous,
                 "fallback_actor":
                     self.actor_names[self.fallback_actor] if self.actor_names else None,
-                "exemplars": per_actor, "exemplars_from_fallback": fallback}
+                "exemplars": per_actor, "exemplars_from_fallback": fallback,
+                **({"letter_prior": self.letter_prior} if self.letter_prior else {})}
