@@ -15,7 +15,8 @@ Qwen2.5-Coder-1.5B answering LLMRouter's multiple-choice questions by option-let
 questions (``bench_robustness_select.local_split``) are perturbed at all five levels: offline levels locally,
 paraphrase and rambling written by Qwen (``--ask`` rewrites per call, the paper asks 10). Both actors are re-run on
 every variant (``collect`` on the variants, the invariance check for real), and knn, the ``prompted`` router (Qwen,
-option-letter log-probabilities, few-shot exemplars of the training part) and random are compared. Every LLM call
+option-letter log-probabilities, few-shot exemplars of the training part; plain and with ``calibrate=true``) and
+random are compared. Every LLM call
 goes through the on-disk call cache, so a rerun (or a larger ``--n``, whose sample contains the smaller one) asks
 only what is new. Prints each stage's wall time.
 """
@@ -52,7 +53,9 @@ def print_results(record: dict[str, Any], levels: list[str]) -> None:
     for r in record["results"]:
         by = r["rho_by_level"]
         byci = r.get("rho_by_level_ci", {})
-        print(f"  {r['router']:<28} acc {fmt(r['accuracy'], r['accuracy_ci'])}  rho {fmt(r['rho'], r['rho_ci'])}")
+        print(f"  {r['router']:<28} acc {fmt(r['accuracy'], r['accuracy_ci'])}  rho {fmt(r['rho'], r['rho_ci'])}"
+              f"  selection {json.dumps({a: round(v, 3) for a, v in r['selection'].items()})}"
+              + ("  COLLAPSED" if r["collapsed"] else ""))
         print("      " + "  ".join(f"{lv} {fmt(by.get(lv), byci.get(lv))}" for lv in levels if lv in by))
         if r.get("perturbed_accuracy") is not None:
             print(f"      perturbed accuracy {fmt(r['perturbed_accuracy'], r['perturbed_accuracy_ci'])}")
@@ -174,7 +177,8 @@ def run_local(args: argparse.Namespace) -> None:
     print("actor accuracy on variants: " + ", ".join(
         f"{a} {float(np.nanmean(outcomes.score[:, j])):.3f}" for j, a in enumerate(outcomes.actor_names)))
 
-    routers = ["random", "best-single", "knn", "knn:k=10", "prompted:mode=logits"]
+    routers = ["random", "best-single", "knn", "knn:k=10", "prompted:mode=logits",
+               "prompted:mode=logits,calibrate=true"]
     t0 = time.perf_counter()
     result = robustness(table, routers, ps, split="given", seed=args.seed, n_boot=args.n_boot, outcomes=outcomes,
                         backend=gen)
