@@ -140,7 +140,8 @@ def run_local(args: argparse.Namespace) -> None:
     stages: dict[str, float] = {}
     table = routerlab.load(args.table)
     train_rows, test_rows = local_split(table, args.n, seed=args.seed)
-    split = np.full(table.n_queries, "train", dtype=object)
+    split = np.full(table.n_queries, "held-out", dtype=object)  # the pool beyond the first n: neither side
+    split[train_rows] = "train"
     split[test_rows] = "test"
     table = table.with_split(split)
     test = table.select_split("test")
