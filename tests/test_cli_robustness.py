@@ -557,3 +557,31 @@ def test_variant_questions_joins_by_query_id() -> None:
     with pytest.raises(DataError, match=r"mine.jsonl, row 7, field 'query_id': query 'c' is not among the 2"):
         variant_questions(qs, [Own("a", "word", 0, "x"), Own("c", "word", 0, "y")], source="mine.jsonl",
                           lines=[3, 7])
+
+
+def test_a_json_mapping_of_variants_is_read_like_the_lines_it_stands_for(table_dir: Path, tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """A hand-made ``.json`` file {query_id: {level: [texts]}} is the same variants set as the JSON lines written by
+    ``perturb``, and gives the same robustness numbers; a wrong shape is one line naming the key."""
+    from routerlab.errors import DataError
+    from routerlab.perturb.files import read_variants
+
+    lines_file = tmp_path / "v.jsonl"
+    run_json(["perturb", str(table_dir), "--levels", TEST_LEVEL, "--variants", "2", "-o", str(lines_file)], capsys)
+    mapping: dict[str, dict[str, list[str]]] = {}
+    for line in lines_file.read_text().splitlines():
+        rec = json.loads(line)
+        mapping.setdefault(rec["query_id"], {}).setdefault(rec["level"], []).append(rec["text"])
+    json_file = tmp_path / "v.json"
+    json_file.write_text(json.dumps(mapping))
+    assert read_variants(json_file).variants == read_variants(lines_file).variants
+    common = ["robustness", str(table_dir), "--routers", "random,knn", "--n-boot", "40"]
+    by_lines = run_json([*common, "--variants-file", str(lines_file)], capsys)
+    by_mapping = run_json([*common, "--variants-file", str(json_file)], capsys)
+    assert [r["rho"] for r in by_mapping["results"]] == [r["rho"] for r in by_lines["results"]]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"q1": {"word": "not a list"}}))
+    with pytest.raises(DataError, match=r"query 'q1', level 'word': expected a list of texts"):
+        read_variants(bad)
+    code, _, err = run([*common, "--variants-file", str(bad)], capsys)
+    assert code == 2 and err.count("\n") == 1 and "q1.word" in err

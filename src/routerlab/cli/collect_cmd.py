@@ -121,7 +121,10 @@ def _variant_questions(qs: Any, variants: Path, limit: int | None, seed: int, ki
     from routerlab.perturb.files import read_variants
 
     pset = read_variants(variants)
-    lines = [lineno for lineno, _ in iter_jsonl(variants)]  # read_variants keeps every line, in file order
+    if variants.suffix.lower() == ".json":  # a mapping: errors count variants in file order
+        lines = list(range(1, len(pset.variants) + 1))
+    else:
+        lines = [lineno for lineno, _ in iter_jsonl(variants)]  # read_variants keeps every line, in file order
     chosen = list(range(len(pset.variants)))
     if limit is not None and limit < len(chosen):
         chosen = sorted(stratified_order([v.level for v in pset.variants], seed)[:limit].tolist())

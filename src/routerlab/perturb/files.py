@@ -1,5 +1,6 @@
 """Variants files: one JSON object per line, ``{"query_id", "level", "variant", "text"}`` (``routerlab perturb``
-writes them; users bring their own variants in the same format with ``--variants-file``).
+writes them; users bring their own variants in the same format with ``--variants-file``), or, for hand-made sets, a
+``.json`` file mapping query id -> level -> list of texts.
 
 Reading checks every line (a bad one is a DataError naming the file, line and field); ``variant`` may be left out
 of a hand-written file, and then counts up per (query, level) in file order. A repeated (query, level, variant)
@@ -11,9 +12,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from routerlab._atomic import atomic_write
-from routerlab.data._files import iter_jsonl
+from routerlab.data._files import iter_jsonl, load_json
 from routerlab.errors import DataError
 from routerlab.perturb.base import PerturbationSet, Variant
 
@@ -31,17 +33,41 @@ def write_variants(path: str | Path, variants: Iterable[Variant]) -> Path:
     return out
 
 
+def mapping_records(src: Path) -> list[tuple[int, dict[str, Any]]]:
+    """A ``.json`` variants file, ``{query_id: {level: [text, ...]}}``, as the (position, record) pairs of the
+    lines format, in file order (the variant number is the text's place in its list); a wrong shape is a DataError
+    naming the key."""
+    data = load_json(src)
+    if not isinstance(data, dict):
+        raise DataError(f"expected a JSON object {{query_id: {{level: [texts]}}}}, got {type(data).__name__}",
+                        file=src)
+    out: list[tuple[int, dict[str, Any]]] = []
+    for qid, by_level in data.items():
+        if not isinstance(by_level, dict):
+            raise DataError(f"query {qid!r}: expected an object {{level: [texts]}}, got {type(by_level).__name__}",
+                            file=src, field=str(qid))
+        for level, texts in by_level.items():
+            if not isinstance(texts, list):
+                raise DataError(f"query {qid!r}, level {level!r}: expected a list of texts, got "
+                                f"{type(texts).__name__}", file=src, field=f"{qid}.{level}")
+            out.extend((len(out) + 1, {"query_id": qid, "level": level, "variant": j, "text": text})
+                       for j, text in enumerate(texts))
+    return out
+
+
 def read_variants(path: str | Path, *, levels: Iterable[str] | None = None) -> PerturbationSet:
-    """A variants file as a :class:`PerturbationSet` (p = the most variants any query has at one level). Lines
-    of a level not in ``levels`` (when given) are skipped."""
+    """A variants file as a :class:`PerturbationSet` (p = the most variants any query has at one level): JSON lines,
+    or a ``.json`` mapping ``{query_id: {level: [texts]}}`` (rows in errors then count variants in file order).
+    Variants of a level not in ``levels`` (when given) are skipped."""
     src = Path(path)
     wanted = None if levels is None else set(levels)
+    records = mapping_records(src) if src.suffix.lower() == ".json" else iter_jsonl(src)
     variants: list[Variant] = []
     seen: dict[tuple[str, str, int], int] = {}
     texts: dict[tuple[str, str, str], int] = {}
     counts: dict[tuple[str, str], int] = {}
     order: list[str] = []
-    for lineno, obj in iter_jsonl(src):
+    for lineno, obj in records:
         for key in ("query_id", "level", "text"):
             if key not in obj:
                 raise DataError(f"missing {key!r}", file=src, row=lineno, field=key)
