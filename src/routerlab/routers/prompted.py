@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
+from scipy.special import log_softmax
 
 from routerlab._spec import Constraint, Interval, Options
 from routerlab.data.table import Actors, RoutingTable, column_means
@@ -186,12 +187,6 @@ CONTENT_FREE = ("N/A", "", "[MASK]")
 three of Zhao et al. 2021)."""
 
 
-def _log_softmax(logits: FloatMatrix) -> FloatMatrix:
-    top = logits.max(axis=1, keepdims=True)
-    out: FloatMatrix = logits - top - np.log(np.exp(logits - top).sum(axis=1, keepdims=True))
-    return out
-
-
 @register
 class PromptedRouter(Router):
     """HSE's prompted router (appendix 12): an LLM picks the actor from their descriptions and few-shot
@@ -311,7 +306,7 @@ class PromptedRouter(Router):
         if mode == "logits":
             results = backend.choice_scores_batch(batch, tuple(LETTERS[:m]))
             self.cached_calls += sum(r.cached for r in results)
-            log_probs = _log_softmax(np.array([r.logits for r in results], dtype=np.float64))
+            log_probs: FloatMatrix = log_softmax(np.array([r.logits for r in results], dtype=np.float64), axis=1)
             if self.params["calibrate"]:
                 return log_probs - self._letter_prior(backend, m)
             return log_probs
@@ -338,7 +333,7 @@ class PromptedRouter(Router):
         results = backend.choice_scores_batch([self.messages(t) for t in CONTENT_FREE], tuple(LETTERS[:m]))
         self.calls += len(results)
         self.cached_calls += sum(r.cached for r in results)
-        prior = np.exp(_log_softmax(np.array([r.logits for r in results], dtype=np.float64))).mean(axis=0)
+        prior = np.exp(log_softmax(np.array([r.logits for r in results], dtype=np.float64), axis=1)).mean(axis=0)
         self.letter_prior = {name: float(p) for name, p in zip(self.actor_names, prior, strict=True)}
         log_prior: FloatMatrix = np.log(prior)[None, :]
         return log_prior
