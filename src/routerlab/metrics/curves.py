@@ -338,3 +338,19 @@ def cpt(curve: CallRateCurve, gap_fraction: float) -> float:
     if curve.convention != "routellm":
         return 100.0 * call_rate_to_recover(curve, gap_fraction)
     return float(np.interp(curve.tau(gap_fraction), curve.phi, curve.x * 100.0))
+
+
+def oracle_two_model_score(small_score: npt.ArrayLike, large_score: npt.ArrayLike) -> FloatArray:
+    """The oracle's two-model score (SPEC 6 anchor): the dense rank (0, 1, ...) of (small - large, small) in
+    lexicographic order, so the gain of escalating orders the queries and, among equal gains, a right small
+    answer ranks higher. On 0/1 scores: small wrong & large right < both wrong < both right < only small
+    right, which gives AUROC 1 for "the small model is good enough" and the optimal call-rate curve."""
+    small = _known(small_score, "small_score")
+    large = _known(large_score, "large_score", small.size)
+    gain = small - large
+    order = np.lexsort((small, gain))
+    g, s = gain[order], small[order]
+    new = np.concatenate(([False], (g[1:] != g[:-1]) | (s[1:] != s[:-1])))
+    rank = np.empty(small.size, dtype=np.float64)
+    rank[order] = np.cumsum(new)
+    return rank
