@@ -240,3 +240,33 @@ def test_robustness(table_dir: str, tmp_path_factory: pytest.TempPathFactory, fi
               "--variants-file": str(root / ("bad.jsonl" if value else "missing.jsonl")),
               "--outcomes": str(root / "no-table")}.get(field, value)
     run_cli(["robustness", table_dir, *options(valid, field, fuzzed), "--json"])
+
+
+@pytest.fixture(scope="module")
+def halves_dirs(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """The fuzz table's actors in two tables (the second's rows reversed), for ``routerlab join``."""
+    root = tmp_path_factory.mktemp("halves")
+    table = demo(n_queries=120, seed=0)
+    table.select_actors(table.actor_names[:4]).save(root / "a")
+    right = table.select_actors(table.actor_names[4:])
+    right.select_queries(list(range(right.n_queries))[::-1]).save(root / "b")
+    return str(root / "a"), str(root / "b")
+
+
+ACTOR_TEXT = st.one_of(junk, st.sampled_from(["tiny-2b", "frontier-235b", "mid-20b", "nope", "tiny-2b,mid-20b"]))
+
+
+@FUZZ
+@given(small=st.one_of(st.none(), ACTOR_TEXT), large=st.one_of(st.none(), ACTOR_TEXT),
+       how=st.one_of(st.sampled_from(["inner", "left"]), junk), name=st.one_of(st.none(), junk),
+       out=BAD_OUTPUTS)
+def test_join(halves_dirs: tuple[str, str], tmp_path_factory: pytest.TempPathFactory, small: str | None,
+              large: str | None, how: str, name: str | None, out: str) -> None:
+    root = tmp_path_factory.mktemp("join")
+    (root / "file").write_text("x")
+    target = {"ok": root / "j", "dir": root, "under-file": root / "file" / "j", "txt": root / "file",
+              "missing-parent": root / "new" / "deeper"}[out]
+    argv = ["join", *halves_dirs, "-o", str(target), "--how", how, "--json"]
+    argv += [*(["--small", small] if small is not None else []), *(["--large", large] if large is not None else []),
+             *(["--name", name] if name is not None else [])]
+    run_cli(argv)

@@ -15,10 +15,11 @@ from typing import Any
 __version__ = "0.1.0"
 
 from routerlab.data.importers import read
+from routerlab.data.join import join
 from routerlab.data.store import load
 from routerlab.data.table import Actors, Queries, RoutingTable, concat
 
-__all__ = ["Actors", "Queries", "RoutingTable", "__version__", "concat", "load", "read"]
+__all__ = ["Actors", "Queries", "RoutingTable", "__version__", "concat", "join", "load", "read"]
 
 _LAZY_SUBMODULES = frozenset({"datasets", "metrics", "routers", "society", "features", "reports", "protocols", "cli"})
 
