@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,8 @@ import numpy as np
 from routerlab.errors import DataError
 
 SIGNAL_NAMES = ("hidden", "option_logits", "self_ask", "samples")
+SIGNAL_SHAPES = {"hidden": "(n, layers, dim)", "option_logits": "(n, K)", "self_ask": "(n,)", "samples": "(n, k)"}
+SIGNAL_NDIM = {"hidden": 3, "option_logits": 2, "self_ask": 1, "samples": 2}
 
 
 def _text_sha(text: str) -> str:
@@ -74,6 +77,9 @@ def _from_directory(path: Path, ids: Sequence[str], texts: Sequence[str] | None)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise DataError(f"unreadable shard ({exc})", file=meta) from exc
         for r, row in enumerate(rows):
+            if not isinstance(row, dict) or "id" not in row or not isinstance(row.get("option_logits"), list):
+                raise DataError("a row without its 'id' or 'option_logits' (not written by routerlab extract?)",
+                                file=meta, row=r + 1)
             by_id.setdefault(str(row["id"]), []).append((row, npz, r))
     if not by_id:
         raise DataError("the signals directory holds no extracted rows", file=path)
@@ -96,8 +102,11 @@ def _from_directory(path: Path, ids: Sequence[str], texts: Sequence[str] | None)
     loaded: dict[Path, np.ndarray] = {}
     for i, (_, npz, r) in enumerate(chosen):
         if npz not in loaded:
-            with np.load(npz) as z:
-                loaded[npz] = z["hidden"]
+            try:
+                with np.load(npz, allow_pickle=False) as z:
+                    loaded[npz] = z["hidden"]
+            except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
+                raise DataError(f"unreadable hidden states ({exc})", file=npz, field="hidden") from exc
         h = loaded[npz][r]
         if hidden is None:
             hidden = np.empty((n, *h.shape), dtype=np.float16)
@@ -123,17 +132,27 @@ def _from_directory(path: Path, ids: Sequence[str], texts: Sequence[str] | None)
 def _from_npz(path: Path, ids: Sequence[str]) -> dict[str, np.ndarray]:
     try:
         z = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, EOFError) as exc:
         raise DataError(f"unreadable .npz ({exc})", file=path) from exc
+    if not isinstance(z, np.lib.npyio.NpzFile):
+        raise DataError("not an .npz archive of named arrays (np.savez(path, ids=..., hidden=...))", file=path)
     with z:
         if "ids" not in z.files:
             raise DataError("precomputed signals need an 'ids' array naming each row's query", file=path,
                             field="ids")
-        have = [str(x) for x in z["ids"].tolist()]
         names = [s for s in SIGNAL_NAMES if s in z.files]
         if not names:
             raise DataError(f"no signal arrays: expected some of {', '.join(SIGNAL_NAMES)}", file=path)
-        arrays = {s: z[s] for s in names}
+        arrays: dict[str, np.ndarray] = {}
+        for s in ("ids", *names):
+            try:  # an object array (pickled) or a damaged member
+                arrays[s] = z[s]
+            except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+                raise DataError(f"unreadable array ({exc})", file=path, field=s) from exc
+    ids_array = arrays.pop("ids")
+    if ids_array.ndim != 1:
+        raise DataError(f"'ids' must be one id per row (1-d), got shape {ids_array.shape}", file=path, field="ids")
+    have = [str(x) for x in ids_array.tolist()]
     pos = {q: i for i, q in enumerate(have)}
     if len(pos) != len(have):
         raise DataError("'ids' repeats a query id", file=path, field="ids")
@@ -141,6 +160,8 @@ def _from_npz(path: Path, ids: Sequence[str]) -> dict[str, np.ndarray]:
         if a.ndim == 0 or a.shape[0] != len(have):
             raise DataError(f"{s!r} has shape {a.shape}; its first axis must be the {len(have)} ids", file=path,
                             field=s)
+        if a.ndim != SIGNAL_NDIM[s]:
+            raise DataError(f"{s!r} has shape {a.shape}; expected {SIGNAL_SHAPES[s]}", file=path, field=s)
     missing = [q for q in ids if q not in pos]
     if missing:
         raise DataError(f"no row for query {missing[0]!r} ({len(missing)} of {len(ids)} queries missing)",
@@ -149,7 +170,15 @@ def _from_npz(path: Path, ids: Sequence[str]) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     for s, a in arrays.items():
         if s == "samples":
-            out[s] = _codes(a[rows].tolist(), a.shape[1]) if a.dtype.kind in "USO" else a[rows].astype(np.int32)
+            if a.dtype.kind in "USO":
+                out[s] = _codes(a[rows].tolist(), a.shape[1])
+                continue
+            v = a[rows]
+            if v.dtype.kind not in "iu" and not (v.dtype.kind == "f" and np.isfinite(v).all()
+                                                 and (v == np.round(v)).all()):
+                raise DataError(f"'samples' must be integer answer-cluster codes or answer strings ({v.dtype})",
+                                file=path, field=s)
+            out[s] = v.astype(np.int32)
             continue
         v = a[rows]
         if v.dtype.kind not in "fiu":
