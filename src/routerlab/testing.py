@@ -9,11 +9,17 @@ choice is their argmax, and the distribution is a probability distribution per q
 (it *is* the softmax of the scores unless the router has a distribution of its own, and then it gives the chosen
 actor positive probability); the same seed gives the same numbers; unobserved (NaN) training cells do not break
 it; and it never sees test outcomes (only a bound marked ``uses_test_labels`` accepts them, through ``reveal``).
+
+A two-model router (``two_model``, SPEC 6) is checked on the demo's smallest and largest actor (small first) with
+synthetic small-model signals (``hidden``, ``option_logits``, ``self_ask``, ``samples``) made from a hash of each
+query's text, never from its outcomes; it needs both outcomes of every training query (the two-model protocol drops
+the others), so the unobserved-cells rule does not apply to it.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 from dataclasses import replace
 
 import numpy as np
@@ -36,6 +42,33 @@ def _features(train: RoutingTable, test: RoutingTable) -> tuple[Features, Featur
         return np.asarray(X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1.0), dtype=np.float32)
 
     return Features(vectors(train), train, "hashed-words"), Features(vectors(test), test, "hashed-words")
+
+
+def _text_rng(text: str) -> np.random.Generator:
+    return np.random.default_rng(int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "little"))
+
+
+def synthetic_signals(table: RoutingTable, layers: int = 4, dim: int = 16, options: int = 4, samples: int = 5
+                      ) -> dict[str, np.ndarray]:
+    """Deterministic stand-ins for a small model's signals (shapes and dtypes as
+    :mod:`routerlab.features.signals` gives them), drawn from a hash of each query's text only."""
+    n = table.n_queries
+    out = {"hidden": np.empty((n, layers, dim), np.float16), "option_logits": np.empty((n, options), np.float32),
+           "self_ask": np.empty(n, np.float32), "samples": np.empty((n, samples), np.int32)}
+    for i, text in enumerate(table.queries.text.tolist()):
+        rng = _text_rng(str(text))
+        out["hidden"][i] = rng.normal(size=(layers, dim))
+        out["option_logits"][i] = rng.normal(size=options) * 2
+        out["self_ask"][i] = rng.normal()
+        out["samples"][i] = rng.integers(0, options, size=samples)
+    return out
+
+
+def _two_model_view(train: RoutingTable, test: RoutingTable) -> tuple[RoutingTable, RoutingTable]:
+    """The demo restricted to its smallest and largest actor (small first)."""
+    order = np.argsort(train.actors.params_b, kind="stable")
+    pair = [train.actor_names[int(order[0])], train.actor_names[int(order[-1])]]
+    return train.select_actors(pair), test.select_actors(pair)
 
 
 def _fresh(router: Router) -> Router:
@@ -70,7 +103,12 @@ def check_router(router: Router, *, n_queries: int = 400, seed: int = 0) -> None
     left unfitted (copies are checked). Runs on routerlab's synthetic demo, in about a second."""
     table = demo(n_queries, seed=seed)
     train, test = table.select_split("train"), table.select_split("test")
+    two_model = bool(getattr(router, "two_model", False))
+    if two_model:
+        train, test = _two_model_view(train, test)
     ftrain, ftest = _features(train, test)
+    if two_model:
+        ftrain, ftest = ftrain.with_signals(synthetic_signals(train)), ftest.with_signals(synthetic_signals(test))
     n, m = test.n_queries, test.n_actors
 
     first = _fit(_fresh(router), train, test, ftrain)
@@ -94,6 +132,8 @@ def check_router(router: Router, *, n_queries: int = 400, seed: int = 0) -> None
         else:
             raise AssertionError(f"{router.name}: accepts test outcomes but is not marked uses_test_labels")
 
+    if two_model:
+        return
     score = train.score.copy()
     rng = np.random.default_rng(seed)
     score[rng.random(score.shape) < 0.3] = np.nan
