@@ -53,8 +53,9 @@ def synthetic_signals(table: RoutingTable, layers: int = 4, dim: int = 16, optio
     """Deterministic stand-ins for a small model's signals (shapes and dtypes as
     :mod:`routerlab.features.signals` gives them), drawn from a hash of each query's text only."""
     n = table.n_queries
-    out = {"hidden": np.empty((n, layers, dim), np.float16), "option_logits": np.empty((n, options), np.float32),
-           "self_ask": np.empty(n, np.float32), "samples": np.empty((n, samples), np.int32)}
+    out: dict[str, np.ndarray] = {
+        "hidden": np.empty((n, layers, dim), np.float16), "option_logits": np.empty((n, options), np.float32),
+        "self_ask": np.empty(n, np.float32), "samples": np.empty((n, samples), np.int32)}
     for i, text in enumerate(table.queries.text.tolist()):
         rng = _text_rng(str(text))
         out["hidden"][i] = rng.normal(size=(layers, dim))
