@@ -270,6 +270,7 @@ def extract(
             "letters": q.letters, "option_logits": [round(v, 4) for v in values],
             "choice": q.letters[int(np.argmax(values))], "self_ask": None if self_ask is None else round(self_ask, 4),
             "samples": samples, "tokens": len(ids), "seconds": round(seconds, 4)})
+        have.add(key)  # the same question twice in one run is extracted once
         fresh += 1
         if on_row:
             on_row(i + 1, len(mc))
@@ -278,11 +279,12 @@ def extract(
     rows = len(done_keys(out))
     report = ExtractReport(out, rows, fresh, reused, skipped, compute_s if fresh else wall, layers, dim,
                            model=inner.describe_load())
-    _write_manifest(out, inner, settings, report)
+    report.layers, report.dim = _write_manifest(out, inner, settings, report)  # a rerun: the manifest's
     return report
 
 
-def _write_manifest(out: Path, inner: Any, settings: ExtractSettings, report: ExtractReport) -> None:
+def _write_manifest(out: Path, inner: Any, settings: ExtractSettings, report: ExtractReport) -> tuple[int, int]:
+    """Write DIR/manifest.json; the directory's (layers, dim), from an earlier run when nothing was fresh."""
     from routerlab import __version__
 
     path = out / MANIFEST
@@ -305,3 +307,4 @@ def _write_manifest(out: Path, inner: Any, settings: ExtractSettings, report: Ex
         Path(tmp).write_text(json.dumps(doc, indent=1), encoding="utf-8")
 
     atomic_write(path, write)
+    return layers, dim
