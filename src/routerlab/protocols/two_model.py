@@ -1,0 +1,580 @@
+"""Two-model routing with in-domain and out-of-domain evaluation (SPEC 6, routerxbench-probedirichlet.txt
+sec. 3-5, its Tables 1-2 layout).
+
+A routing table is cut to two actors, the small model first. In-domain datasets are split (``split``) and every
+router trains on their train part; each router's two-model score s(q) ("the small model will do") is then read
+on the test part of every in-domain dataset and on every query of every out-of-domain dataset, and each
+dataset gets the call-rate curve and its metrics (AUROC, LPM, MPM, HCR, AUC, APGR, Perf_S, Perf_L), each with a
+95% percentile bootstrap interval over that dataset's queries (SPEC 7). The resamples of a dataset are drawn
+once and shared by every router, so two routers' intervals come from the same resampled queries (paired), and
+the replicate curves are computed for all resamples at once (no Python loop over replicates).
+
+Queries where either model's score is unobserved are dropped (and counted): no curve can score them.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+import zlib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_args
+
+import numpy as np
+import numpy.typing as npt
+
+from routerlab.data.provenance import Provenance
+from routerlab.data.splits import Split, make_split
+from routerlab.data.table import RoutingTable
+from routerlab.errors import UsageError
+from routerlab.features.base import Features
+from routerlab.features.registry import Encoder
+from routerlab.metrics import curves as C
+from routerlab.metrics.bootstrap import percentile_interval, resample_indices
+from routerlab.progress import task, track
+from routerlab.protocols.full import RouterLike, applicable_routers, featurize, interval, router_label
+from routerlab.routers.base import Router
+from routerlab.routers.two_model import TwoModelRouter, small_good_enough_labels, two_model_score
+
+FloatArray = npt.NDArray[np.float64]
+
+BOOT_METRICS = ("auroc", "lpm", "mpm", "hcr", "auc", "apgr")
+"""The metrics that carry a bootstrap interval (``<metric>_ci``)."""
+METRICS = (*BOOT_METRICS, "perf_small", "perf_large")
+CONVENTIONS = ("routerlab", "routerxbench")
+"""The curve conventions the protocol offers: RouteLLM's 11 threshold points have no call-rate grid to read
+LPM, MPM and HCR on (:mod:`routerlab.metrics.curves`)."""
+DROPPED_UNOBSERVED = "small_or_large_unobserved"
+_TOL = 1e-12  # the rounding allowance of the routerlab convention (metrics.curves)
+_GRID = 101
+
+
+# --------------------------------------------------------------------------------------------- results
+@dataclass
+class TwoModelRouterResult:
+    """One router's metrics per dataset (``datasets``), their in- and out-of-domain means, and its curves."""
+
+    spec: str
+    datasets: dict[str, dict[str, Any]]
+    id_mean: dict[str, Any]
+    ood_mean: dict[str, Any] | None
+    curves: dict[str, dict[str, list[float]]]
+    fit_seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"router": self.spec, "datasets": self.datasets, "id_mean": self.id_mean, "ood_mean": self.ood_mean,
+                "fit_seconds": round(self.fit_seconds, 4)}
+
+
+@dataclass
+class TwoModelResult:
+    """Everything one two-model run produced, with what is needed to reproduce it (SPEC 6-7)."""
+
+    provenance: Provenance
+    small: str
+    large: str
+    convention: str
+    lpm_band: tuple[float, float]
+    rp_band: tuple[float, float]
+    n_boot: int
+    id_datasets: list[str]
+    ood_datasets: list[str]
+    dropped: dict[str, int]
+    signals: dict[str, Any] | None
+    results: list[TwoModelRouterResult] = field(default_factory=list)
+
+    def result(self, spec: str) -> TwoModelRouterResult:
+        """The result of the router labelled ``spec``."""
+        for r in self.results:
+            if r.spec == spec:
+                return r
+        raise KeyError(spec)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The two-model result record (docs/two-model.md); NaN stays NaN here, JSON writers make it null."""
+        return {
+            **self.provenance.to_dict(),
+            "small": self.small, "large": self.large, "convention": self.convention,
+            "bands": {"lpm": list(self.lpm_band), "rp": list(self.rp_band)}, "n_boot": self.n_boot,
+            "id_datasets": list(self.id_datasets), "ood_datasets": list(self.ood_datasets),
+            "dropped": dict(self.dropped), "signals": self.signals,
+            "results": [r.to_dict() for r in self.results],
+            "curves": {r.spec: r.curves for r in self.results},
+        }
+
+
+# --------------------------------------------------------------------------------------------- checks
+def check_band(band: Sequence[float], what: str) -> tuple[float, float]:
+    """A band (lo, hi): two finite numbers in [0, 1], lo <= hi; a UsageError naming ``what`` otherwise."""
+    values = tuple(band)
+    if len(values) != 2:
+        raise UsageError(f"{what} needs two numbers LO,HI, got {len(values)}")
+    try:
+        lo, hi = float(values[0]), float(values[1])
+    except (TypeError, ValueError):
+        raise UsageError(f"{what} must be two numbers in [0, 1], got {values!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and 0.0 <= lo <= 1.0 and 0.0 <= hi <= 1.0):
+        raise UsageError(f"{what} must be two numbers in [0, 1], got {lo:g},{hi:g}")
+    if lo > hi:
+        raise UsageError(f"{what} must have LO <= HI, got {lo:g},{hi:g}")
+    return lo, hi
+
+
+def check_convention(convention: str) -> str:
+    if convention not in CONVENTIONS:
+        extra = (" (RouteLLM's 11 threshold points have no call-rate grid for LPM, MPM and HCR)"
+                 if convention in get_args(C.Convention) else "")
+        raise UsageError(f"convention must be one of {', '.join(CONVENTIONS)}, got {convention!r}{extra}")
+    return convention
+
+
+def pair_table(table: RoutingTable, small: str, large: str) -> RoutingTable:
+    """``table`` cut to the actors ``small`` and ``large``, in that order (a UsageError listing the actors)."""
+    names = table.actor_names
+    for role, actor in (("small", small), ("large", large)):
+        if actor not in names:
+            raise UsageError(f"unknown {role} actor {actor!r}; the table's actors are {', '.join(names)}")
+    if small == large:
+        raise UsageError(f"the small and the large model are both {small!r}; name two different actors")
+    return table.select_actors([small, large])
+
+
+def resolve_domains(datasets: Sequence[str], id_datasets: Sequence[str] | None, ood_datasets: Sequence[str]
+                    ) -> tuple[list[str], list[str]]:
+    """(in-domain, out-of-domain) dataset names, in the table's order: ``id_datasets`` None means every dataset
+    not named out-of-domain. A name given twice, in both lists, or not in the table is a UsageError."""
+    present = list(dict.fromkeys(datasets))
+    ood = list(ood_datasets)
+    ids = [d for d in present if d not in ood] if id_datasets is None else list(id_datasets)
+    for what, names in (("in-domain", ids), ("out-of-domain", ood)):
+        unknown = [d for d in names if d not in present]
+        if unknown:
+            raise UsageError(f"unknown {what} dataset {unknown[0]!r}; the table has {', '.join(present)}")
+        if len(set(names)) != len(names):
+            raise UsageError(f"{what} dataset {next(d for d in names if names.count(d) > 1)!r} is named twice")
+    both = [d for d in ids if d in ood]
+    if both:
+        raise UsageError(f"dataset {both[0]!r} is named both in-domain and out-of-domain")
+    if not ids:
+        raise UsageError("no in-domain dataset is left to train on; name some with id_datasets (--id)")
+    order = {d: i for i, d in enumerate(present)}
+    return sorted(ids, key=order.__getitem__), sorted(ood, key=order.__getitem__)
+
+
+# --------------------------------------------------------------------------------------------- protocol
+def run_two_model(
+    table: RoutingTable,
+    small: str,
+    large: str,
+    routers: Sequence[RouterLike],
+    *,
+    signals: str | Path | None = None,
+    id_datasets: Sequence[str] | None = None,
+    ood_datasets: Sequence[str] = (),
+    split: str | Split = "random:0.2",
+    seed: int = 0,
+    encoder: str | Encoder | None = None,
+    n_boot: int = 1000,
+    convention: str = "routerlab",
+    lpm_band: tuple[float, float] = (0.25, 0.30),
+    rp_band: tuple[float, float] = (0.85, 0.95),
+) -> TwoModelResult:
+    """Train ``routers`` on the in-domain train part and score each in-domain test part and each out-of-domain
+    dataset (module docstring; SPEC 6). ``signals`` (an extract directory or an ``.npz``) adds the small
+    model's per-query signals to the features, for the routers that read them; a router that needs a signal
+    the features lack is an error before any router is trained. ``encoder`` defaults to evaluate's (tfidf),
+    fitted on the training texts. Same inputs and seed give the same numbers."""
+    convention = check_convention(convention)
+    lpm_band, rp_band = check_band(lpm_band, "lpm_band"), check_band(rp_band, "rp_band")
+    if int(n_boot) < 1:
+        raise UsageError(f"n_boot must be at least 1, got {n_boot}")
+    if int(seed) < 0:
+        raise UsageError(f"seed must be >= 0, got {seed}")
+    if not routers:
+        raise UsageError("name at least one router, e.g. oracle,best-single,knn")
+    labels = [router_label(r) for r in routers]
+    repeated = [x for x in labels if labels.count(x) > 1]
+    if repeated:
+        raise UsageError(f"router {repeated[0]!r} is named twice; each router of a run needs its own label")
+    resolve_domains(table.queries.dataset.astype(str).tolist(), id_datasets, ood_datasets)  # names first
+    pair = pair_table(table, small, large)
+    observed = ~np.isnan(pair.score).any(axis=1)
+    dropped = {DROPPED_UNOBSERVED: int((~observed).sum())}
+    pair = pair.select_queries(observed)
+    datasets = pair.queries.dataset.astype(str)
+    gone = [d for d in list(id_datasets or []) + list(ood_datasets) if d not in set(datasets.tolist())]
+    if gone:
+        raise UsageError(f"dataset {gone[0]!r} has no query where both {small!r} and {large!r} are observed")
+    id_names, ood_names = resolve_domains(datasets.tolist(), id_datasets, ood_datasets)
+
+    id_rows = np.flatnonzero(np.isin(datasets, id_names))
+    sp = split if isinstance(split, Split) else _split(pair.select_queries(id_rows), split, seed)
+    train_rows = id_rows[sp.train]
+    eval_rows = np.sort(np.concatenate([id_rows[sp.test], np.flatnonzero(np.isin(datasets, ood_names))]))
+    train, evaluation = pair.select_queries(train_rows), pair.select_queries(eval_rows)
+    eval_sets = evaluation.queries.dataset.astype(str)
+    empty = [d for d in id_names if not (eval_sets == d).any()]
+    if empty:
+        raise UsageError(f"in-domain dataset {empty[0]!r} has no test query under split {_split_name(split)!r}; "
+                         "use a larger test fraction or fewer datasets")
+
+    chosen, _ = applicable_routers(list(routers), train, seed)  # every router checked before any is trained
+    ftrain, feval = featurize(train, evaluation, encoder or "tfidf")
+    summary = None
+    if signals is not None:
+        ftrain, feval, summary = _attach_signals(Path(signals), pair, train_rows, eval_rows, ftrain, feval)
+    _check_signals(chosen, train, ftrain)
+
+    scores: dict[str, FloatArray] = {}
+    seconds: dict[str, float] = {}
+    for spec, router in track(chosen, "two-model: router", unit="router", label=lambda item: item[0]):
+        t0 = time.perf_counter()
+        router.fit(train, ftrain)
+        if router.uses_test_labels:  # a bound: the only routers handed the test outcomes
+            router.reveal(evaluation)
+        scores[spec] = _two_model_scores(router, feval)
+        seconds[spec] = time.perf_counter() - t0
+
+    result = TwoModelResult(
+        provenance=Provenance.of(table, sp, seed=seed, encoder=ftrain.encoder, routers=labels,
+                                 split_extra={"n_evaluated": int(evaluation.n_queries)}),
+        small=small, large=large, convention=convention, lpm_band=lpm_band, rp_band=rp_band, n_boot=int(n_boot),
+        id_datasets=id_names, ood_datasets=ood_names, dropped=dropped, signals=summary,
+    )
+    with task("two-model: curves and bootstrap intervals"):
+        cells = _score_datasets(scores, evaluation, [*id_names, *ood_names], convention, lpm_band, rp_band,
+                                int(n_boot), int(seed))
+    for spec in scores:
+        per = cells[spec]
+        result.results.append(TwoModelRouterResult(
+            spec=spec, datasets={d: per[d].cell for d in per},
+            id_mean=_mean_cell([per[d] for d in id_names]),
+            ood_mean=_mean_cell([per[d] for d in ood_names]) if ood_names else None,
+            curves={d: {"x": per[d].x.tolist(), "phi": per[d].phi.tolist()} for d in per},
+            fit_seconds=seconds[spec],
+        ))
+    return result
+
+
+def _split_name(split: str | Split) -> str:
+    return split if isinstance(split, str) else split.kind
+
+
+def _split(id_table: RoutingTable, spec: str, seed: int) -> Split:
+    """The in-domain split; ``ood:`` is refused here, since out-of-domain datasets are named with --ood."""
+    if spec.partition(":")[0] == "ood":
+        raise UsageError("split 'ood:...' does not apply here: name out-of-domain datasets with ood_datasets "
+                         "(--ood D1,D2); the split divides the in-domain queries (given, random[:F])")
+    return make_split(id_table, spec, seed)
+
+
+def _two_model_scores(router: Router, features: Features) -> FloatArray:
+    """s(q) of a fitted router: its own for a two-model router, the oracle's dense rank of (small - large,
+    small) from the revealed outcomes, else its small column minus its large one."""
+    if router.name == "oracle" and router.uses_test_labels:
+        outcomes = router.outcomes(features).score.astype(np.float64)
+        return C.oracle_two_model_score(outcomes[:, 0], outcomes[:, 1])
+    if isinstance(router, TwoModelRouter):
+        return router.small_score(features)
+    return two_model_score(router, router.scores(features))
+
+
+# --------------------------------------------------------------------------------------------- signals
+def _attach_signals(path: Path, pair: RoutingTable, train_rows: npt.NDArray[np.intp],
+                    eval_rows: npt.NDArray[np.intp], ftrain: Features, feval: Features
+                    ) -> tuple[Features, Features, dict[str, Any]]:
+    """The features with the small model's signals of their queries (joined by query id) and a summary of
+    where they came from, for the result record."""
+    from routerlab.features.registry import text_list
+    from routerlab.features.signals import load_signals, read_manifest
+
+    rows = np.concatenate([train_rows, eval_rows])
+    ids = [str(q) for q in pair.queries.ids[rows].tolist()]
+    arrays = load_signals(path, ids, text_list(pair.queries.text[rows]))
+    cut = train_rows.size
+    ftrain = ftrain.with_signals({k: v[:cut] for k, v in arrays.items()})
+    feval = feval.with_signals({k: v[cut:] for k, v in arrays.items()})
+    manifest = read_manifest(path)
+    summary: dict[str, Any] = {"path": str(path), "kind": "extract" if path.is_dir() else "npz",
+                               "arrays": {k: list(v.shape[1:]) for k, v in sorted(arrays.items())}}
+    for key in ("model_id", "layers", "dim", "settings"):
+        if key in manifest:
+            summary[key] = manifest[key]
+    return ftrain, feval, summary
+
+
+class _WatchedSignals(Mapping[str, np.ndarray]):
+    """The signals of a dry run, remembering every name asked for and missing."""
+
+    def __init__(self, inner: Mapping[str, np.ndarray]) -> None:
+        self.inner = inner
+        self.missed: list[str] = []
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        return self.inner[key]
+
+    def __contains__(self, key: object) -> bool:
+        found = key in self.inner
+        if not found:
+            self.missed.append(str(key))
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.inner)
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+
+def _check_signals(chosen: Sequence[tuple[str, Router]], train: RoutingTable, ftrain: Features) -> None:
+    """Before any training: a dry run of each two-model router (a copy fitted and scored on a few training
+    queries of both labels) whose features lack a signal it reads raises that router's own message. Any other
+    failure of the dry run is left to the real fit, which reports it in its turn."""
+    labels = small_good_enough_labels(train)
+    rows = np.sort(np.concatenate([np.flatnonzero(labels)[:4], np.flatnonzero(~labels)[:4]]))
+    for _, router in chosen:
+        if not isinstance(router, TwoModelRouter) or router.uses_test_labels:
+            continue
+        sub = ftrain.take(rows)
+        watched = _WatchedSignals(sub.signals)
+        object.__setattr__(sub, "signals", watched)
+        probe = copy.deepcopy(router)
+        try:
+            probe.fit(train.select_queries(rows), sub)
+            probe.small_score(sub)
+        except UsageError:
+            if watched.missed:
+                raise
+        except Exception:  # a dry run on eight queries: the real fit reports real failures
+            continue
+
+
+# --------------------------------------------------------------------------------------------- metrics
+@dataclass
+class _Cell:
+    """One router on one dataset: the point values (``cell``, JSON-ready), the curve, and the replicates of
+    every bootstrapped metric (for the replicate-wise means)."""
+
+    cell: dict[str, Any]
+    x: FloatArray
+    phi: FloatArray
+    replicates: dict[str, FloatArray]
+
+
+def _dataset_seed(seed: int, name: str) -> int:
+    """The resampling seed of one dataset: a function of the run's seed and the dataset's name only, so a
+    dataset is resampled the same way whichever other datasets are in the run."""
+    state = np.random.SeedSequence([seed, zlib.crc32(name.encode("utf-8"))]).generate_state(1)
+    return int(state[0])
+
+
+def _score_datasets(scores: Mapping[str, FloatArray], evaluation: RoutingTable, names: Sequence[str],
+                    convention: str, lpm_band: tuple[float, float], rp_band: tuple[float, float], n_boot: int,
+                    seed: int) -> dict[str, dict[str, _Cell]]:
+    """Every router's cell on every dataset: point metrics from metrics.curves, intervals from one set of
+    resamples per dataset shared by all routers."""
+    datasets = evaluation.queries.dataset.astype(str)
+    out: dict[str, dict[str, _Cell]] = {spec: {} for spec in scores}
+    for name in names:
+        rows = np.flatnonzero(datasets == name)
+        small = evaluation.score[rows, 0].astype(np.float64)
+        large = evaluation.score[rows, 1].astype(np.float64)
+        reps: dict[str, dict[str, list[FloatArray]]] = {spec: {m: [] for m in BOOT_METRICS} for spec in scores}
+        points: dict[str, tuple[C.CallRateCurve, dict[str, float]]] = {}
+        for spec, s_all in scores.items():
+            s = s_all[rows]
+            curve = C.call_rate_curve(s, small, large, convention=convention)  # type: ignore[arg-type]
+            points[spec] = (curve, point_metrics(curve, s, small, large, convention, lpm_band, rp_band))
+        for idx in resample_indices(rows.size, n_boot, _dataset_seed(seed, name)):
+            counts = _multiplicities(idx, rows.size) if convention == "routerlab" else None
+            for spec, s_all in scores.items():
+                values = replicate_metrics(s_all[rows], small, large, idx, convention, lpm_band, rp_band,
+                                           counts=counts, point_curve=points[spec][0])
+                for m in BOOT_METRICS:
+                    reps[spec][m].append(values[m])
+        for spec in scores:
+            curve, point = points[spec]
+            joined = {m: np.concatenate(reps[spec][m]) for m in BOOT_METRICS}
+            cell: dict[str, Any] = {"n": int(rows.size)}
+            for m in METRICS:
+                cell[m] = point[m]
+                if m in joined:
+                    cell[f"{m}_ci"] = list(interval(point[m], *percentile_interval(joined[m])))
+            out[spec][name] = _Cell(cell, curve.x, curve.phi, joined)
+    return out
+
+
+def _mean_cell(cells: Sequence[_Cell]) -> dict[str, Any]:
+    """Mean over datasets of each metric (NaN when one dataset's value is NaN); the interval from the
+    replicate-wise means (the datasets' resamples are independent)."""
+    out: dict[str, Any] = {}
+    for m in METRICS:
+        value = float(np.mean([c.cell[m] for c in cells]))
+        out[m] = value
+        if m in BOOT_METRICS:
+            means = np.mean(np.stack([c.replicates[m] for c in cells]), axis=0)
+            out[f"{m}_ci"] = list(interval(value, *percentile_interval(means)))
+    return out
+
+
+def point_metrics(curve: C.CallRateCurve, s: FloatArray, small: FloatArray, large: FloatArray, convention: str,
+                  lpm_band: tuple[float, float], rp_band: tuple[float, float]) -> dict[str, float]:
+    """SPEC 6's metrics of one router on one dataset, from the pure functions of metrics.curves."""
+    return {
+        "auroc": C.router_auroc(s, small, large, convention=convention),  # type: ignore[arg-type]
+        "lpm": C.lpm(curve, lpm_band), "mpm": C.mpm(curve, lpm_band, rp_band), "hcr": C.hcr(curve, rp_band),
+        "auc": C.auc_phi(curve), "apgr": C.apgr(curve), "perf_small": curve.perf_s, "perf_large": curve.perf_l,
+    }
+
+
+def _multiplicities(idx: npt.NDArray[np.intp], n: int) -> FloatArray:
+    """(n, rows): how often each query occurs in each resample of ``idx`` (rows, n). Queries run down the first
+    axis, so sums over sorted queries are column-wise cumulative sums (fast, vectorised over resamples)."""
+    rows = idx.shape[0]
+    offsets = (np.arange(rows, dtype=np.intp) * n)[:, None]
+    counts = np.bincount((idx + offsets).ravel(), minlength=rows * n).reshape(rows, n)
+    return np.ascontiguousarray(counts.T, dtype=np.float64)
+
+
+def _labels(small: FloatArray, large: FloatArray, convention: str) -> npt.NDArray[np.bool_]:
+    """The router-ability label per query, by the convention's rule (metrics.curves.router_auroc)."""
+    if convention == "routerlab":
+        return C.small_good_enough(small, large)
+    graded = bool((large > 1).any() or (small > 1).any())
+    return np.asarray(small >= large if graded else 1 - small <= 0)
+
+
+def replicate_metrics(s: FloatArray, small: FloatArray, large: FloatArray, idx: npt.NDArray[np.intp],
+                      convention: str, lpm_band: tuple[float, float], rp_band: tuple[float, float], *,
+                      counts: FloatArray | None = None, point_curve: C.CallRateCurve | None = None
+                      ) -> dict[str, FloatArray]:
+    """The bootstrapped metrics of one router for every resample of ``idx`` (rows, n) at once: what
+    :func:`point_metrics` gives on ``s[idx[b]], small[idx[b]], large[idx[b]]``, vectorised over b (equal up to
+    float rounding; the tests check it). ``counts`` (the resamples' multiplicities, (n, rows)) may be passed to share
+    them between routers."""
+    n = s.size
+    labels = _labels(small, large, convention)
+    if convention == "routerlab":
+        w = _multiplicities(idx, n) if counts is None else counts
+        order = np.lexsort((large - small, s))  # the scalar curve's order: ties in s, then by gain
+        ends = _group_ends(s[order])
+        w_sorted = w[order]
+        sent = _at_group_ends(w_sorted, ends)
+        phi = _routerlab_phi(w, w_sorted, ends, sent, small, (large - small)[order], n)
+        perf_s, perf_l = phi[:, 0], phi[:, -1]
+        auroc = _weighted_auroc(w_sorted, ends, sent, labels[order], one_label=math.nan)
+        x = np.arange(_GRID) / (_GRID - 1)
+    else:
+        phi, perf_s, perf_l = _routerxbench_phi(s[idx], small[idx], large[idx])
+        order = np.argsort(s, kind="stable")
+        w_sorted, ends = _multiplicities(idx, n)[order], _group_ends(s[order])
+        auroc = _weighted_auroc(w_sorted, ends, _at_group_ends(w_sorted, ends), labels[order], one_label=0.5)
+        x = np.linspace(0, 1, _GRID)
+    return {"auroc": auroc, **_curve_metrics(phi, x, perf_s, perf_l, convention, lpm_band, rp_band, point_curve)}
+
+
+def _group_ends(sorted_scores: FloatArray) -> npt.NDArray[np.intp]:
+    """One past the last position of each tie group of sorted router scores."""
+    return np.flatnonzero(np.append(sorted_scores[1:] != sorted_scores[:-1], True)) + 1
+
+
+def _at_group_ends(w_sorted: FloatArray, ends: npt.NDArray[np.intp], values: FloatArray | None = None
+                   ) -> FloatArray:
+    """(groups + 1, rows): the cumulative sum of the multiplicities ``w_sorted`` (n, rows) of the sorted queries
+    (times their ``values``) at each tie group's end, a zero row first."""
+    weighted = w_sorted if values is None else w_sorted * values[:, None]
+    total = np.cumsum(weighted, axis=0)[ends - 1]
+    return np.concatenate([np.zeros((1, w_sorted.shape[1])), total], axis=0)
+
+
+def _routerlab_phi(w: FloatArray, w_sorted: FloatArray, ends: npt.NDArray[np.intp], sent: FloatArray,
+                   small: FloatArray, gain_sorted: FloatArray, n: int) -> FloatArray:
+    """(rows, grid) replicate curves of the routerlab convention: tie groups of the router score are fixed by the
+    data, a resample only changes how many copies of each query a group holds; the expected gain of sending k
+    queries is the linear interpolation, in k, of the cumulative gain at the groups' ends (metrics.curves).
+    ``sent`` is :func:`_at_group_ends` of the multiplicities: the queries sent when whole groups go."""
+    b = w.shape[1]
+    sent = np.ascontiguousarray(sent.T)  # (b, g + 1), non-decreasing per row
+    gained = np.ascontiguousarray(_at_group_ends(w_sorted, ends, gain_sorted).T)
+    g = ends.size
+    k = ((np.arange(_GRID) * n) // (_GRID - 1)).astype(np.float64)
+    offsets = np.arange(b, dtype=np.float64) * (n + 1)  # rows laid end to end stay sorted
+    pos = np.searchsorted((sent + offsets[:, None]).ravel(), (k[None, :] + offsets[:, None]).ravel(), side="right")
+    j = np.minimum(pos.reshape(b, _GRID) - 1 - (np.arange(b) * (g + 1))[:, None], g - 1)
+    r = np.arange(b)[:, None]
+    lo_n, hi_n = sent[r, j], sent[r, j + 1]
+    step = np.where(hi_n > lo_n, (k[None, :] - lo_n) / np.where(hi_n > lo_n, hi_n - lo_n, 1.0), 0.0)
+    step = np.clip(step, 0.0, 1.0)
+    gain = gained[r, j] + step * (gained[r, j + 1] - gained[r, j])
+    return np.asarray((small @ w)[:, None] + gain) / n
+
+
+def _routerxbench_phi(s: FloatArray, small: FloatArray, large: FloatArray) -> tuple[FloatArray, FloatArray,
+                                                                                       FloatArray]:
+    """Replicate curves of RouterXBench's released code, row by row as metrics.curves computes one: numpy's
+    default argsort, int(rate * n) on the float grid, prefix sums in sorted order; Perf from row-order means."""
+    b, n = s.shape
+    order = np.argsort(s, axis=1)
+    sorted_small = np.take_along_axis(small, order, axis=1)
+    sorted_large = np.take_along_axis(large, order, axis=1)
+    prefix_small, prefix_large = np.cumsum(sorted_small, axis=1), np.cumsum(sorted_large, axis=1)
+    total_small = prefix_small[:, -1]
+    phi = np.empty((b, _GRID))
+    for i, rate in enumerate(np.linspace(0, 1, _GRID)):  # 101 grid points, not replicates
+        k = int(rate * n)
+        if k == 0:
+            phi[:, i] = total_small / n
+        elif k >= n:
+            phi[:, i] = np.mean(sorted_large, axis=1)
+        else:
+            phi[:, i] = (prefix_large[:, k - 1] + (total_small - prefix_small[:, k - 1])) / n
+    return phi, np.mean(small, axis=1), np.mean(large, axis=1)
+
+
+def _weighted_auroc(w_sorted: FloatArray, ends: npt.NDArray[np.intp], sent: FloatArray,
+                    labels_sorted: npt.NDArray[np.bool_], *, one_label: float) -> FloatArray:
+    """Mann-Whitney AUROC per resample (ties 1/2) from the multiplicities (n, rows) of the queries sorted by
+    router score, ``ends`` closing each tie group (``sent``: :func:`_at_group_ends` of the multiplicities);
+    ``one_label`` where a resample holds a single label."""
+    pos_cum = _at_group_ends(w_sorted, ends, labels_sorted.astype(np.float64))
+    neg_cum = sent - pos_cum
+    pos, neg = np.diff(pos_cum, axis=0), np.diff(neg_cum, axis=0)
+    n_pos, n_neg = pos_cum[-1], neg_cum[-1]
+    both = (n_pos > 0) & (n_neg > 0)
+    wins = (pos * (neg_cum[:-1] + 0.5 * neg)).sum(axis=0)
+    return np.where(both, wins / np.where(both, n_pos * n_neg, 1.0), one_label)
+
+
+def _curve_metrics(phi: FloatArray, x: FloatArray, perf_s: FloatArray, perf_l: FloatArray, convention: str,
+                   lpm_band: tuple[float, float], rp_band: tuple[float, float],
+                   point_curve: C.CallRateCurve | None) -> dict[str, FloatArray]:
+    """LPM, MPM, HCR, AUC and APGR of replicate curves ``phi`` (rows) on the grid ``x``, by the convention's
+    rules (metrics.curves: bands, tolerances, Phi(d_hi))."""
+    tau_1 = perf_s + rp_band[0] * (perf_l - perf_s)
+    tau_2 = perf_s + rp_band[1] * (perf_l - perf_s)
+    if convention == "routerlab":
+        band = (x >= lpm_band[0] - _TOL) & (x <= lpm_band[1] + _TOL)
+        lpm = phi[:, band].mean(axis=1) if band.any() else np.full(phi.shape[0], math.nan)
+        tol = _TOL
+        j = min(max(int(np.searchsorted(x, lpm_band[1], side="right")) - 1, 0), x.size - 2)
+        frac = (lpm_band[1] - x[j]) / (x[j + 1] - x[j])
+        floor = phi[:, j] + frac * (phi[:, j + 1] - phi[:, j])
+        mid = (phi > floor[:, None] + _TOL) & (phi < tau_1[:, None] - _TOL)
+    else:
+        ref = point_curve if point_curve is not None else C.CallRateCurve(x, phi[0], "routerxbench", (0.0, 0.0))
+        start, end = C._routerxbench_band(ref, lpm_band)
+        lpm = phi[:, start:end].mean(axis=1)
+        tol = 0.0
+        floor = phi[:, end - 1]
+        mid = (phi > floor[:, None]) & (phi < tau_1[:, None])
+    high = (phi >= tau_1[:, None] - tol) & (phi <= tau_2[:, None] + tol)
+    n_high, n_mid = high.sum(axis=1), mid.sum(axis=1)
+    hcr = np.where(n_high > 0, 1.0 - (high * x).sum(axis=1) / np.maximum(n_high, 1), 0.0)
+    mpm = np.where(n_mid > 0, (mid * phi).sum(axis=1) / np.maximum(n_mid, 1), 0.0)
+    auc = (np.diff(x) * (phi[:, 1:] + phi[:, :-1]) / 2.0).sum(axis=1)
+    gap = perf_l - perf_s
+    apgr = np.where(gap != 0, (auc - perf_s) / np.where(gap != 0, gap, 1.0), math.nan)
+    return {"lpm": np.asarray(lpm, dtype=np.float64), "mpm": mpm, "hcr": hcr, "auc": auc, "apgr": apgr}
