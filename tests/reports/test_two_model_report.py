@@ -180,3 +180,69 @@ def test_write_two_model_report(tmp_path: Path) -> None:
     md = paths[-1].read_text()
     assert md.startswith("# Two-model routing: qwen-1.5b -> gemini-1.5-pro")
     assert "**MPM" in md and "![call_rate_mmlu.png](call_rate_mmlu.png)" in md
+
+
+# ------------------------------------------------------------------------------------------------ audit section
+def test_section_is_registered_before_robustness() -> None:
+    from routerlab.reports.audit import section_names
+
+    names = section_names()
+    assert "two-model" in names and names.index("two-model") < names.index("robustness")
+
+
+def test_section_skips_a_table_without_a_pair(tmp_path: Path) -> None:
+    from routerlab.datasets import demo
+    from routerlab.reports.audit import run_audit
+
+    rec = run_audit(demo(120, seed=1), tmp_path / "a", only=["two-model"])
+    sec = rec["sections"]["two-model"]
+    assert sec["measured"] is False and "designates no small/large pair" in sec["reason"]
+    report = (tmp_path / "a" / "report.md").read_text()
+    body = report.split("## Two-model routing", 1)[1].split("\n\n")[1]
+    assert body.startswith("Skipped: the table designates no small/large pair") and "\n" not in body.strip()
+    stale = demo(120, seed=1)
+    stale = type(stale)(queries=stale.queries, actors=stale.actors, score=stale.score, name="stale",
+                        meta={"two_model": {"small": "gone", "large": "frontier-235b"}})
+    sec = run_audit(stale, tmp_path / "b", only=["two-model"])["sections"]["two-model"]
+    assert sec["measured"] is False and "'gone' is not an actor" in sec["reason"]
+
+
+def test_section_runs_the_protocol_on_a_designated_table(tmp_path: Path) -> None:
+    from routerlab import join
+    from routerlab.datasets import demo
+    from routerlab.reports.audit import run_audit
+
+    table = join([demo(200, seed=2)], small="tiny-2b", large="frontier-235b", name="pair")
+    rec = run_audit(table, tmp_path / "a", only=["two-model"])
+    sec = rec["sections"]["two-model"]
+    assert sec["measured"] is True and sec["routers"] == ["oracle", "random", "best-single", "knn", "linear"]
+    res = sec["two_model"]
+    assert (res["small"], res["large"], res["n_boot"]) == ("tiny-2b", "frontier-235b", 200)
+    by = {r["router"]: r for r in res["results"]}
+    # anchors (SPEC 6): the oracle's AUROC is 1 and best-single's (a constant score) 0.5, on every dataset whose
+    # test part has both labels (small model right on some queries, wrong on others); undefined (null) otherwise
+    test = table.queries.split == "test"
+    both_labels = 0
+    for name, d in by["oracle"]["datasets"].items():
+        rows = test & (table.queries.dataset == name)
+        if np.unique(table.score[rows, 0]).size == 2:
+            both_labels += 1
+            assert d["auroc"] == pytest.approx(1.0)
+            assert by["best-single"]["datasets"][name]["auroc"] == pytest.approx(0.5)
+        else:
+            assert d["auroc"] is None or np.isnan(d["auroc"])
+    assert both_labels >= 3
+    # Perf_S and Perf_L per dataset = each model's mean score on the audit's test queries of that dataset
+    for name, d in by["knn"]["datasets"].items():
+        rows = test & (table.queries.dataset == name)
+        assert d["n"] == int(rows.sum())
+        assert d["perf_small"] == pytest.approx(float(table.score[rows, 0].mean()))
+        assert d["perf_large"] == pytest.approx(float(table.score[rows, table.actor_names.index("frontier-235b")]
+                                                      .mean()))
+        assert res["curves"]["knn"][name]["phi"][0] == pytest.approx(d["perf_small"])
+    report = (tmp_path / "a" / "report.md").read_text()
+    assert "**AUROC (router ability) (%)**" in report and "**HCR (high-band call rate) (%)**" in report
+    assert "| router | " + " | ".join(res["id_datasets"]) + " | ID avg |" in report
+    assert len(sec["figures"]) == len(res["id_datasets"])
+    for fig in sec["figures"]:
+        assert (tmp_path / "a" / fig).stat().st_size > 1000 and f"]({fig})" in report
