@@ -188,6 +188,21 @@ def test_partial_router_options(table_dir: str, router: str, value: str) -> None
              "--protocol", "cold-start", "--json"])
 
 
+TWO_MODEL = {"--small": "tiny-2b", "--large": "frontier-235b", "--routers": "oracle,best-single,knn:k=3",
+             "--ood": "law", "--split": "random:0.25", "--seed": "0", "--boot": "40", "--lpm-band": "0.25,0.3",
+             "--rp-band": "0.85,0.95", "--convention": "routerlab"}
+
+
+@FUZZ
+@given(field=st.sampled_from(["--boot", "--seed", "--split", "--lpm-band", "--rp-band", "--routers", "--convention",
+                              "--small", "--id"]),
+       value=number_text, band=float_list)
+def test_two_model(table_dir: str, field: str, value: str, band: str) -> None:
+    fuzzed = {"--split": f"random:{value}", "--routers": f"oracle,knn:k={value}", "--lpm-band": band,
+              "--rp-band": band, "--convention": value or "routerxbench", "--id": f"math,{value}"}.get(field, value)
+    run_cli(["two-model", table_dir, *options(TWO_MODEL, field, fuzzed), "--json"])
+
+
 def test_output_paths_fuzz_free_cases(tmp_path: Path) -> None:
     """The -o cases of the issue, through the same contract check."""
     (tmp_path / "f").write_text("x")
