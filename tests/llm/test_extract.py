@@ -138,8 +138,8 @@ def test_changed_text_is_extracted_again(smollm2: Any, extracted: tuple[Path, Pa
     out = tmp_path / "copy"
     shutil.copytree(extracted[0], out)
     edited = Question("m4", "Which animal flies?", "nature", "test", ("rock", "fish", "bird", "tree"), "C", "mc")
-    report = extract(smollm2, [MC[0], edited], out, SETTINGS)
-    assert (report.fresh, report.reused, report.rows) == (1, 1, 7)
+    report = extract(smollm2, [MC[0], edited, edited], out, SETTINGS)  # asked twice: extracted once
+    assert (report.fresh, report.reused, report.rows) == (1, 2, 7)
     new = load_signals(out, ["m4", "m1"], texts=[edited.text, MC[0].text])
     old = load_signals(out, ["m4"], texts=[MC[3].text])
     want = smollm2.choice_scores(prompt_messages(edited), tuple(edited.letters)).logits
