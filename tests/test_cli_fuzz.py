@@ -285,3 +285,20 @@ def test_join(halves_dirs: tuple[str, str], tmp_path_factory: pytest.TempPathFac
     argv += [*(["--small", small] if small is not None else []), *(["--large", large] if large is not None else []),
              *(["--name", name] if name is not None else [])]
     run_cli(argv)
+
+
+@FUZZ
+@given(field=st.sampled_from(["--limit", "--seed", "--samples", "--temperature", "--shard-size", "--model",
+                              "--questions", "-o"]),
+       value=number_text)
+def test_extract(tmp_path_factory: pytest.TempPathFactory, field: str, value: str) -> None:
+    """extract's options, spec, question source and output: valid ones reach the model load, which fails on a
+    missing .gguf (no model is loaded here), so every run ends in one error line."""
+    root = tmp_path_factory.mktemp("extract")
+    (root / "q.jsonl").write_text('{"id": "a", "question": "Which?", "choices": ["x", "y"], "answer": "A"}\n')
+    (root / "file").write_text("x")
+    valid = {"--model": f"local:{root / 'missing.gguf'}", "--questions": str(root / "q.jsonl"), "-o": str(root / "o"),
+             "--limit": "1", "--seed": "0", "--samples": "2", "--temperature": "0.7", "--shard-size": "4"}
+    fuzzed = {"--model": f"local:{value}" if value.strip() else value, "--questions": str(root / f"{value}.jsonl"),
+              "-o": str(root / "file" / value) if value.strip() else str(root / "file")}.get(field, value)
+    run_cli(["extract", *options(valid, field, fuzzed), "--json"])
