@@ -166,6 +166,12 @@ def test_refusals_are_clear_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     fitted = get_router("probe-mean", epochs=1).fit(table, feats)
     with pytest.raises(UsageError, match="4 layers x 8 dims, asked to score 4 x 6"):
         fitted.scores(feats.with_signals({"hidden": hidden[:, :, :6]}))
+    broken = hidden.copy()
+    broken[7, 3, 2] = np.nan
+    with pytest.raises(DataError, match="'q7'"):
+        get_router("probe-mean", standardize=False).fit(table, feats.with_signals({"hidden": broken}))
+    with pytest.raises(DataError, match="'q7'"):
+        fitted.scores(feats.with_signals({"hidden": broken}))
     monkeypatch.setitem(sys.modules, "torch", None)  # torch not installed
     with pytest.raises(UsageError, match=r"pip install torch==2\.13\.0"):
         get_router("probe-dirichlet").fit(table, feats)

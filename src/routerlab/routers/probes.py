@@ -144,12 +144,11 @@ class HiddenStateProbe(TwoModelRouter):
         hidden = hidden_signal(features, self.name)
         self._shape = (int(hidden.shape[1]), int(hidden.shape[2]))
         self._first = self._first_layer(self._shape[0])
-        used = self._shape[0] - self._first
-        if self.params["standardize"]:
-            self.feature_mean, self.feature_scale = layer_statistics(hidden, self._first, features.queries.ids, torch)
-        else:
-            self.feature_mean = np.zeros((used, self._shape[1]), dtype=np.float32)
-            self.feature_scale = np.ones((used, self._shape[1]), dtype=np.float32)
+        # one pass that also refuses a non-finite value, naming its query, whether or not it standardises
+        self.feature_mean, self.feature_scale = layer_statistics(hidden, self._first, features.queries.ids, torch)
+        if not self.params["standardize"]:
+            self.feature_mean = np.zeros_like(self.feature_mean)
+            self.feature_scale = np.ones_like(self.feature_scale)
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # per-step tensors are small; threads only contend on a shared machine
         try:
@@ -223,6 +222,11 @@ class HiddenStateProbe(TwoModelRouter):
         for start in range(0, hidden.shape[0], CHUNK_ROWS):
             x = _rows(hidden, slice(start, start + CHUNK_ROWS), self._first)
             out[start:start + CHUNK_ROWS] = x.reshape(x.shape[0], -1) @ flat
+        bad = ~np.isfinite(out)
+        if bad.any():  # a NaN or an inf in a layer the probe reads
+            row = int(np.flatnonzero(bad)[0])
+            raise DataError(f"signal 'hidden' is not finite (query {features.queries.ids[row]!r})", row=row + 1,
+                            field="hidden")
         return out + offset
 
     def describe(self) -> dict[str, Any]:
