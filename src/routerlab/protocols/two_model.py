@@ -388,8 +388,9 @@ def _score_datasets(scores: Mapping[str, FloatArray], evaluation: RoutingTable, 
             s = s_all[rows]
             curve = C.call_rate_curve(s, small, large, convention=convention)  # type: ignore[arg-type]
             points[spec] = (curve, point_metrics(curve, s, small, large, convention, lpm_band, rp_band))
+        exact = _exact_dtype(small, large)
         for idx in resample_indices(rows.size, n_boot, _dataset_seed(seed, name)):
-            counts = _multiplicities(idx, rows.size) if convention == "routerlab" else None
+            counts = _multiplicities(idx, rows.size, exact) if convention == "routerlab" else None
             for spec, s_all in scores.items():
                 values = replicate_metrics(s_all[rows], small, large, idx, convention, lpm_band, rp_band,
                                            counts=counts, point_curve=points[spec][0])
@@ -430,13 +431,21 @@ def point_metrics(curve: C.CallRateCurve, s: FloatArray, small: FloatArray, larg
     }
 
 
-def _multiplicities(idx: npt.NDArray[np.intp], n: int) -> FloatArray:
+def _exact_dtype(small: FloatArray, large: FloatArray) -> type[np.floating[Any]]:
+    """float32 where every partial sum of the resample sums is an integer below 2^24 (0/1 scores: counts, gains
+    and labels are small integers, exact in float32 and summed about twice as fast), else float64."""
+    binary = bool(np.isin(small, (0.0, 1.0)).all() and np.isin(large, (0.0, 1.0)).all())
+    return np.float32 if binary and small.size < 2**23 else np.float64
+
+
+def _multiplicities(idx: npt.NDArray[np.intp], n: int, dtype: type[np.floating[Any]] = np.float64
+                    ) -> npt.NDArray[np.floating[Any]]:
     """(n, rows): how often each query occurs in each resample of ``idx`` (rows, n). Queries run down the first
-    axis, so sums over sorted queries are column-wise cumulative sums (fast, vectorised over resamples)."""
+    axis, so sums over sorted queries are column-wise cumulative sums (vectorised over resamples)."""
     rows = idx.shape[0]
     offsets = (np.arange(rows, dtype=np.intp) * n)[:, None]
     counts = np.bincount((idx + offsets).ravel(), minlength=rows * n).reshape(rows, n)
-    return np.ascontiguousarray(counts.T, dtype=np.float64)
+    return np.ascontiguousarray(counts.T, dtype=dtype)
 
 
 def _labels(small: FloatArray, large: FloatArray, convention: str) -> npt.NDArray[np.bool_]:
@@ -449,7 +458,7 @@ def _labels(small: FloatArray, large: FloatArray, convention: str) -> npt.NDArra
 
 def replicate_metrics(s: FloatArray, small: FloatArray, large: FloatArray, idx: npt.NDArray[np.intp],
                       convention: str, lpm_band: tuple[float, float], rp_band: tuple[float, float], *,
-                      counts: FloatArray | None = None, point_curve: C.CallRateCurve | None = None
+                      counts: npt.NDArray[np.floating[Any]] | None = None, point_curve: C.CallRateCurve | None = None
                       ) -> dict[str, FloatArray]:
     """The bootstrapped metrics of one router for every resample of ``idx`` (rows, n) at once: what
     :func:`point_metrics` gives on ``s[idx[b]], small[idx[b]], large[idx[b]]``, vectorised over b (equal up to
@@ -458,7 +467,7 @@ def replicate_metrics(s: FloatArray, small: FloatArray, large: FloatArray, idx: 
     n = s.size
     labels = _labels(small, large, convention)
     if convention == "routerlab":
-        w = _multiplicities(idx, n) if counts is None else counts
+        w = _multiplicities(idx, n, _exact_dtype(small, large)) if counts is None else counts
         order = np.lexsort((large - small, s))  # the scalar curve's order: ties in s, then by gain
         ends = _group_ends(s[order])
         w_sorted = w[order]
@@ -470,7 +479,7 @@ def replicate_metrics(s: FloatArray, small: FloatArray, large: FloatArray, idx: 
     else:
         phi, perf_s, perf_l = _routerxbench_phi(s[idx], small[idx], large[idx])
         order = np.argsort(s, kind="stable")
-        w_sorted, ends = _multiplicities(idx, n)[order], _group_ends(s[order])
+        w_sorted, ends = _multiplicities(idx, n, _exact_dtype(small, large))[order], _group_ends(s[order])
         auroc = _weighted_auroc(w_sorted, ends, _at_group_ends(w_sorted, ends), labels[order], one_label=0.5)
         x = np.linspace(0, 1, _GRID)
     return {"auroc": auroc, **_curve_metrics(phi, x, perf_s, perf_l, convention, lpm_band, rp_band, point_curve)}
@@ -481,16 +490,18 @@ def _group_ends(sorted_scores: FloatArray) -> npt.NDArray[np.intp]:
     return np.flatnonzero(np.append(sorted_scores[1:] != sorted_scores[:-1], True)) + 1
 
 
-def _at_group_ends(w_sorted: FloatArray, ends: npt.NDArray[np.intp], values: FloatArray | None = None
+def _at_group_ends(w_sorted: npt.NDArray[np.floating[Any]], ends: npt.NDArray[np.intp], values: FloatArray | None = None
                    ) -> FloatArray:
     """(groups + 1, rows): the cumulative sum of the multiplicities ``w_sorted`` (n, rows) of the sorted queries
-    (times their ``values``) at each tie group's end, a zero row first."""
-    weighted = w_sorted if values is None else w_sorted * values[:, None]
+    (times their ``values``) at each tie group's end, a zero row first; summed in the multiplicities' dtype
+    (see :func:`_exact_dtype`), returned as float64."""
+    weighted = w_sorted if values is None else w_sorted * values.astype(w_sorted.dtype)[:, None]
     total = np.cumsum(weighted, axis=0)[ends - 1]
-    return np.concatenate([np.zeros((1, w_sorted.shape[1])), total], axis=0)
+    return np.concatenate([np.zeros((1, w_sorted.shape[1])), total], axis=0, dtype=np.float64)
 
 
-def _routerlab_phi(w: FloatArray, w_sorted: FloatArray, ends: npt.NDArray[np.intp], sent: FloatArray,
+def _routerlab_phi(w: npt.NDArray[np.floating[Any]], w_sorted: npt.NDArray[np.floating[Any]],
+                   ends: npt.NDArray[np.intp], sent: FloatArray,
                    small: FloatArray, gain_sorted: FloatArray, n: int) -> FloatArray:
     """(rows, grid) replicate curves of the routerlab convention: tie groups of the router score are fixed by the
     data, a resample only changes how many copies of each query a group holds; the expected gain of sending k
@@ -534,7 +545,7 @@ def _routerxbench_phi(s: FloatArray, small: FloatArray, large: FloatArray) -> tu
     return phi, np.mean(small, axis=1), np.mean(large, axis=1)
 
 
-def _weighted_auroc(w_sorted: FloatArray, ends: npt.NDArray[np.intp], sent: FloatArray,
+def _weighted_auroc(w_sorted: npt.NDArray[np.floating[Any]], ends: npt.NDArray[np.intp], sent: FloatArray,
                     labels_sorted: npt.NDArray[np.bool_], *, one_label: float) -> FloatArray:
     """Mann-Whitney AUROC per resample (ties 1/2) from the multiplicities (n, rows) of the queries sorted by
     router score, ``ends`` closing each tie group (``sent``: :func:`_at_group_ends` of the multiplicities);
