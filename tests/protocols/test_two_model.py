@@ -317,3 +317,9 @@ def test_real_mmlu_pro_anchors(real_table: Callable[[str], RoutingTable]) -> Non
     for r in result.results:
         assert r.id_mean["lpm"] <= oracle.id_mean["lpm"] + 1e-12 and r.ood_mean is not None
         assert r.ood_mean["lpm"] <= oracle.ood_mean["lpm"] + 1e-12  # type: ignore[index]
+
+
+def test_datasets_keep_the_order_given(table: RoutingTable) -> None:
+    result = run_two_model(table, "S", "L", ["best-single"], id_datasets=["b", "a"], ood_datasets=["c"],
+                           split="given", n_boot=40).to_dict()
+    assert result["id_datasets"] == ["b", "a"] and list(result["results"][0]["datasets"]) == ["b", "a", "c"]

@@ -144,8 +144,9 @@ def pair_table(table: RoutingTable, small: str, large: str) -> RoutingTable:
 
 def resolve_domains(datasets: Sequence[str], id_datasets: Sequence[str] | None, ood_datasets: Sequence[str]
                     ) -> tuple[list[str], list[str]]:
-    """(in-domain, out-of-domain) dataset names, in the table's order: ``id_datasets`` None means every dataset
-    not named out-of-domain. A name given twice, in both lists, or not in the table is a UsageError."""
+    """(in-domain, out-of-domain) dataset names, each in the order given (``id_datasets`` None: every dataset not
+    named out-of-domain, in the table's order). A name given twice, in both lists, or not in the table is a
+    UsageError."""
     present = list(dict.fromkeys(datasets))
     ood = list(ood_datasets)
     ids = [d for d in present if d not in ood] if id_datasets is None else list(id_datasets)
@@ -160,8 +161,7 @@ def resolve_domains(datasets: Sequence[str], id_datasets: Sequence[str] | None, 
         raise UsageError(f"dataset {both[0]!r} is named both in-domain and out-of-domain")
     if not ids:
         raise UsageError("no in-domain dataset is left to train on; name some with id_datasets (--id)")
-    order = {d: i for i, d in enumerate(present)}
-    return sorted(ids, key=order.__getitem__), sorted(ood, key=order.__getitem__)
+    return ids, ood
 
 
 # --------------------------------------------------------------------------------------------- protocol
