@@ -105,6 +105,11 @@ def test_bad_values_are_one_line_before_any_load(questions: Path, tmp_path: Path
 
     monkeypatch.setattr(llm_base, "load_backend", never)
     (tmp_path / "file").write_text("x")
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "notes.txt").write_text("keep")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "manifest.json").write_text(json.dumps(
+        {"format": "routerlab-signals", "settings": {"samples": 3, "temperature": 1.0, "self_ask": True, "seed": 0}}))
     short = tmp_path / "short.jsonl"
     short.write_text(json.dumps(ROWS[2]) + "\n")
     good = {"--model": "local:smollm2-135m", "--questions": str(questions), "-o": str(tmp_path / "out")}
@@ -120,6 +125,9 @@ def test_bad_values_are_one_line_before_any_load(questions: Path, tmp_path: Path
         ({"--model": "local:"}, "--model"), ({"--model": "nope:x"}, "unknown backend kind"),
         ({"--model": "local:smollm2-135m,threads=x"}, "threads"),
         ({"--cache-dir": str(tmp_path / "file")}, "--cache-dir"),
+        ({"-o": str(tmp_path / "busy")}, "holds other files (notes.txt)"),
+        ({"-o": str(tmp_path / "other")}, "extracted with other settings (samples=3, seed=0, self_ask=True, "
+                                          "temperature=1.0; asked: samples=10, "),
     ]
     for change, message in cases:
         argv = ["extract", *[x for k, v in {**good, **change}.items() for x in (k, v)]]
@@ -127,4 +135,4 @@ def test_bad_values_are_one_line_before_any_load(questions: Path, tmp_path: Path
         err = capsys.readouterr().err
         assert err.startswith("routerlab: error: ") and err.count("\n") == 1, (argv, err)
         assert message in err, (argv, err)
-    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "out").exists() and (tmp_path / "busy" / "notes.txt").read_text() == "keep"

@@ -212,3 +212,18 @@ def test_refusals(smollm2: Any, tmp_path: Path) -> None:
         with pytest.raises(UsageError):
             ExtractSettings(**bad)
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_a_directory_keeps_one_model_and_one_setting(smollm2: Any, extracted: tuple[Path, Path, ExtractReport],
+                                                     tmp_path: Path) -> None:
+    """Rows of other settings or another model would be joined as if they were these: refused up front."""
+    out = tmp_path / "copy"
+    shutil.copytree(extracted[0], out)
+    with pytest.raises(UsageError, match=r"extracted with other settings \(samples=4, .*asked: samples=2"):
+        extract(smollm2, MC, out, ExtractSettings(samples=2))
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["model_id"] == smollm2.model_id
+    (out / "manifest.json").write_text(json.dumps({**manifest, "model_id": "local:other:bfloat16"}))
+    with pytest.raises(UsageError, match="holds signals of another model"):
+        extract(smollm2, MC, out, SETTINGS)
+    assert len(list((out / "shards").glob("*.json"))) == 2  # nothing added

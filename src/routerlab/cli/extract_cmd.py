@@ -66,6 +66,7 @@ def extract_cmd(
     spec = parse_backend_spec(model, option="--model")
     _check_local(spec.kind, backend_class(spec.kind), model)
     settings = ExtractSettings(samples=samples, temperature=temperature, self_ask=not no_self_ask, seed=seed)
+    _check_signals_dir(output, settings)
     qs = load_questions(questions, limit=limit, seed=seed, kinds=("mc",))
     if not qs:
         raise UsageError(f"{questions}: no multiple-choice question to extract")
@@ -87,6 +88,19 @@ def extract_cmd(
     from routerlab.reports.files import say_written
 
     say_written([output], to_stderr=as_json)
+
+
+def _check_signals_dir(output: Path, settings: Any) -> None:
+    """-o is new, empty, or a signals directory of these settings (an interrupted first run has shards and no
+    manifest yet); a directory holding anything else is refused rather than filled with shards."""
+    from routerlab.llm.extract import MANIFEST, SHARDS, check_directory
+
+    if output.is_dir():
+        other = sorted(p.name for p in output.iterdir() if p.name not in (MANIFEST, SHARDS))
+        if other:
+            raise UsageError(f"-o {output}: holds other files ({', '.join(other[:3])}"
+                             f"{', ...' if len(other) > 3 else ''}); give a new directory or a signals directory")
+    check_directory(output, settings)
 
 
 def _check_local(kind: str, cls: type, text: str) -> None:

@@ -103,6 +103,31 @@ def row_key(model_id: str, prompt: str, letters: str, settings: ExtractSettings)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+def check_directory(out: str | Path, settings: ExtractSettings, model_id: str | None = None) -> None:
+    """Refuse to add rows to a directory extracted with another model or other settings (its manifest says
+    so): the loader joins rows by query id and text only, so mixed rows would be read as one set."""
+    path = Path(out) / MANIFEST
+    if not path.is_file():
+        return
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # rewritten at the end of this run
+    if not isinstance(doc, dict):
+        return
+    had = doc.get("settings")
+    if isinstance(had, dict) and had != asdict(settings):
+        raise UsageError(f"{out} was extracted with other settings ({_settings_text(had)}; asked: "
+                         f"{_settings_text(asdict(settings))}): use a new directory for these")
+    if model_id is not None and doc.get("model_id") not in (None, model_id):
+        raise UsageError(f"{out} holds signals of another model ({doc.get('spec') or doc.get('model_id')}): "
+                         "use a new directory for this one")
+
+
+def _settings_text(settings: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(settings.items()))
+
+
 def done_keys(out: Path) -> set[str]:
     """Keys of the rows already in ``out`` (unreadable shards count as absent and are recomputed)."""
     keys: set[str] = set()
@@ -210,6 +235,7 @@ def extract(
     if shard_size < 1:
         raise UsageError(f"shard_size must be >= 1, got {shard_size}")
     out = Path(out)
+    check_directory(out, settings, inner.model_id)
     out.mkdir(parents=True, exist_ok=True)
     model = inner.loaded.model
     tok = inner.tokenizer
