@@ -213,7 +213,7 @@ class _CountingRouter(TwoModelRouter):
 
 def _write_signals(path: Path, table: RoutingTable) -> Path:
     """A precomputed .npz for every query of ``table``: self_ask and option logits informative about the small
-    model S (column 2), hidden states (3 layers) with the signal in layer 1, sampled answer codes."""
+    model S (column 2), hidden states (3 layers) carrying it in one dimension, sampled answer codes."""
     rng = np.random.default_rng(4)
     n = table.n_queries
     right = np.nan_to_num(table.score[:, 2]) == 1
@@ -221,7 +221,7 @@ def _write_signals(path: Path, table: RoutingTable) -> Path:
     logits[:, 0] += np.where(right, 3.0, 0.0)
     logits[::3, 3] = np.nan  # three options only on some questions
     hidden = rng.normal(0, 1, (n, 3, 8)).astype(np.float16)
-    hidden[:, 1, 0] += np.where(right, 2.0, -2.0).astype(np.float16)
+    hidden[:, :, 0] += np.where(right, 2.0, -2.0).astype(np.float16)[:, None]
     samples = np.where(right[:, None], 0, rng.integers(0, 3, (n, 5))).astype(np.int32)
     order = rng.permutation(n)  # joined by id, never by position
     np.savez(path, ids=table.queries.ids.astype(str)[order], self_ask=(np.where(right, 1.0, -1.0)
@@ -232,9 +232,11 @@ def _write_signals(path: Path, table: RoutingTable) -> Path:
 
 def test_signals_from_a_precomputed_npz(table: RoutingTable, tmp_path: Path) -> None:
     npz = _write_signals(tmp_path / "signals.npz", table)
-    wanted = ["max-logit", "entropy", "margin", "self-ask", "semantic-entropy", "probe-final", "probe-mean",
-              "probe-dirichlet"]
+    wanted = ["max-logit", "entropy", "margin", "self-ask", "semantic-entropy", "embedding-mlp", "probe-final",
+              "probe-mean", "probe-dirichlet"]
     present = [name for name in wanted if name in routers()]  # helpers' routers, where they have landed
+    # the probes' defaults (the paper's lr 1e-4) are for thousands of questions; ~90 here need a larger step
+    present = [f"{name}:lr=0.01" if name.startswith("probe-") else name for name in present]
     mine = _SelfAskRouter()
     result = run_two_model(table, "S", "L", [mine, *present, "best-single"], signals=npz, ood_datasets=["c"],
                            split="given", n_boot=50)
@@ -244,8 +246,8 @@ def test_signals_from_a_precomputed_npz(table: RoutingTable, tmp_path: Path) -> 
     in_domain_train = (table.queries.split == "train") & (table.queries.dataset != "c") & keep
     assert mine.fits == [int(in_domain_train.sum())]  # fitted once (the dry run fits a copy)
     assert result.result("_SelfAskRouter()").id_mean["auroc"] > 0.85
-    for name in present:
-        assert result.result(name).id_mean["auroc"] > 0.6, name
+    for name in present:  # every signal is informative here (best-single: 0.5)
+        assert result.result(name).id_mean["auroc"] > 0.75, name
 
 
 def test_missing_signal_fails_before_any_training(table: RoutingTable) -> None:
