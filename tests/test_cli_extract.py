@@ -62,7 +62,7 @@ def test_extract_runs_reruns_and_feeds_collect(questions: Path, borrowed: list[B
             "--samples", "3", "--shard-size", "2", "--cache-dir", str(cache)]
     assert main(args) == 0
     text = capsys.readouterr().out
-    assert "extracted 3 questions (3 multiple-choice available in" in text
+    assert "3 questions (3 multiple-choice available in" in text
     assert "skipped: kind not in mc 1" in text
     assert "rows 3  fresh 3  reused 0" in text and "layers 31  dim 576" in text and f"wrote {out}" in text
     got = load_signals(out, ["m3", "m1", "m2"], texts=[ROWS[3]["question"], ROWS[0]["question"],

@@ -80,7 +80,7 @@ def extract_cmd(
         print_json(record)
     else:
         rate = record["questions_per_s"]
-        typer.echo(f"extracted {len(qs)} questions ({qs.n_available} multiple-choice available in {questions}"
+        typer.echo(f"{len(qs)} questions ({qs.n_available} multiple-choice available in {questions}"
                    + (", skipped: " + "; ".join(f"{k} {v}" for k, v in skipped.items()) if skipped else "") + ")")
         typer.echo(f"  rows {record['rows']}  fresh {record['fresh']}  reused {record['reused']}  "
                    f"{'-' if rate is None else format(rate, '.2f')} questions/s  "
