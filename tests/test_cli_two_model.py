@@ -86,6 +86,7 @@ def test_printed_table(table_dir: Path, capsys: pytest.CaptureFixture[str]) -> N
     ({"--routers": "nope"}, "nope"),
     ({"--split": "ood:a"}, "--ood"),
     ({"--split": "random:2"}, "test fraction"),
+    ({"--encoder": "nope"}, "unknown encoder 'nope'"),
 ])
 def test_bad_values_one_line_exit_2(table_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                     change: dict[str, str], message: str) -> None:

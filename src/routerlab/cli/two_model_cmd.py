@@ -117,7 +117,10 @@ def two_model_cmd(
     from routerlab.protocols.two_model import check_convention, run_two_model
     from routerlab.reports.files import say_written, write_json, write_text
 
+    from routerlab.features.registry import get_encoder
+
     specs = router_specs(routers)
+    get_encoder(encoder)  # an unknown encoder or option: one line now, not after the table is read
     check_convention(convention)
     bands = band(lpm_band, "--lpm-band"), band(rp_band, "--rp-band")
     ids = dataset_list(id_datasets, "--id") if id_datasets is not None else None
