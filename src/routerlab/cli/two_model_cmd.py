@@ -114,10 +114,9 @@ def two_model_cmd(
 ) -> None:
     """Two-model routing (SPEC 6): train routers on the in-domain split, then AUROC, LPM, MPM, HCR, AUC and
     APGR with 95% intervals on each in-domain and out-of-domain dataset, and their ID and OOD averages."""
+    from routerlab.features.registry import get_encoder
     from routerlab.protocols.two_model import check_convention, run_two_model
     from routerlab.reports.files import say_written, write_json, write_text
-
-    from routerlab.features.registry import get_encoder
 
     specs = router_specs(routers)
     get_encoder(encoder)  # an unknown encoder or option: one line now, not after the table is read
