@@ -181,6 +181,7 @@ class _SelfAskRouter(TwoModelRouter):
     """Test router: s = the self_ask signal, and it remembers every fit (to prove none happened)."""
 
     name = "test-self-ask"
+    reads_signals = ("self_ask",)
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -244,7 +245,7 @@ def test_signals_from_a_precomputed_npz(table: RoutingTable, tmp_path: Path) -> 
     assert d["signals"]["kind"] == "npz" and d["signals"]["arrays"]["hidden"] == [3, 8]
     keep = ~np.isnan(table.score[:, [0, 2]]).any(axis=1)
     in_domain_train = (table.queries.split == "train") & (table.queries.dataset != "c") & keep
-    assert mine.fits == [int(in_domain_train.sum())]  # fitted once (the dry run fits a copy)
+    assert mine.fits == [int(in_domain_train.sum())]  # fitted once
     assert result.result("_SelfAskRouter()").id_mean["auroc"] > 0.85
     for name in present:  # every signal is informative here (best-single: 0.5)
         assert result.result(name).id_mean["auroc"] > 0.75, name

@@ -14,11 +14,10 @@ Queries where either model's score is unobserved are dropped (and counted): no c
 
 from __future__ import annotations
 
-import copy
 import math
 import time
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
@@ -37,7 +36,7 @@ from routerlab.metrics.bootstrap import percentile_interval, resample_indices
 from routerlab.progress import task, track
 from routerlab.protocols.full import RouterLike, applicable_routers, featurize, interval, router_label
 from routerlab.routers.base import Router
-from routerlab.routers.two_model import TwoModelRouter, small_good_enough_labels, two_model_score
+from routerlab.routers.two_model import TwoModelRouter, two_model_score
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -226,7 +225,7 @@ def run_two_model(
     summary = None
     if signals is not None:
         ftrain, feval, summary = _attach_signals(Path(signals), pair, train_rows, eval_rows, ftrain, feval)
-    _check_signals(chosen, train, ftrain)
+    _check_signals(chosen, ftrain)
 
     scores: dict[str, FloatArray] = {}
     seconds: dict[str, float] = {}
@@ -306,50 +305,12 @@ def _attach_signals(path: Path, pair: RoutingTable, train_rows: npt.NDArray[np.i
     return ftrain, feval, summary
 
 
-class _WatchedSignals(Mapping[str, np.ndarray]):
-    """The signals of a dry run, remembering every name asked for and missing."""
-
-    def __init__(self, inner: Mapping[str, np.ndarray]) -> None:
-        self.inner = inner
-        self.missed: list[str] = []
-
-    def __getitem__(self, key: str) -> np.ndarray:
-        return self.inner[key]
-
-    def __contains__(self, key: object) -> bool:
-        found = key in self.inner
-        if not found:
-            self.missed.append(str(key))
-        return found
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.inner)
-
-    def __len__(self) -> int:
-        return len(self.inner)
-
-
-def _check_signals(chosen: Sequence[tuple[str, Router]], train: RoutingTable, ftrain: Features) -> None:
-    """Before any training: a dry run of each two-model router (a copy fitted and scored on a few training
-    queries of both labels) whose features lack a signal it reads raises that router's own message. Any other
-    failure of the dry run is left to the real fit, which reports it in its turn."""
-    labels = small_good_enough_labels(train)
-    rows = np.sort(np.concatenate([np.flatnonzero(labels)[:4], np.flatnonzero(~labels)[:4]]))
+def _check_signals(chosen: Sequence[tuple[str, Router]], ftrain: Features) -> None:
+    """Before any training: a two-model router whose features lack a signal it reads (``reads_signals``) raises
+    that router's own message, saying how to extract it."""
     for _, router in chosen:
-        if not isinstance(router, TwoModelRouter) or router.uses_test_labels:
-            continue
-        sub = ftrain.take(rows)
-        watched = _WatchedSignals(sub.signals)
-        object.__setattr__(sub, "signals", watched)
-        probe = copy.deepcopy(router)
-        try:
-            probe.fit(train.select_queries(rows), sub)
-            probe.small_score(sub)
-        except UsageError:
-            if watched.missed:
-                raise
-        except Exception:  # a dry run on eight queries: the real fit reports real failures
-            continue
+        if isinstance(router, TwoModelRouter):
+            router.check_signals(ftrain)
 
 
 # --------------------------------------------------------------------------------------------- metrics

@@ -151,6 +151,7 @@ class MaxLogitRouter(TwoModelRouter):
     and Gimpel's MSP), which is invariant to a shift of all logits."""
 
     name = "max-logit"
+    reads_signals = ("option_logits",)
     summary = "MaxLogits: the small model's largest option-letter logit (or max softmax probability)"
     defaults: ClassVar[dict[str, Any]] = {"on": "logit"}
     constraints: ClassVar[dict[str, Constraint]] = {"on": Options({"logit", "probability"})}
@@ -170,6 +171,7 @@ class EntropyRouter(TwoModelRouter):
     with different option counts share one scale (the released code normalises by log of the logit count)."""
 
     name = "entropy"
+    reads_signals = ("option_logits",)
     summary = "Entropy: minus the entropy of the small model's softmax over the options"
     defaults: ClassVar[dict[str, Any]] = {"normalize": False}
     constraints: ClassVar[dict[str, Constraint]] = {"normalize": Options({True, False})}
@@ -192,6 +194,7 @@ class MarginRouter(TwoModelRouter):
     no margin: a DataError naming it."""
 
     name = "margin"
+    reads_signals = ("option_logits",)
     summary = "ConfidenceMargin: top-1 minus top-2 option probability of the small model"
     defaults: ClassVar[dict[str, Any]] = {"on": "probability"}
     constraints: ClassVar[dict[str, Constraint]] = {"on": Options({"logit", "probability"})}
@@ -217,6 +220,7 @@ class SelfAskRouter(TwoModelRouter):
     passed through as it is."""
 
     name = "self-ask"
+    reads_signals = ("self_ask",)
     summary = "SelfAsk: the small model's logit(Yes) - logit(No) on 'is your answer correct?'"
 
     def _small_score(self, features: Features) -> FloatVector:
@@ -232,6 +236,7 @@ class SemanticEntropyRouter(TwoModelRouter):
     rule depends on the query alone, never on the other queries scored with it."""
 
     name = "semantic-entropy"
+    reads_signals = ("samples",)
     summary = "SemanticEntropy: minus the entropy of the clusters of the small model's sampled answers"
 
     def _small_score(self, features: Features) -> FloatVector:

@@ -31,6 +31,14 @@ class TwoModelRouter(Router):
 
     two_model: ClassVar[bool] = True
     logged_recipe = None  # they learn "is the small model good enough", which needs both models' outcomes
+    # the small-model signals it reads (features.signals names): a protocol checks them before any training
+    reads_signals: ClassVar[tuple[str, ...]] = ()
+
+    def check_signals(self, features: Features) -> None:
+        """Raise the UsageError of :meth:`Features.signal` (how to get it) for the first signal this router reads
+        that ``features`` lack; cheap, so a protocol checks every router before training any."""
+        for name in self.reads_signals:
+            features.signal(name, self.name)
 
     def _check_table(self, train: RoutingTable) -> None:
         if train.n_actors != 2:
