@@ -77,8 +77,9 @@ def test_dirichlet_weights_concentrate_on_the_one_informative_layer() -> None:
 
 def test_dirichlet_inference_is_the_head_on_alpha_over_its_sum() -> None:
     table, feats, hidden = problem(layers=5, dim=8, informative=3, shared=0.0)
-    router = get_router("probe-dirichlet", **FAST).fit(table, feats)
+    router = get_router("probe-dirichlet", standardize=True, **FAST).fit(table, feats)
     assert isinstance(router, ProbeDirichlet)
+    assert np.abs(router.feature_mean).max() > 1 and router.feature_scale.max() > 10  # really standardised
     alpha = router.concentration()
     assert alpha.sum() == pytest.approx(np.exp(router.log_concentration))
     assert router.log_concentration != 1.0  # b0 is learned (it starts at the option b0 = 1.0)
@@ -94,8 +95,9 @@ def test_dirichlet_inference_is_the_head_on_alpha_over_its_sum() -> None:
 def test_fixed_layer_weights_of_the_ablations() -> None:
     table, feats, _ = problem(layers=5, dim=8, informative=4, shared=1.0, n=100)
     quick = {"epochs": 1}
-    np.testing.assert_array_equal(fit_probe("probe-mean", table, feats, **quick).layer_weights(),
-                                  [0, 0.25, 0.25, 0.25, 0.25])
+    mean = fit_probe("probe-mean", table, feats, **quick)
+    np.testing.assert_array_equal(mean.layer_weights(), [0, 0.25, 0.25, 0.25, 0.25])
+    assert (mean.feature_mean == 0).all() and (mean.feature_scale == 1).all()  # standardize=false by default
     np.testing.assert_array_equal(fit_probe("probe-mean", table, feats, layers="all", **quick).layer_weights(),
                                   [0.2] * 5)
     np.testing.assert_array_equal(fit_probe("probe-final", table, feats, **quick).layer_weights(),

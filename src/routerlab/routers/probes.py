@@ -40,7 +40,7 @@ INSTALL_HINT = "pip install torch==2.13.0"
 CHUNK_ROWS = 256  # rows cast to float32 at a time (256 x 29 x 1536 floats = 46 MB)
 
 PROBE_DEFAULTS: dict[str, Any] = {
-    "epochs": 50, "lr": 1e-4, "batch_size": 32, "weight_decay": 0.0, "standardize": True,
+    "epochs": 50, "lr": 1e-4, "batch_size": 32, "weight_decay": 0.0, "standardize": False,
 }
 PROBE_CONSTRAINTS: dict[str, Constraint] = {
     "epochs": Interval(int, 1, None),
