@@ -21,6 +21,9 @@ SMALL: dict[str, dict[str, Any]] = {
     "mlp": {"hidden": 32, "epochs": 8},
     "mf": {"epochs": 120},
     "avenger": {"k": 16},
+    "probe-dirichlet": {"epochs": 5},
+    "probe-mean": {"epochs": 5},
+    "probe-final": {"epochs": 5},
 }
 
 

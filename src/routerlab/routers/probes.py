@@ -113,6 +113,7 @@ class HiddenStateProbe(TwoModelRouter):
     say which layers (``_first_layer``) and how they are weighted (``_train``)."""
 
     summary = "two-model probe on the small model's hidden states (base)"
+    reads_signals = ("hidden",)
     defaults: ClassVar[dict[str, Any]] = dict(PROBE_DEFAULTS)
     constraints: ClassVar[dict[str, Constraint]] = dict(PROBE_CONSTRAINTS)
 
