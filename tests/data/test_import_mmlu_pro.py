@@ -87,8 +87,8 @@ def test_real_scores(real: tuple[RoutingTable, list[str], float]) -> None:
     assert int(t.queries.extra["answer_differs"].sum()) == 33
 
 
-def test_real_warnings_and_speed(real: tuple[RoutingTable, list[str], float]) -> None:
-    texts, seconds = real[1], real[2]
+def test_real_warnings(real: tuple[RoutingTable, list[str], float]) -> None:
+    texts = real[1]
     for name, (rows, nulls, _) in README.items():
         if nulls:
             assert has_warning(texts, rf"model '{name}': {nulls} of {rows} predictions are null")
@@ -97,7 +97,6 @@ def test_real_warnings_and_speed(real: tuple[RoutingTable, list[str], float]) ->
         texts, r"eval_results, field 'answer': files disagree .*\(answer: 33, question: 7, options: 11\)"
     )
     assert len(texts) == 10
-    assert seconds < 15  # about 3 s on a quiet 2-core machine; generous for a loaded one
 
 
 
