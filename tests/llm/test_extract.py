@@ -148,6 +148,25 @@ def test_changed_text_is_extracted_again(smollm2: Any, extracted: tuple[Path, Pa
     assert not np.array_equal(new["option_logits"][0], old["option_logits"][0])
 
 
+def test_one_question_under_two_ids_gets_a_row_for_each(smollm2: Any,
+                                                       extracted: tuple[Path, Path, ExtractReport],
+                                                       tmp_path: Path) -> None:
+    """MMLU-Pro repeats questions under other ids: the same prompt is computed once, and every id gets its row
+    (copied), whether its twin was extracted by an earlier run or by this one."""
+    out = tmp_path / "copy"
+    shutil.copytree(extracted[0], out)
+    twin_of_old = Question("x1", MC[1].text, "art2", "test", MC[1].choices, MC[1].gold, "mc")
+    new = Question("n1", "Which is a metal?", "chem", "test", ("iron", "wood", "salt"), "A", "mc")
+    twin_of_new = Question("x2", new.text, "chem2", "test", new.choices, new.gold, "mc")
+    report = extract(smollm2, [twin_of_old, new, twin_of_new], out, SETTINGS)
+    assert (report.fresh, report.reused, report.rows) == (1, 2, 9)
+    got = load_signals(out, ["m2", "x1", "n1", "x2"], [MC[1].text, MC[1].text, new.text, new.text])
+    for name, arr in got.items():
+        np.testing.assert_array_equal(arr[0], arr[1], err_msg=name)
+        np.testing.assert_array_equal(arr[2], arr[3], err_msg=name)
+    assert rows_of(out)["x2"]["dataset"] == "chem2"
+
+
 def test_self_ask_continuation_equals_a_fresh_pass(smollm2: Any,
                                                    extracted: tuple[Path, Path, ExtractReport]) -> None:
     """The follow-up turn runs on the first pass's key/value states; from scratch it gives the same score.

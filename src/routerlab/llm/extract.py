@@ -128,17 +128,31 @@ def _settings_text(settings: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(settings.items()))
 
 
-def done_keys(out: Path) -> set[str]:
-    """Keys of the rows already in ``out`` (unreadable shards count as absent and are recomputed)."""
-    keys: set[str] = set()
+def _row_index(out: Path) -> dict[str, dict[str, tuple[Path | None, int, dict[str, Any]]]]:
+    """Every readable row of ``out`` by key, then query id: (its shard's npz, its row there, its record). One key
+    holds several ids when the same question (same prompt) comes under several ids; unreadable shards are left out
+    (and recomputed)."""
+    index: dict[str, dict[str, tuple[Path | None, int, dict[str, Any]]]] = {}
     for meta in sorted((out / SHARDS).glob("*.json")):
+        npz = meta.with_suffix(".npz")
         try:
             rows = json.loads(meta.read_text(encoding="utf-8"))["rows"]
-            if (meta.with_suffix(".npz")).exists():
-                keys.update(str(r["key"]) for r in rows)
+            if not npz.exists():
+                continue
+            for r, row in enumerate(rows):
+                index.setdefault(str(row["key"]), {})[str(row["id"])] = (npz, r, row)
         except (OSError, ValueError, KeyError, TypeError):
             continue
-    return keys
+    return index
+
+
+def _stored(rows: dict[str, tuple[Path | None, int, dict[str, Any]]]) -> tuple[np.ndarray, dict[str, Any]]:
+    """The hidden states and record of one stored row of a key (any of its ids)."""
+    for npz, r, record in rows.values():
+        if npz is not None:
+            with np.load(npz) as z:
+                return np.asarray(z["hidden"][r], dtype=np.float32), record
+    raise RuntimeError("a row of this run was not kept in memory")  # unreachable: this run's rows are in ``made``
 
 
 def _word_ids(tokenizer: Any, word: str) -> list[int]:
@@ -239,7 +253,8 @@ def extract(
     out.mkdir(parents=True, exist_ok=True)
     model = inner.loaded.model
     tok = inner.tokenizer
-    have = done_keys(out)
+    index = _row_index(out)  # key -> {query id: (shard npz or None, row, record)}
+    made: dict[str, tuple[np.ndarray, dict[str, Any]]] = {}  # this run's rows by key
     mc = [q for q in questions if q.kind == "mc" and q.choices]
     skipped = {"not multiple choice": len(questions) - len(mc)} if len(questions) > len(mc) else {}
     yes_ids, no_ids = (_word_ids(tok, "Yes"), _word_ids(tok, "No")) if settings.self_ask else ([], [])
@@ -252,7 +267,12 @@ def extract(
         messages = prompt_messages(q)
         prompt = inner.prompt(messages)
         key = row_key(inner.model_id, prompt, q.letters, settings)
-        if key in have:
+        if key in index or key in made:
+            if q.id not in index.get(key, {}):  # the same question under another id: its rows, copied
+                states, record = made[key] if key in made else _stored(index[key])
+                writer.add(key, states, {**record, "id": q.id, "text_sha": text_hash(q.text), "dataset": q.dataset,
+                                         "gold": q.gold})
+                index.setdefault(key, {})[q.id] = (None, -1, record)
             reused += 1
             if on_row:
                 on_row(i + 1, len(mc))
@@ -291,22 +311,36 @@ def extract(
             ck = call_key(inner.kind, inner.model_id, "choice_scores", messages, {"letters": list(q.letters)})
             if call_cache.get(ck) is None:
                 call_cache.put(ck, ChoiceScores(tuple(q.letters), tuple(values), elapsed_answer, len(ids)).to_record())
-        writer.add(key, states, {
+        record = {
             "key": key, "id": q.id, "text_sha": text_hash(q.text), "dataset": q.dataset, "gold": q.gold,
             "letters": q.letters, "option_logits": [round(v, 4) for v in values],
             "choice": q.letters[int(np.argmax(values))], "self_ask": None if self_ask is None else round(self_ask, 4),
-            "samples": samples, "tokens": len(ids), "seconds": round(seconds, 4)})
-        have.add(key)  # the same question twice in one run is extracted once
+            "samples": samples, "tokens": len(ids), "seconds": round(seconds, 4)}
+        writer.add(key, states, record)
+        made[key] = (states, record)  # the same question twice in one run is extracted once
+        index.setdefault(key, {})[q.id] = (None, -1, record)
         fresh += 1
         if on_row:
             on_row(i + 1, len(mc))
     writer.flush()
     wall = time.perf_counter() - t_start
-    rows = len(done_keys(out))
+    rows = sum(len(v) for v in _row_index(out).values())
     report = ExtractReport(out, rows, fresh, reused, skipped, compute_s if fresh else wall, layers, dim,
                            model=inner.describe_load())
     report.layers, report.dim = _write_manifest(out, inner, settings, report)  # a rerun: the manifest's
     return report
+
+
+def _shard_shape(out: Path) -> tuple[int, int]:
+    """(layers, dim) of the hidden states in the directory's first readable shard; (0, 0) with none."""
+    for npz in sorted((out / SHARDS).glob("*.npz")):
+        try:
+            with np.load(npz) as z:
+                shape = z["hidden"].shape
+            return int(shape[1]), int(shape[2])
+        except (OSError, ValueError, KeyError, IndexError):
+            continue
+    return 0, 0
 
 
 def _write_manifest(out: Path, inner: Any, settings: ExtractSettings, report: ExtractReport) -> tuple[int, int]:
@@ -322,6 +356,8 @@ def _write_manifest(out: Path, inner: Any, settings: ExtractSettings, report: Ex
             previous = {}
     layers = report.layers or int(previous.get("layers", 0))
     dim = report.dim or int(previous.get("dim", 0))
+    if not (layers and dim):  # nothing fresh and no manifest yet (another run still writing): ask a shard
+        layers, dim = _shard_shape(out)
     runs = list(previous.get("runs", []))[-19:]
     runs.append({"fresh": report.fresh, "reused": report.reused, "seconds": round(report.seconds, 3),
                  "questions_per_s": None if not report.fresh else round(report.questions_per_s, 4)})
