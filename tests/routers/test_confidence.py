@@ -265,7 +265,6 @@ def test_bad_options_are_one_clear_error(spec: str, needle: str) -> None:
 @pytest.mark.parametrize("spec,signals,needle", [
     ("entropy", {"option_logits": [[1.0, NAN], [NAN, NAN]]}, "query 'q1' has no option logits (all NaN)"),
     ("max-logit", {"option_logits": [[1.0, math.inf], [0.0, 1.0]]}, "query 'q0' has an infinite option logit"),
-    ("margin", {"option_logits": [[1.0, 0.0], [NAN, 2.0]]}, "query 'q1' has fewer than two option logits"),
     ("max-logit", {"option_logits": [1.0, 2.0]}, "option_logits has shape (2,)"),
     ("self-ask", {"self_ask": [0.5, NAN]}, "query 'q1' has no finite self_ask"),
     ("semantic-entropy", {"samples": [[0, 1], [-2, 0]]}, "query 'q1' has a sample code that is not an integer"),
@@ -284,3 +283,12 @@ def test_every_router_says_what_it_is() -> None:
         cls = type(get_router(spec))
         assert cls.summary and "\n" not in cls.summary and "5.1" in (cls.__doc__ or "")
         assert set(cls.constraints) == set(cls.defaults)
+
+
+def test_margin_of_a_one_option_question_is_the_largest() -> None:
+    """MMLU-Pro has questions with one option: nothing to doubt, so the margin tops every real one."""
+    logits = {"option_logits": [[3.0, 1.0, NAN], [NAN, 2.0, NAN], [0.5, 0.4, 0.3]]}
+    prob = score("margin", logits)
+    assert prob[1] == 1.0 and prob[0] < 1.0 and prob[2] < prob[0]
+    logit = score("margin:on=logit", logits)
+    assert logit[1] == 1e6 and logit[0] == pytest.approx(2.0) and logit[2] == pytest.approx(0.1)

@@ -78,6 +78,10 @@ def option_entropy(logits: FloatMatrix, present: npt.NDArray[np.bool_]) -> Float
     return np.asarray(-np.where(present, p * np.where(present, logp, 0.0), 0.0).sum(axis=1), dtype=np.float64)
 
 
+LONE_LOGIT_MARGIN = 1e6
+"""The logit margin of a one-option question: larger than any real logit gap, finite for the metrics."""
+
+
 def _top_two(values: FloatMatrix, present: npt.NDArray[np.bool_]) -> tuple[FloatVector, FloatVector]:
     """The largest and second-largest value of each row among its options (the second is -inf for a
     one-option row)."""
@@ -190,8 +194,9 @@ class MarginRouter(TwoModelRouter):
     """ConfidenceMargin (routerxbench-probedirichlet.txt sec. 5.1, SPEC 6; Ramirez et al. 2024): the top-1
     minus the top-2 softmax probability over the question's options (default ``on=probability``, the paper's
     name and Ramirez et al.'s normalised margin). ``on=logit`` takes the top-1 minus top-2 logit, the log-ratio
-    of the two probabilities (the released code's "logits margin"). A question with fewer than two options has
-    no margin: a DataError naming it."""
+    of the two probabilities (the released code's "logits margin"). A question with one option (MMLU-Pro has a
+    few) leaves nothing to doubt: its margin is 1 (probability) or ``LONE_LOGIT_MARGIN`` (logit), above any
+    real margin, so it stays on the small model."""
 
     name = "margin"
     reads_signals = ("option_logits",)
@@ -201,15 +206,14 @@ class MarginRouter(TwoModelRouter):
 
     def _small_score(self, features: Features) -> FloatVector:
         logits, present = option_logits(features, self.name)
-        few = present.sum(axis=1) < 2
-        if few.any():
-            row = _first_bad_row(few)
-            raise DataError(f"query {features.queries.ids[row]!r} has fewer than two option logits: no margin",
-                            row=row + 1, field="option_logits")
         values = (np.exp(option_log_probabilities(logits, present)) if self.params["on"] == "probability"
                   else logits)
         first, second = _top_two(values, present)
-        return np.asarray(first - second, dtype=np.float64)
+        lone = present.sum(axis=1) < 2  # one option: nothing to doubt, the most confident of any query
+        margin = np.where(lone, 0.0, first - np.where(lone, 0.0, second))
+        if lone.any():
+            margin[lone] = 1.0 if self.params["on"] == "probability" else LONE_LOGIT_MARGIN
+        return np.asarray(margin, dtype=np.float64)
 
 
 # ----------------------------------------------------------------------------- verbal and consistency
