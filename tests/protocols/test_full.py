@@ -17,8 +17,9 @@ from routerlab.errors import UsageError
 from routerlab.protocols.full import evaluate
 from routerlab.routers import routers
 
-ZOO = [n for n, c in routers().items()
-       if n not in {"largest", "fastest", "smallest", "cheapest"} and not c.needs_backend]  # prompted: own tests
+ZOO = [n for n, c in routers().items()  # prompted and the two-model routers (two actors): own tests
+       if n not in {"largest", "fastest", "smallest", "cheapest"} and not c.needs_backend
+       and not getattr(c, "two_model", False)]
 
 
 def _check(ev_results: list, oracle_name: str = "oracle") -> dict[str, float]:  # type: ignore[type-arg]
