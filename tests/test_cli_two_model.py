@@ -54,7 +54,8 @@ def test_end_to_end_with_output_and_json(table_dir: Path, tmp_path: Path, capsys
     plots = sorted(p.name for p in out.glob("*.png"))
     assert plots == ["call_rate_a.png", "call_rate_b.png", "call_rate_c.png"]
     assert all((out / p).stat().st_size > 1000 for p in plots)
-    assert captured.err.count("wrote ") == 5  # JSON on stdout, the written files on stderr
+    assert (out / "results.csv").read_text().startswith("router,")
+    assert captured.err.count("wrote ") == 6  # JSON on stdout, the written files on stderr
 
 
 def test_printed_table(table_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -176,7 +176,7 @@ def test_plots_written_for_odd_dataset_names(tmp_path: Path) -> None:
 
 def test_write_two_model_report(tmp_path: Path) -> None:
     paths = write_two_model_report(result(), tmp_path)
-    assert paths[0].name == "two_model.csv" and paths[-1].name == "two_model.md"
+    assert paths[0].name == "results.csv" and paths[-1].name == "tables.md"
     md = paths[-1].read_text()
     assert md.startswith("# Two-model routing: qwen-1.5b -> gemini-1.5-pro")
     assert "**MPM" in md and "![call_rate_mmlu.png](call_rate_mmlu.png)" in md

@@ -110,13 +110,14 @@ def two_model_cmd(
     ] = "0.85,0.95",
     as_json: Annotated[bool, json_option()] = False,
     output: Annotated[Path | None, typer.Option(
-        "-o", "--output", help="Directory for results.json, tables.md and one call-rate plot per dataset.")] = None,
+        "-o", "--output", help="Directory for results.json, results.csv, tables.md and one call-rate plot per "
+                               "dataset.")] = None,
 ) -> None:
     """Two-model routing (SPEC 6): train routers on the in-domain split, then AUROC, LPM, MPM, HCR, AUC and
     APGR with 95% intervals on each in-domain and out-of-domain dataset, and their ID and OOD averages."""
     from routerlab.features.registry import get_encoder
     from routerlab.protocols.two_model import check_convention, run_two_model
-    from routerlab.reports.files import say_written, write_json, write_text
+    from routerlab.reports.files import say_written, write_json
 
     specs = router_specs(routers)
     get_encoder(encoder)  # an unknown encoder or option: one line now, not after the table is read
@@ -140,12 +141,11 @@ def two_model_cmd(
     record = result.to_dict()
     written: list[Path] = []
     if output is not None:
-        from routerlab.reports.two_model_report import markdown_tables, plot_call_rate_curves
+        from routerlab.reports.two_model_report import write_two_model_report
 
         output.mkdir(parents=True, exist_ok=True)
         write_json(output / "results.json", record)
-        write_text(output / "tables.md", markdown_tables(record))
-        written += [output / "results.json", output / "tables.md", *plot_call_rate_curves(record, output)]
+        written += [output / "results.json", *write_two_model_report(record, output)]
     if as_json:
         print_json(record)
     else:

@@ -283,17 +283,17 @@ def plot_call_rate_curves(result: dict[str, Any], out_dir: str | Path, prefix: s
 def write_two_model_report(result: dict[str, Any], out_dir: str | Path,
                            metrics: Sequence[str] = ("auroc", "lpm", "mpm", "hcr"), percent: bool = True
                            ) -> list[Path]:
-    """``two_model.csv``, the curve PNGs and ``two_model.md`` (tables and figures; written last) in ``out_dir``,
-    each atomically; returns their paths."""
+    """``results.csv`` (long format), the curve PNGs and ``tables.md`` (the tables and figures; written last) in
+    ``out_dir``, each atomically; returns their paths. ``routerlab two-model -o`` writes these beside its JSON."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "two_model.csv"]
+    paths = [out / "results.csv"]
     write_text(paths[0], csv_text(result))
     plots = plot_call_rate_curves(result, out)
     paths += plots
     sec = Section(f"Two-model routing: {result.get('small', '?')} -> {result.get('large', '?')}",
                   table_blocks(result, metrics, percent), figures=[Figure(p.name) for p in plots], level=1)
-    md = out / "two_model.md"
+    md = out / "tables.md"
     write_text(md, render_markdown([sec]))
     paths.append(md)
     return paths
