@@ -17,7 +17,6 @@ questions of a 1.5B model hold 270 MB in float16), the others float32 / int32.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import zipfile
 from collections.abc import Sequence
@@ -27,14 +26,11 @@ from typing import Any
 import numpy as np
 
 from routerlab.errors import DataError
+from routerlab.llm.extract import text_hash  # the hash extract keeps per row: one definition
 
 SIGNAL_NAMES = ("hidden", "option_logits", "self_ask", "samples")
 SIGNAL_SHAPES = {"hidden": "(n, layers, dim)", "option_logits": "(n, K)", "self_ask": "(n,)", "samples": "(n, k)"}
 SIGNAL_NDIM = {"hidden": 3, "option_logits": 2, "self_ask": 1, "samples": 2}
-
-
-def _text_sha(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 def _codes(rows: Sequence[Sequence[Any]], k: int) -> np.ndarray:
@@ -90,7 +86,7 @@ def _from_directory(path: Path, ids: Sequence[str], texts: Sequence[str] | None)
             raise DataError(f"no extracted signals for query {qid!r} ({sum(q not in by_id for q in ids)} of "
                             f"{len(ids)} queries lack them): extract the same questions", file=path, row=i + 1)
         if texts is not None:
-            want = _text_sha(texts[i])
+            want = text_hash(texts[i])
             match = [c for c in cands if c[0].get("text_sha") == want]
             if not match:
                 raise DataError(f"query {qid!r}: its signals were extracted from a different question text",
