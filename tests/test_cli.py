@@ -24,7 +24,8 @@ def test_audit_on_the_demo_writes_report(tmp_path: Path, capsys: pytest.CaptureF
     assert b["oracle"] > b["best_single"] > b["random"]
     report = (tmp_path / "a" / "report.md").read_text()
     assert "## Bounds" in report and "frontier-235b" in report
-    assert list(record["sections"]) == ["table", "bounds", "diversity", "leaderboard", "partial", "two-model", "robustness"]
+    assert list(record["sections"]) == ["table", "bounds", "diversity", "leaderboard", "partial", "two-model",
+                                        "robustness"]
     lb = record["sections"]["leaderboard"]
     mu = {r["spec"]: r["metrics"]["mu_o"] for r in lb["results"]}
     assert mu["oracle"] == pytest.approx(b["oracle"]) and max(mu.values()) == mu["oracle"]
