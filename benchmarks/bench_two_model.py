@@ -49,6 +49,7 @@ def main() -> int:
     ap.add_argument("--routers", default=ROUTERS_DEFAULT)
     ap.add_argument("--encoder", default="minilm", help="query encoder of the zoo routers and embedding-mlp")
     ap.add_argument("--boot", type=int, default=1000)
+    ap.add_argument("--compare-to", default="max-logit", help="reference router of the paired differences")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--samples", type=int, default=10, help="sampled answers per question (semantic entropy)")
     ap.add_argument("-o", "--out", type=Path, default=None)
@@ -103,11 +104,13 @@ def main() -> int:
     t1 = time.perf_counter()
     result = run_two_model(table, small_name, args.large, routers, signals=args.signals, id_datasets=ids,
                            ood_datasets=ood, split=args.split, seed=args.seed, encoder=args.encoder,
-                           n_boot=args.boot)
+                           n_boot=args.boot, compare_to=args.compare_to or None)
     doc = result.to_dict()
     print(f"protocol: {time.perf_counter() - t1:.1f} s for {len(routers)} routers")
     print(markdown_tables(doc, metrics=("auroc", "lpm", "hcr", "mpm", "apgr")))
     print(summary(doc))
+    if args.compare_to:
+        print(paired_summary(doc))
     weights = layer_weights(table, small_name, args, ids)
     if weights is not None:
         print("probe-dirichlet inference layer weights (layer 0 = embeddings):",
@@ -117,7 +120,7 @@ def main() -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "results.json").write_text(json.dumps(doc, indent=1, allow_nan=True))
         (args.out / "tables.md").write_text(markdown_tables(doc, metrics=("auroc", "lpm", "hcr", "mpm", "apgr"))
-                                            + "\n\n" + summary(doc) + "\n")
+                                            + "\n\n" + summary(doc) + "\n\n" + paired_summary(doc) + "\n")
         for path in plot_call_rate_curves(doc, args.out):
             print(f"wrote {path}")
     return 0
@@ -137,6 +140,26 @@ def summary(doc: dict[str, Any]) -> str:
         i, o = r["id_mean"], r["ood_mean"]
         lines.append(f"| {r['router']} | {cell(i, 'auroc')} | {cell(o, 'auroc')} | {cell(i, 'lpm')} | "
                      f"{cell(o, 'lpm')} | {cell(i, 'hcr')} | {cell(o, 'hcr')} | {r.get('fit_seconds', 0):.1f} |")
+    return "\n".join(lines)
+
+
+def paired_summary(doc: dict[str, Any]) -> str:
+    """One line per router: its paired AUROC / LPM / HCR difference from the reference, ID and OOD means."""
+    def cell(part: dict[str, Any] | None, metric: str) -> str:
+        if not part or part.get(f"{metric}_diff") is None:
+            return "-"
+        lo, hi = part[f"{metric}_diff_ci"]
+        return f"{part[f'{metric}_diff']:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+
+    rows = [r for r in doc["results"] if r.get("versus")]
+    if not rows:
+        return ""
+    lines = [f"paired differences from {rows[0]['versus']['reference']} (same resamples):",
+             "| router | AUROC ID | AUROC OOD | LPM ID | LPM OOD | HCR ID | HCR OOD |", "|" + "---|" * 7]
+    for r in rows:
+        v = r["versus"]
+        lines.append(f"| {r['router']} | " + " | ".join(cell(v[part], m) for m in ("auroc", "lpm", "hcr")
+                                                       for part in ("id_mean", "ood_mean")) + " |")
     return "\n".join(lines)
 
 

@@ -58,6 +58,16 @@ def test_end_to_end_with_output_and_json(table_dir: Path, tmp_path: Path, capsys
     assert captured.err.count("wrote ") == 6  # JSON on stdout, the written files on stderr
 
 
+def test_compare_to_adds_paired_differences(table_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["two-model", str(table_dir), *BASE, "--compare-to", "best-single", "--json"]) == 0
+    record = _strict(capsys.readouterr().out)
+    assert isinstance(record, dict)
+    by = {r["router"]: r for r in record["results"]}
+    assert "versus" not in by["best-single"]
+    assert by["oracle"]["versus"]["reference"] == "best-single"
+    assert by["oracle"]["versus"]["ood_mean"]["auroc_diff"] == 0.5
+
+
 def test_printed_table(table_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["two-model", str(table_dir), *BASE]) == 0
     text = capsys.readouterr().out
@@ -88,6 +98,7 @@ def test_printed_table(table_dir: Path, capsys: pytest.CaptureFixture[str]) -> N
     ({"--split": "ood:a"}, "--ood"),
     ({"--split": "random:2"}, "test fraction"),
     ({"--encoder": "nope"}, "unknown encoder 'nope'"),
+    ({"--compare-to": "random"}, "--compare-to 'random' is not one of --routers"),
 ])
 def test_bad_values_one_line_exit_2(table_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                     change: dict[str, str], message: str) -> None:

@@ -271,12 +271,36 @@ def test_missing_signal_fails_before_any_training(table: RoutingTable) -> None:
     ({"n_boot": 0}, "n_boot must be at least 1"),
     ({"routers": ["knn", "knn"]}, "named twice"),
     ({"split": "ood:a"}, "--ood"),
+    ({"compare_to": "knn"}, "compare_to 'knn' is not a router of this run"),
 ])
 def test_refusals(table: RoutingTable, kwargs: dict[str, Any], message: str) -> None:
     args: dict[str, Any] = {"small": "S", "large": "L", "routers": ["best-single"], "split": "given", "n_boot": 50,
                             **kwargs}
     with pytest.raises(UsageError, match=message):
         run_two_model(table, args.pop("small"), args.pop("large"), args.pop("routers"), **args)
+
+
+def test_paired_differences_against_a_reference(table: RoutingTable, run: dict[str, Any]) -> None:
+    """compare_to: each router's metric minus the reference's, with intervals from the shared resamples. The
+    oracle (AUROC 1) against the constant best-single (0.5) differs by exactly 0.5 in every resample."""
+    d = run_two_model(table, "S", "L", ["oracle", "best-single", "knn:k=5", "random"], ood_datasets=["c"],
+                      split="given", n_boot=200, seed=1, compare_to="best-single").to_dict()
+    by = {r["router"]: r for r in d["results"]}
+    assert "versus" not in by["best-single"] and "versus" not in run["results"][0]  # absent without compare_to
+    oracle = by["oracle"]["versus"]
+    assert oracle["reference"] == "best-single"
+    assert oracle["id_mean"]["auroc_diff"] == 0.5 and oracle["id_mean"]["auroc_diff_ci"] == [0.5, 0.5]
+    for spec in ("oracle", "knn:k=5", "random"):
+        mine, ref = by[spec], by["best-single"]
+        for dataset in ("a", "b", "c"):
+            for m in ("auroc", "lpm", "hcr", "apgr"):
+                got = mine["versus"]["datasets"][dataset]
+                assert got[f"{m}_diff"] == pytest.approx(mine["datasets"][dataset][m] - ref["datasets"][dataset][m])
+                lo, hi = got[f"{m}_diff_ci"]
+                assert math.isnan(lo) or lo - 1e-12 <= got[f"{m}_diff"] <= hi + 1e-12
+        assert mine["versus"]["ood_mean"]["lpm_diff"] == pytest.approx(mine["ood_mean"]["lpm"] - ref["ood_mean"]["lpm"])
+    # paired: the oracle's curve is never below best-single's, so no resample's LPM difference is negative
+    assert oracle["id_mean"]["lpm_diff_ci"][0] >= 0
 
 
 def test_a_dataset_without_a_test_query_is_named(table: RoutingTable) -> None:

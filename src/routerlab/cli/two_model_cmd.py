@@ -108,6 +108,9 @@ def two_model_cmd(
     rp_band: Annotated[str, typer.Option(
         "--rp-band", help="HCR relative-performance band R1,R2 (tau_i = Perf_S + R_i (Perf_L - Perf_S)).")
     ] = "0.85,0.95",
+    compare_to: Annotated[str | None, typer.Option(
+        "--compare-to", help="A router of --routers: every other router's result gets its paired differences from "
+                             "it (each metric's difference with a 95% interval from the same resamples).")] = None,
     as_json: Annotated[bool, json_option()] = False,
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", help="Directory for results.json, results.csv, tables.md and one call-rate plot per "
@@ -120,6 +123,8 @@ def two_model_cmd(
     from routerlab.reports.files import say_written, write_json
 
     specs = router_specs(routers)
+    if compare_to is not None and compare_to not in specs:
+        raise UsageError(f"--compare-to {compare_to!r} is not one of --routers ({', '.join(specs)})")
     get_encoder(encoder)  # an unknown encoder or option: one line now, not after the table is read
     check_convention(convention)
     bands = band(lpm_band, "--lpm-band"), band(rp_band, "--rp-band")
@@ -137,7 +142,7 @@ def two_model_cmd(
     table = open_table(table_dir)
     result = run_two_model(table, small, large, specs, signals=features, id_datasets=ids, ood_datasets=oods,
                            split=split, seed=seed, encoder=encoder, n_boot=boot, convention=convention,
-                           lpm_band=bands[0], rp_band=bands[1])
+                           lpm_band=bands[0], rp_band=bands[1], compare_to=compare_to)
     record = result.to_dict()
     written: list[Path] = []
     if output is not None:

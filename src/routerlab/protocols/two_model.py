@@ -62,10 +62,14 @@ class TwoModelRouterResult:
     ood_mean: dict[str, Any] | None
     curves: dict[str, dict[str, list[float]]]
     fit_seconds: float = 0.0
+    versus: dict[str, Any] | None = None  # paired differences against the run's reference router (compare_to)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"router": self.spec, "datasets": self.datasets, "id_mean": self.id_mean, "ood_mean": self.ood_mean,
-                "fit_seconds": round(self.fit_seconds, 4)}
+        out = {"router": self.spec, "datasets": self.datasets, "id_mean": self.id_mean, "ood_mean": self.ood_mean,
+               "fit_seconds": round(self.fit_seconds, 4)}
+        if self.versus is not None:
+            out["versus"] = self.versus
+        return out
 
 
 @dataclass
@@ -180,12 +184,15 @@ def run_two_model(
     convention: str = "routerlab",
     lpm_band: tuple[float, float] = (0.25, 0.30),
     rp_band: tuple[float, float] = (0.85, 0.95),
+    compare_to: str | None = None,
 ) -> TwoModelResult:
     """Train ``routers`` on the in-domain train part and score each in-domain test part and each out-of-domain
     dataset (module docstring; SPEC 6). ``signals`` (an extract directory or an ``.npz``) adds the small
     model's per-query signals to the features, for the routers that read them; a router that needs a signal
     the features lack is an error before any router is trained. ``encoder`` defaults to evaluate's (tfidf),
-    fitted on the training texts. Same inputs and seed give the same numbers."""
+    fitted on the training texts. ``compare_to`` (a router label of the run) adds to every other router its
+    paired differences from that router (``versus``): each metric's difference with an interval from the same
+    resamples, per dataset and for the ID / OOD means. Same inputs and seed give the same numbers."""
     convention = check_convention(convention)
     lpm_band, rp_band = check_band(lpm_band, "lpm_band"), check_band(rp_band, "rp_band")
     if int(n_boot) < 1:
@@ -198,6 +205,8 @@ def run_two_model(
     repeated = [x for x in labels if labels.count(x) > 1]
     if repeated:
         raise UsageError(f"router {repeated[0]!r} is named twice; each router of a run needs its own label")
+    if compare_to is not None and compare_to not in labels:
+        raise UsageError(f"compare_to {compare_to!r} is not a router of this run ({', '.join(labels)})")
     resolve_domains(table.queries.dataset.astype(str).tolist(), id_datasets, ood_datasets)  # names first
     pair = pair_table(table, small, large)
     observed = ~np.isnan(pair.score).any(axis=1)
@@ -254,8 +263,31 @@ def run_two_model(
             ood_mean=_mean_cell([per[d] for d in ood_names]) if ood_names else None,
             curves={d: {"x": per[d].x.tolist(), "phi": per[d].phi.tolist()} for d in per},
             fit_seconds=seconds[spec],
+            versus=(_versus(per, cells[compare_to], compare_to, id_names, ood_names)
+                    if compare_to is not None and compare_to in cells and spec != compare_to else None),
         ))
     return result
+
+
+def _versus(per: Mapping[str, _Cell], ref: Mapping[str, _Cell], reference: str, id_names: Sequence[str],
+            ood_names: Sequence[str]) -> dict[str, Any]:
+    """Paired differences (this router - ``reference``) of every bootstrapped metric: the point difference and a
+    95% interval from the replicate differences (the routers share each dataset's resamples), per dataset and
+    for the ID / OOD means (replicate-wise means of the differences)."""
+    def diff(mine: Sequence[_Cell], theirs: Sequence[_Cell]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for m in BOOT_METRICS:
+            value = float(np.mean([a.cell[m] - b.cell[m] for a, b in zip(mine, theirs, strict=True)]))
+            reps = np.mean(np.stack([a.replicates[m] - b.replicates[m] for a, b in zip(mine, theirs, strict=True)]),
+                           axis=0)
+            out[f"{m}_diff"] = value
+            out[f"{m}_diff_ci"] = list(interval(value, *percentile_interval(reps)))
+        return out
+
+    return {"reference": reference,
+            "datasets": {d: diff([per[d]], [ref[d]]) for d in per},
+            "id_mean": diff([per[d] for d in id_names], [ref[d] for d in id_names]),
+            "ood_mean": diff([per[d] for d in ood_names], [ref[d] for d in ood_names]) if ood_names else None}
 
 
 def _split_name(split: str | Split) -> str:
