@@ -12,7 +12,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "routerlab"
 FLOOR = {
     # shared plumbing, importable by every floor
-    "errors": 0, "_atomic": 0, "_registry": 0, "_spec": 0, "progress": 0,
+    "errors": 0, "_atomic": 0, "_registry": 0, "_spec": 0, "progress": 0, "execute": 0,
     "metrics": 1,  # pure functions of arrays: routerlab's plumbing only
     "data": 2, "datasets": 2,
     "llm": 3,
@@ -20,7 +20,7 @@ FLOOR = {
     "perturb": 5, "society": 5,
     "routers": 6,
     "ope": 7, "protocols": 7, "testing": 7,
-    "serve": 8, "reports": 8,
+    "serve": 8, "reports": 8, "experiments": 8,
     "cli": 9,
 }
 IMPORT = re.compile(r"^\s*(?:from|import)\s+routerlab\.(\w+)", re.M)

@@ -54,6 +54,17 @@ class AuditContext:
     # which the partial-observability section compares with), keyed by what they are
     shared: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def quick(self) -> bool:
+        """``--quick``: a first look (fewer routers, resamples and variants); every section reads it."""
+        return bool(self.options.get("quick", False))
+
+
+OPTION_KEYS = ("quick", "routers", "encoder", "logs", "small", "large", "robustness_levels")
+"""The audit options a section may read (``ctx.options``): ``quick`` (bool), ``routers`` (router specs),
+``encoder`` (feature encoder name), ``logs`` (path of a logs file for the off-policy section), ``small`` /
+``large`` (actor names of the two-model pair), ``robustness_levels`` (perturbation levels). A section
+registers the keys it reads (``depends``), so its cached result is reused when only other keys change."""
 
 SectionFn = Callable[[RoutingTable, AuditContext], Section]
 
@@ -63,6 +74,7 @@ class _Registered:
     name: str
     order: int
     fn: SectionFn
+    depends: tuple[str, ...] = ()
 
 
 _SECTIONS: Registry[_Registered] = Registry("audit section", package="routerlab.reports.sections")
@@ -124,11 +136,12 @@ GLOSSARY: dict[str, tuple[str, str]] = {
 glossary lists those its sections used, in order of appearance."""
 
 
-def audit_section(name: str, order: int) -> Callable[[SectionFn], SectionFn]:
-    """Register a report section; sections appear in ascending ``order``."""
+def audit_section(name: str, order: int, depends: tuple[str, ...] = ()) -> Callable[[SectionFn], SectionFn]:
+    """Register a report section; sections appear in ascending ``order``. ``depends`` names the
+    :data:`OPTION_KEYS` it reads (its cache key), besides the table, the split and the seed."""
 
     def register(fn: SectionFn) -> SectionFn:
-        _SECTIONS.add(name, _Registered(name, order, fn))
+        _SECTIONS.add(name, _Registered(name, order, fn, tuple(depends)))
         return fn
 
     return register

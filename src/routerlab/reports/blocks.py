@@ -1,6 +1,6 @@
 """The report's document model: a :class:`Section` is a title and a list of blocks, so a section says
 *what* it shows (sentences, a table, a figure) and a renderer (:mod:`routerlab.reports.render`) decides
-how it looks: Markdown today, HTML later, from the same blocks.
+how it looks (Markdown for report.md, HTML for report.html) from the same blocks, so the two never drift.
 
 Text inside blocks may carry the two inline marks the report uses, ```code``` and ``**bold**``; a
 renderer translates them for its format.
@@ -21,15 +21,25 @@ class Paragraph:
 
 @dataclass(frozen=True)
 class Table:
-    """A table: a header row and rows of cell texts, each row as long as the header."""
+    """A table: a header row and rows of cell texts, each row as long as the header.
+
+    ``terms`` (optional, one per column) names the glossary key a column header links to (``None`` for
+    none); ``sortable`` asks the HTML renderer for click-to-sort headers (leaderboards); ``id`` is the
+    anchor findings link to (unique in the report; empty = none).
+    """
 
     header: list[str]
     rows: list[list[str]]
+    terms: list[str | None] | None = None
+    sortable: bool = False
+    id: str = ""
 
     def __post_init__(self) -> None:
         bad = [r for r in self.rows if len(r) != len(self.header)]
         if bad:
             raise ValueError(f"table rows must have {len(self.header)} cells, got {[len(r) for r in bad]}")
+        if self.terms is not None and len(self.terms) != len(self.header):
+            raise ValueError(f"table terms must have {len(self.header)} entries, got {len(self.terms)}")
 
 
 @dataclass(frozen=True)
@@ -41,10 +51,29 @@ class Preformatted:
 
 @dataclass(frozen=True)
 class Figure:
-    """An image file beside the report; ``caption`` defaults to the file name."""
+    """An image file beside the report (path relative to the report's directory); ``caption`` defaults to
+    the file name; ``id`` is the anchor findings link to (empty = derived from the file name)."""
 
     path: str
     caption: str = ""
+    id: str = ""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One plain sentence for the report's opening "Findings" list, e.g. "4 of 10 models carry 90% of this
+    pool's diversity".
+
+    ``target`` is the anchor of the table or figure that shows it (a :class:`Table` or :class:`Figure` ``id``,
+    or a section's ``name``); ``values`` are the numbers the sentence quotes, by name (each also lands in
+    results.json, under ``findings``), with ``interval`` the 95% interval of the headline number when it
+    has one. The text should quote the interval itself; the renderers show it as written.
+    """
+
+    text: str
+    target: str = ""
+    values: dict[str, float | int | str] = field(default_factory=dict)
+    interval: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -63,14 +92,37 @@ class Definitions:
     items: list[Definition]
 
 
-Block = Paragraph | Table | Preformatted | Figure | Definitions
+@dataclass(frozen=True)
+class Findings:
+    """The report's opening list of findings (the audit builds it from every section's ``findings``); each
+    item links to its ``target``."""
+
+    items: list[Finding]
+
+
+Block = Paragraph | Table | Preformatted | Figure | Definitions | Findings
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """Per-query decisions of one protocol run inside a section, for the report's Parquet files: for each
+    router, the index of the actor it chose on each query (``-1`` = abstained / not routed) and, where
+    known, the score that choice obtained. ``query_ids`` are the table's ids, in order."""
+
+    protocol: str
+    query_ids: list[str]
+    actor_names: list[str]
+    choices: dict[str, Any]  # router label -> (n,) integer array of actor indices
+    scores: dict[str, Any] = field(default_factory=dict)  # router label -> (n,) float array (NaN = unknown)
 
 
 @dataclass
 class Section:
-    """One part of the report: ``blocks`` for people, ``data`` for machines (audit.json), ``figures``
-    (files written beside the report, shown after the blocks) and the glossary ``terms`` its blocks use.
-    ``level`` is the heading level: 1 for the report's title, 2 for its sections."""
+    """One part of the report: ``blocks`` for people, ``data`` for machines (results.json), ``figures``
+    (files written beside the report, shown after the blocks), the glossary ``terms`` its blocks use,
+    the ``findings`` it contributes to the report's opening list and the per-query ``decisions`` it made.
+    ``name`` is its anchor (the registered section name); ``level`` is the heading level: 1 for the
+    report's title, 2 for its sections."""
 
     title: str
     blocks: list[Block] = field(default_factory=list)
@@ -78,3 +130,6 @@ class Section:
     figures: list[Figure] = field(default_factory=list)
     terms: list[str] = field(default_factory=list)
     level: int = 2
+    name: str = ""
+    findings: list[Finding] = field(default_factory=list)
+    decisions: list[Decisions] = field(default_factory=list)

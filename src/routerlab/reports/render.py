@@ -1,14 +1,23 @@
-"""Renderers of the report's document model (:mod:`routerlab.reports.blocks`): Markdown for report.md.
+"""Markdown renderer of the report's document model (:mod:`routerlab.reports.blocks`), for report.md.
 
-Every section is its heading, a blank line, its blocks separated by blank lines, then its figures; an
-HTML renderer would walk the same blocks.
+Every section is its heading, a blank line, its blocks separated by blank lines, then its figures; the
+HTML renderer (:mod:`routerlab.reports.html`) walks the same blocks.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from routerlab.reports.blocks import Block, Definitions, Figure, Paragraph, Preformatted, Section, Table
+from routerlab.reports.blocks import (
+    Block,
+    Definitions,
+    Figure,
+    Findings,
+    Paragraph,
+    Preformatted,
+    Section,
+    Table,
+)
 
 
 def render_markdown(sections: Iterable[Section]) -> str:
@@ -36,6 +45,8 @@ def block_markdown(block: Block) -> str:
         return f"![{block.caption or block.path}]({block.path})"
     if isinstance(block, Definitions):
         return "\n".join(f"- **{d.term}**" + (f" ({d.note})" if d.note else "") + f": {d.text}" for d in block.items)
+    if isinstance(block, Findings):
+        return "\n".join(f"- {f.text}" + (f" ([{f.target}](#{f.target}))" if f.target else "") for f in block.items)
     raise TypeError(f"not a report block: {type(block).__name__}")
 
 
