@@ -254,7 +254,7 @@ def glossary_section(terms: list[str]) -> Section:
     for key in terms:
         if key in GLOSSARY:
             label, text = GLOSSARY[key]
-            items.append(Definition(label, text + ".", f"`{key}` in audit.json" if key != label else ""))
+            items.append(Definition(label, text + ".", f"`{key}` in audit.json" if key != label else "", key))
     return Section("What the numbers mean", [Definitions(items)])
 
 

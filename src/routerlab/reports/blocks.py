@@ -83,6 +83,7 @@ class Definition:
     term: str
     text: str
     note: str = ""
+    key: str = ""  # the glossary key (audit.GLOSSARY): the HTML anchor is term-<key>; table headers link to it
 
 
 @dataclass(frozen=True)
