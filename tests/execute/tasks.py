@@ -74,3 +74,11 @@ def slow_square(shared: Any, item: int) -> int:
 
     time.sleep(0.2)
     return item * item
+
+
+def thread_caps(shared: Any, item: int) -> tuple[str | None, str | None, int]:
+    """(NUMBA_NUM_THREADS, OMP_NUM_THREADS, the largest BLAS/OpenMP pool numpy would use) in this worker."""
+    from threadpoolctl import threadpool_info
+
+    return (os.environ.get("NUMBA_NUM_THREADS"), os.environ.get("OMP_NUM_THREADS"),
+            max((int(p["num_threads"]) for p in threadpool_info()), default=1))

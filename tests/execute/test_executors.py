@@ -194,3 +194,9 @@ def test_serial_and_local_constructors() -> None:
     assert list(LocalProcessExecutor(1).run(tasks.square, [])) == []
     with pytest.raises(UsageError, match="cannot be sent to worker processes"):
         list(LocalProcessExecutor(1).run(tasks.square, [1], shared=lambda: None))
+
+
+def test_workers_do_not_oversubscribe_cores(dask_executor: Any, local_executor: LocalProcessExecutor) -> None:
+    pytest.importorskip("threadpoolctl")
+    for ex in (local_executor, dask_executor):
+        assert set(_collect(ex, tasks.thread_caps, [0, 1, 2, 3], None)) == {("1", "1", 1)}, ex.name

@@ -57,6 +57,8 @@ class DaskExecutor:
                 processes=True,
                 dashboard_address=None,
                 silence_logs=logging.ERROR,
+                # Dask caps OpenMP/BLAS threads in its workers; numba (the society fast path) too.
+                env={"NUMBA_NUM_THREADS": "1"},
             )
             try:
                 self.client: Any = distributed.Client(self._cluster, timeout=timeout_s)

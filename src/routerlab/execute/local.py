@@ -36,9 +36,31 @@ _MAPPED: dict[str, np.ndarray] = {}
 """Per process: ``.npy`` path -> its read-only memory map, so a worker opens each shared file once."""
 
 
-def _init_worker(payload: bytes) -> None:
-    """Pool initializer: unpickle the run's ``shared`` object once in this worker process."""
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
+"""Environment variables that cap a worker's math-library threads (what Dask's nanny sets for its workers)."""
+
+_THREAD_LIMITER: Any = None
+
+
+def limit_threads(threads: int) -> None:
+    """Cap this process's BLAS/OpenMP/numba threads at ``threads``, so ``workers`` processes on as many
+    cores do not oversubscribe them: environment variables for libraries not loaded yet (numba reads
+    its own at import), threadpoolctl (when installed) for the BLAS numpy has already loaded."""
+    global _THREAD_LIMITER
+    for key in THREAD_VARIABLES:
+        os.environ[key] = str(threads)
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+        return
+    _THREAD_LIMITER = threadpool_limits(limits=threads)
+
+
+def _init_worker(payload: bytes, threads: int | None) -> None:
+    """Pool initializer: cap the worker's threads, then unpickle the run's ``shared`` object once."""
     global _WORKER_SHARED
+    if threads is not None:
+        limit_threads(threads)
     _WORKER_SHARED = pickle.loads(payload)
 
 
@@ -76,6 +98,9 @@ def default_context() -> multiprocessing.context.BaseContext:
 class LocalProcessExecutor:
     """Tasks in ``workers`` local processes (see the module docstring); results as they finish.
 
+    Each worker's math libraries are capped at ``threads_per_worker`` threads (``None``: left alone), as
+    Dask does for its workers, so the processes share the cores instead of oversubscribing them.
+
     The pool starts on the first :meth:`run` and is kept for later runs given the *same* ``shared``
     object (a new object means a new pool, whose workers receive it once each). A failing task stops
     the run: tasks not yet started are cancelled and the task's exception is raised in the driver,
@@ -84,11 +109,22 @@ class LocalProcessExecutor:
 
     name = "local"
 
-    def __init__(self, workers: int | None = None, *, mp_context: multiprocessing.context.BaseContext | None = None):
+    def __init__(
+        self,
+        workers: int | None = None,
+        *,
+        threads_per_worker: int | None = 1,
+        mp_context: multiprocessing.context.BaseContext | None = None,
+    ) -> None:
         n = (os.cpu_count() or 1) if workers is None else workers
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise UsageError(f"local executor: workers must be a whole number >= 1, got {workers!r}")
+        if threads_per_worker is not None and (
+            isinstance(threads_per_worker, bool) or not isinstance(threads_per_worker, int) or threads_per_worker < 1
+        ):
+            raise UsageError(f"local executor: threads_per_worker must be >= 1 or None, got {threads_per_worker!r}")
         self.workers: int = n
+        self.threads_per_worker = threads_per_worker
         self._context = mp_context or default_context()
         self._pool: ProcessPoolExecutor | None = None
         self._pool_shared: Any = _UNSET
@@ -105,7 +141,8 @@ class LocalProcessExecutor:
                 f"processes: {exc}"
             ) from exc
         self._pool = ProcessPoolExecutor(
-            max_workers=self.workers, mp_context=self._context, initializer=_init_worker, initargs=(payload,)
+            max_workers=self.workers, mp_context=self._context, initializer=_init_worker,
+            initargs=(payload, self.threads_per_worker),
         )
         self._pool_shared = shared
         return self._pool
