@@ -1,0 +1,247 @@
+"""Audit section: off-policy estimates from logs (SPEC 1 logged observability, SPEC 4-5 metrics, SPEC 7 intervals;
+docs/off-policy.md). Shown when the audit is given ``--logs LOGS``.
+
+A few routers (never the bounds, which read every actor's outcome) are trained on the audit's training queries
+that are not logged and estimated on the logged queries with IPS, SNIPS and DR, each with its 95% bootstrap
+interval; where the table holds the logged queries' full outcomes, each estimate stands beside the truth.
+
+Choices: a log of the audit's training queries (``routerlab log``'s default ``--part train``) would leave no
+query to train on; then the routers train on every query of the table that is not logged (said in the text), so
+any ``routerlab log`` output is usable as it is. Routers: the audit's ``routers`` option without the bounds (at
+most ``MAX_ROUTERS``), else best-single, knn and linear; ``--quick`` keeps two and fewer resamples.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from routerlab.data.splits import Split
+from routerlab.data.table import RoutingTable
+from routerlab.errors import DataError, UsageError
+from routerlab.reports.audit import GLOSSARY, AuditContext, audit_section
+from routerlab.reports.blocks import Block, Finding, Paragraph, Section, Table
+from routerlab.routers.base import get_router
+
+NAME = "offpolicy"
+TITLE = "Off-policy estimates from logs"
+ESTIMATES_ID = "offpolicy-estimates"
+WEIGHTS_ID = "offpolicy-weights"
+DEFAULT_ROUTERS = ("best-single", "knn", "linear")
+MAX_ROUTERS = {False: 4, True: 2}
+N_BOOT = {False: 1000, True: 200}
+ESTIMATORS = ("ips", "snips", "dr")
+LABELS = {"ips": "IPS", "snips": "SNIPS", "dr": "DR"}
+SKIP_TEXT = ("Skipped: no logs were given. Pass `--logs LOGS` (a log file, one row per query with the logged actor, "
+             "its score and the logging policy's propensity; docs/logs.md) to estimate routers from logs alone; "
+             "`routerlab log TABLE --part test -o logs.csv` simulates one from this table.")
+
+GLOSSARY.setdefault("ips", ("IPS", "inverse propensity scoring: mean over logged queries of the importance weight "
+                            "pi(a|x) / p times the logged reward; unbiased when the propensities are right, high "
+                            "variance with large weights; same unit as the metric (SPEC 1, docs/off-policy.md)"))
+GLOSSARY.setdefault("snips", ("SNIPS", "self-normalised IPS: the weighted rewards divided by the sum of the "
+                                "weights instead of n; slightly biased, within the rewards' range, usually of lower "
+                                "variance; same unit as the metric (docs/off-policy.md)"))
+GLOSSARY.setdefault("dr", ("DR", "doubly robust: a cross-fitted reward model's prediction for the router's choice "
+                             "plus the importance-weighted error of that model on the logged actor; unbiased when the "
+                             "propensities are right; same unit as the metric (docs/off-policy.md)"))
+GLOSSARY.setdefault("ess", ("ESS", "Kish's effective sample size of the importance weights, (sum w)^2 / sum w^2, in "
+                              "logged queries: how many queries the estimate effectively rests on; below 30 no "
+                              "interval can be trusted (docs/off-policy.md)"))
+GLOSSARY.setdefault("propensity", ("propensity", "the logging policy's probability of the actor it logged, in "
+                                   "(0, 1]; importance weights divide by it (SPEC 1, docs/logs.md)"))
+GLOSSARY.setdefault("truth", ("truth", "the router's actual mu_o on the logged queries, from the table's full "
+                              "outcomes; shown only when the table holds them (docs/off-policy.md)"))
+
+
+def _skipped() -> Section:
+    return Section(TITLE, [Paragraph(SKIP_TEXT)], {"measured": False, "reason": "no logs given (--logs LOGS)"},
+                   [], [], name=NAME)
+
+
+def _is_bound(spec: str) -> bool:
+    try:
+        return bool(get_router(spec).uses_test_labels)
+    except UsageError:
+        return False  # a bad spec is reported by applicability below
+
+
+def pick_routers(ctx: AuditContext, train: RoutingTable) -> tuple[list[str], dict[str, str]]:
+    """The routers to estimate: the audit's ``routers`` option (bounds left out) or the defaults, those that can
+    train on ``train``, at most MAX_ROUTERS; and why the others were left out."""
+    given = ctx.options.get("routers")
+    specs = [str(s) for s in (given if given else DEFAULT_ROUTERS)]
+    if ctx.quick and not given:
+        specs = specs[:MAX_ROUTERS[True]]
+    kept: list[str] = []
+    skipped: dict[str, str] = {}
+    for spec in specs:
+        if _is_bound(spec):
+            skipped[spec] = "a bound reads every actor's outcome, which a log does not hold"
+            continue
+        if len(kept) >= MAX_ROUTERS[ctx.quick]:
+            skipped[spec] = f"the section estimates at most {MAX_ROUTERS[ctx.quick]} routers"
+            continue
+        try:
+            get_router(spec, seed=ctx.seed).check_applicable(train)
+        except UsageError as exc:
+            skipped[spec] = str(exc).rstrip(".")
+            continue
+        kept.append(spec)
+    return kept, skipped
+
+
+def read_audit_logs(path: Path, table: RoutingTable) -> Any:
+    """The log file read against the table's actors; any problem is one error naming the file."""
+    from routerlab.data.logs import read_logs
+
+    if not path.is_file():
+        raise UsageError(f"--logs {path}: no such log file (write one with `routerlab log TABLE -o {path.name}`)")
+    try:
+        return read_logs(path, table)
+    except DataError as exc:
+        if exc.file is not None:
+            raise
+        raise DataError(f"does not match table {table.name!r}: {exc.detail}", file=path) from exc
+    except UsageError as exc:
+        raise UsageError(f"--logs {path}: does not match table {table.name!r}: {exc}") from exc
+
+
+def training_rows(ctx: AuditContext, table: RoutingTable, logged_ids: np.ndarray) -> tuple[Split, str]:
+    """The audit's training queries that are not logged; when the log covers them all, every query of the table
+    that is not logged (and a sentence saying so)."""
+    ids = table.queries.ids.astype(str)
+    logged = np.isin(ids, logged_ids.astype(str))
+    train = ctx.split.train[~logged[ctx.split.train]]
+    empty = np.zeros(0, dtype=np.intp)
+    if train.size:
+        left = ctx.split.train.size - train.size
+        note = (f"{left} logged queries are also audit training queries and were left out of training. "
+                if left else "")
+        return Split(train, empty, "audit-train-not-logged", ctx.seed), note
+    train = np.flatnonzero(~logged).astype(np.intp)
+    if not train.size:
+        raise UsageError("every query of the table is logged, so no router has a query to train on; log a part "
+                         "(routerlab log TABLE --part test)")
+    return (Split(train, empty, "table-not-logged", ctx.seed),
+            f"The log covers every audit training query, so the routers train on the {train.size} queries of the "
+            "table that are not logged. ")
+
+
+def rows_of(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """One record per (router, estimator): mu_o's estimate, interval, the truth and whether the interval holds it."""
+    out = []
+    for r in result["results"]:
+        truth = (r.get("truth") or {}).get("mu_o")
+        for est in result["estimators"]:
+            e = r["estimates"][est].get("mu_o")
+            if e is None:
+                continue
+            lo, hi = e["ci"]
+            inside = None if truth is None or math.isnan(lo) else bool(lo - 1e-12 <= truth <= hi + 1e-12)
+            out.append({"router": r["router"], "estimator": est, "value": e["value"], "ci": [lo, hi],
+                        "truth": truth, "inside": inside})
+    return out
+
+
+def findings(result: dict[str, Any], rows: list[dict[str, Any]]) -> list[Finding]:
+    """Per router, the DR estimate (else the first estimator's) of mu_o with its interval and where the truth lies;
+    how many intervals hold the truth; the router with the lowest ESS when it is below 30."""
+    out: list[Finding] = []
+    for r in result["results"]:
+        mine = [x for x in rows if x["router"] == r["router"]]
+        if not mine:
+            continue
+        x = next((y for y in mine if y["estimator"] == "dr"), mine[0])
+        lo, hi = x["ci"]
+        ci = "" if math.isnan(lo) else f" [{lo:.3f}, {hi:.3f}]"
+        text = f"{LABELS[x['estimator']]} estimates `{x['router']}`'s mu_o at {x['value']:.3f}{ci}"
+        values: dict[str, float | int | str] = {"estimate": x["value"]}
+        if x["truth"] is not None:
+            where = "inside" if x["inside"] else "outside"
+            text += f"; the truth {x['truth']:.3f} lies {where} the interval"
+            values["truth"] = x["truth"]
+        out.append(Finding(text + ".", ESTIMATES_ID, values, None if math.isnan(lo) else (lo, hi)))
+    judged = [x for x in rows if x["inside"] is not None]
+    if judged:
+        k = sum(1 for x in judged if x["inside"])
+        out.append(Finding(f"{k} of {len(judged)} off-policy 95% intervals (routers x IPS/SNIPS/DR) contain the true "
+                           "mu_o on the logged queries.", ESTIMATES_ID, {"inside": k, "intervals": len(judged)}))
+    weakest = min(result["results"], key=lambda r: r["diagnostics"]["ess"], default=None)
+    if weakest is not None and weakest["diagnostics"]["ess"] < 30:
+        d = weakest["diagnostics"]
+        out.append(Finding(f"`{weakest['router']}`'s estimates rest on an effective sample of only {d['ess']:.1f} "
+                           f"logged queries ({d['n_agree']} of {d['n']} logged the actor it would choose): do not "
+                           "trust them.", WEIGHTS_ID, {"ess": d["ess"], "n_agree": d["n_agree"], "n": d["n"]}))
+    return out
+
+
+def _fmt(v: float | None) -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"
+
+
+@audit_section(NAME, order=37, depends=("quick", "logs", "routers", "encoder"))
+def offpolicy_section(table: RoutingTable, ctx: AuditContext) -> Section:
+    given = ctx.options.get("logs")
+    if not given:
+        return _skipped()
+    from routerlab.protocols.ope import off_policy_evaluate
+
+    path = Path(str(given))
+    logs = read_audit_logs(path, table)
+    split, note = training_rows(ctx, table, logs.table.queries.ids)
+    chosen, skipped = pick_routers(ctx, table.select_queries(split.train))
+    terms = ["ips", "snips", "dr", "mu_o", "95% CI", "truth", "ess", "propensity"]
+    skipped_text = "".join(f" Router `{k}` left out: {v}." for k, v in skipped.items())
+    if not chosen:
+        reason = "no router can be estimated" + (f":{skipped_text}" if skipped_text else "")
+        return Section(TITLE, [Paragraph(f"Not measured: {reason}")], {"measured": False, "reason": reason,
+                                                                        "skipped_routers": skipped}, [], terms,
+                       name=NAME)
+    n_boot = N_BOOT[ctx.quick]
+    with warnings.catch_warnings():  # the record keeps them (result.warnings); the report states them once
+        warnings.simplefilter("ignore")
+        res = off_policy_evaluate(table, logs, chosen, estimators=ESTIMATORS, split=split,
+                                  encoder=str(ctx.options.get("encoder", "tfidf")), seed=ctx.seed, n_boot=n_boot)
+    result = res.to_dict()
+    rows = rows_of(result)
+    policy = f" by policy `{logs.policy}`" if logs.policy else ""
+    intro = (f"{res.n_logged} logged queries from `{path.name}`{policy}; {', '.join(f'`{c}`' for c in chosen)} "
+             f"trained on {result['training']['n_train']} queries with full feedback and estimated on the logged "
+             f"queries with IPS, SNIPS and DR (ridge reward model, cross-fitted); 95% intervals from {n_boot} "
+             f"bootstrap resamples of the logged queries. {note}".strip())
+    truth_text = (" The truth is each router's actual mu_o on the logged queries, read from the table's full "
+                  "outcomes." if any(r["truth"] is not None for r in rows) else
+                  f" The truth is unknown: {res.truth_note or 'the table lacks the logged queries full outcomes'}.")
+    head = ["router", "estimator", "mu_o estimate [95% CI]", "truth", "truth inside"]
+    body = [[x["router"], LABELS[x["estimator"]],
+             f"{x['value']:.3f}" + ("" if math.isnan(x["ci"][0]) else f" [{x['ci'][0]:.3f}, {x['ci'][1]:.3f}]"),
+             _fmt(x["truth"]), "-" if x["inside"] is None else ("yes" if x["inside"] else "no")] for x in rows]
+    estimates = Table(head, body, [None, None, "mu_o", "truth", "95% CI"], sortable=True, id=ESTIMATES_ID)
+    whead = ["router", "policy", "agreeing logged queries", "ESS", "largest weight", "smallest propensity"]
+    wbody = [[r["router"], r["policy"], f"{r['diagnostics']['n_agree']} of {r['diagnostics']['n']}",
+              f"{r['diagnostics']['ess']:.1f}", f"{r['diagnostics']['max_weight']:.2f}",
+              f"{r['diagnostics']['min_propensity']:.4f}"] for r in result["results"]]
+    weights = Table(whead, wbody, [None, None, None, "ess", None, "propensity"], sortable=True, id=WEIGHTS_ID)
+    found = findings(result, rows)
+    blocks: list[Block] = [Paragraph(intro + truth_text), estimates, weights,
+                           Paragraph(" ".join(f.text for f in found))]
+    extra = [*(f"Warning: {w}." for w in dict.fromkeys(res.warnings)), *([skipped_text.strip()] if skipped else [])]
+    others = [k for k in result["metrics"] if k != "mu_o"]
+    if others:
+        extra.append(f"Also estimated (in results.json): {', '.join(others)}.")
+    if result["unavailable"]:
+        extra.append("Not estimable from this log: " + "; ".join(f"{k} ({v})" for k, v in result["unavailable"].items())
+                     + ".")
+    if extra:
+        blocks.append(Paragraph(" ".join(extra)))
+    covered = [x for x in rows if x["inside"] is not None]
+    headline = (f"off-policy: {sum(1 for x in covered if x['inside'])} of {len(covered)} intervals hold the truth "
+                f"({res.n_logged} logged queries)" if covered else f"off-policy: {res.n_logged} logged queries")
+    data = {"measured": True, "logs": str(path), "routers": chosen, "skipped_routers": skipped, "rows": rows,
+            "findings": [f.text for f in found], "headline": headline, "ope": result}
+    return Section(TITLE, blocks, data, [], terms, name=NAME, findings=found)
