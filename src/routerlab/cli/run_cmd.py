@@ -1,0 +1,75 @@
+"""``routerlab run EXPERIMENT.toml``: run an experiment file's cells into the DuckDB results store, reusing
+the cells the store already holds (see :mod:`routerlab.experiments`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from routerlab.cli import app
+from routerlab.cli._io import json_option, print_json
+from routerlab.errors import UsageError
+from routerlab.experiments.store import DEFAULT_STORE
+
+
+def _check_backend(backend: str, workers: int | None, scheduler: str | None) -> None:
+    """The executor options, checked before the experiment file is read or any cluster started."""
+    from routerlab.execute import BACKENDS, check_scheduler_address
+
+    if backend not in BACKENDS:
+        raise UsageError(f"--backend: unknown executor {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if scheduler is not None:
+        if backend != "dask":
+            raise UsageError(f"--scheduler: only the dask backend connects to a scheduler, not {backend!r}")
+        check_scheduler_address(scheduler)
+    if workers is not None and backend == "serial" and workers != 1:
+        raise UsageError(f"--workers {workers}: the serial backend runs one task at a time; use --backend local")
+
+
+@app.command("run")
+def run_cmd(
+    experiment: Annotated[Path, typer.Argument(help="The experiment file (TOML; see the README's "
+                                                    "'Experiments as files').")],
+    store: Annotated[Path, typer.Option("--store", help="Results store directory (created when missing).")] = (
+        DEFAULT_STORE),
+    backend: Annotated[str, typer.Option(help="Where cells run: serial (this process), local (worker "
+                                              "processes) or dask (a Dask cluster).")] = "local",
+    workers: Annotated[int | None, typer.Option(min=1, max=4096, help="Worker processes for local, or for "
+                                                "dask's one-machine cluster (default: one per CPU).")] = None,
+    scheduler: Annotated[str | None, typer.Option(help="dask: the scheduler tcp://HOST:PORT of a running "
+                                                  "cluster (default: start one on 127.0.0.1).")] = None,
+    metric: Annotated[str, typer.Option("--metric", help="The metric of the leaderboard printed at the end.")] = (
+        "mu_o"),
+    as_json: Annotated[bool, json_option("Print the run summary and leaderboard as JSON.")] = False,
+) -> None:
+    """Run every table x protocol x router x seed x settings cell of EXPERIMENT into the results store; a rerun
+    reuses the cells already there."""
+    from routerlab.cli.results_cmd import board_text
+    from routerlab.execute import make_executor
+    from routerlab.experiments.runner import run_experiment
+    from routerlab.experiments.schema import load_experiment
+    from routerlab.experiments.store import check_store_dir, leaderboard
+
+    _check_backend(backend, workers, scheduler)
+    check_store_dir(store)
+    exp = load_experiment(experiment)
+
+    def say_reused(reused: int, total: int) -> None:
+        typer.echo(f"{exp.name}: {reused} of {total} cells reused", err=as_json)
+
+    ex = make_executor(backend, workers=workers, scheduler=scheduler)
+    try:
+        summary = run_experiment(exp, store, executor=ex, on_reuse=say_reused)
+    finally:
+        ex.close()
+    board = leaderboard(store, metric, cell_ids=summary.cell_ids)
+    if as_json:
+        print_json({**summary.to_dict(), "metric": metric, "leaderboard": [r.to_dict() for r in board]})
+        return
+    typer.echo(board_text(board, metric))
+    skipped = f", {summary.cells_skipped} skipped (see the cells table)" if summary.cells_skipped else ""
+    typer.echo(f"ran {summary.cells_run} cells in {summary.tasks} tasks on {summary.backend} "
+               f"({summary.workers} worker{'s' if summary.workers != 1 else ''}) in {summary.seconds:.1f} s{skipped}; "
+               f"{summary.rows_written} rows -> {summary.store} (run {summary.run_id})")

@@ -1,0 +1,319 @@
+"""The results store: one DuckDB database, ``DIR/results.duckdb``, that every experiment run appends to.
+
+Tables (the README's "Experiments as files" lists every column):
+
+- ``results``: one row per metric of a finished cell (table x protocol x router x seed x settings), with its
+  value and 95% bootstrap interval (SPEC 7) and what identifies the cell (``cell_id``, ``data_hash``,
+  ``settings`` as canonical JSON, ``routerlab_version``).
+- ``cells``: one row per finished cell (status ``ok`` or ``skipped`` with the reason), what a rerun checks to
+  reuse it.
+- ``runs``: one row per ``routerlab run`` (experiment name, file hash, backend, start and finish, status).
+
+Only the driver process writes (workers return rows); each cell is written in one transaction, so a crash
+loses only the cells in flight. Queries go through a read-only connection with file access off, so a
+``results query`` can neither change the store nor read or write other files.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from routerlab.errors import UsageError
+
+DB_NAME = "results.duckdb"
+DEFAULT_STORE = Path("routerlab-results")
+
+RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("run_id", "VARCHAR"),
+    ("cell_id", "VARCHAR"),
+    ("experiment", "VARCHAR"),
+    ("table_name", "VARCHAR"),
+    ("data_hash", "VARCHAR"),
+    ("split", "VARCHAR"),
+    ("protocol", "VARCHAR"),
+    ("router", "VARCHAR"),
+    ("seed", "BIGINT"),
+    ("settings", "VARCHAR"),
+    ("metric", "VARCHAR"),
+    ("value", "DOUBLE"),
+    ("ci_low", "DOUBLE"),
+    ("ci_high", "DOUBLE"),
+    ("routerlab_version", "VARCHAR"),
+    ("created_at", "TIMESTAMP"),
+)
+CELL_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("cell_id", "VARCHAR"),
+    ("run_id", "VARCHAR"),
+    ("experiment", "VARCHAR"),
+    ("table_name", "VARCHAR"),
+    ("data_hash", "VARCHAR"),
+    ("split", "VARCHAR"),
+    ("protocol", "VARCHAR"),
+    ("router", "VARCHAR"),
+    ("seed", "BIGINT"),
+    ("settings", "VARCHAR"),
+    ("status", "VARCHAR"),
+    ("note", "VARCHAR"),
+    ("n_train", "BIGINT"),
+    ("n_test", "BIGINT"),
+    ("fit_seconds", "DOUBLE"),
+    ("routerlab_version", "VARCHAR"),
+    ("created_at", "TIMESTAMP"),
+)
+RUN_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("run_id", "VARCHAR"),
+    ("experiment", "VARCHAR"),
+    ("file", "VARCHAR"),
+    ("file_hash", "VARCHAR"),
+    ("backend", "VARCHAR"),
+    ("workers", "INTEGER"),
+    ("cells_total", "INTEGER"),
+    ("cells_reused", "INTEGER"),
+    ("cells_run", "INTEGER"),
+    ("status", "VARCHAR"),
+    ("started_at", "TIMESTAMP"),
+    ("finished_at", "TIMESTAMP"),
+    ("routerlab_version", "VARCHAR"),
+)
+
+
+@dataclass(frozen=True)
+class CellRecord:
+    """A finished cell as the driver stores it: its ``cells`` row and its ``results`` rows (one per metric:
+    ``(metric, value, ci_low, ci_high)``)."""
+
+    cell_id: str
+    table_name: str
+    data_hash: str
+    split: str
+    protocol: str
+    router: str
+    seed: int
+    settings: str
+    status: str
+    note: str
+    n_train: int
+    n_test: int
+    fit_seconds: float
+    metrics: tuple[tuple[str, float | None, float | None, float | None], ...]
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+def _finite(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def _create(name: str, columns: tuple[tuple[str, str], ...]) -> str:
+    return f"CREATE TABLE IF NOT EXISTS {name} ({', '.join(f'{c} {t}' for c, t in columns)})"
+
+
+def _duckdb() -> Any:
+    import duckdb
+
+    return duckdb
+
+
+def check_store_dir(directory: Path) -> None:
+    """Refuse, before any work, a store directory that cannot hold the database: a file in the way, a
+    database path that is a directory, or no permission to write there. One UsageError naming it."""
+    if directory.exists() and not directory.is_dir():
+        raise UsageError(f"--store {directory}: is an existing file, not a directory")
+    db = directory / DB_NAME
+    if db.is_dir():
+        raise UsageError(f"--store {directory}: {db} is a directory, not a DuckDB database")
+    probe = directory
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if not probe.is_dir():
+        raise UsageError(f"--store {directory}: cannot create a directory under {probe}, which is a file")
+    try:
+        fd, name = tempfile.mkstemp(prefix=".routerlab-probe-", dir=probe)
+    except OSError:
+        raise UsageError(f"--store {directory}: cannot write there ({probe} is not writable)") from None
+    os.close(fd)
+    os.unlink(name)
+    if db.exists() and not os.access(db, os.W_OK):
+        raise UsageError(f"--store {directory}: {db} is not writable")
+
+
+class ResultStore:
+    """The writer: opens (creating when needed) ``DIR/results.duckdb`` with its three tables. One process
+    writes at a time; another run on the same store is refused with one line while this one holds it."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        self.path = self.directory / DB_NAME
+        check_store_dir(self.directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        duckdb = _duckdb()
+        try:
+            self.con = duckdb.connect(str(self.path), config={"enable_external_access": False})
+        except duckdb.IOException as exc:
+            raise UsageError(f"--store {self.directory}: cannot open {self.path}: {_first_line(exc)}") from None
+        except duckdb.Error as exc:
+            raise UsageError(f"--store {self.directory}: {self.path} is not a DuckDB results store: "
+                             f"{_first_line(exc)}") from None
+        for name, cols in (("results", RESULT_COLUMNS), ("cells", CELL_COLUMNS), ("runs", RUN_COLUMNS)):
+            self.con.execute(_create(name, cols))
+        self._check_columns()
+
+    def _check_columns(self) -> None:
+        for name, cols in (("results", RESULT_COLUMNS), ("cells", CELL_COLUMNS), ("runs", RUN_COLUMNS)):
+            have = {r[0] for r in self.con.execute(f"DESCRIBE {name}").fetchall()}
+            missing = [c for c, _ in cols if c not in have]
+            if missing:
+                raise UsageError(f"--store {self.directory}: table {name} of {self.path} lacks columns "
+                                 f"{', '.join(missing)}; it was not written by this routerlab")
+
+    def finished(self, cell_ids: Sequence[str]) -> set[str]:
+        """The cells among ``cell_ids`` already in the store."""
+        if not cell_ids:
+            return set()
+        rows = self.con.execute("SELECT DISTINCT cell_id FROM cells WHERE list_contains(?, cell_id)",
+                                [list(cell_ids)]).fetchall()
+        return {r[0] for r in rows}
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")
+
+    def start_run(self, run_id: str, *, experiment: str, file: str, file_hash: str, backend: str, workers: int,
+                  cells_total: int, cells_reused: int, version: str) -> None:
+        self.con.execute(
+            "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, NULL, ?)",
+            [run_id, experiment, file, file_hash, backend, workers, cells_total, cells_reused,
+             cells_total - cells_reused, _now(), version])
+
+    def finish_run(self, run_id: str, status: str) -> None:
+        self.con.execute("UPDATE runs SET status = ?, finished_at = ? WHERE run_id = ?", [status, _now(), run_id])
+
+    def write_cell(self, run_id: str, experiment: str, version: str, cell: CellRecord) -> None:
+        """Store one finished cell (its ``cells`` row and every metric row) in one transaction."""
+        now = _now()
+        key = [cell.table_name, cell.data_hash, cell.split, cell.protocol, cell.router, cell.seed, cell.settings]
+        with self._transaction():
+            self.con.execute("DELETE FROM results WHERE cell_id = ?", [cell.cell_id])
+            self.con.execute("DELETE FROM cells WHERE cell_id = ?", [cell.cell_id])
+            self.con.execute(
+                "INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [cell.cell_id, run_id, experiment, *key, cell.status, cell.note, cell.n_train, cell.n_test,
+                 cell.fit_seconds, version, now])
+            if cell.metrics:
+                self.con.executemany(
+                    "INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [[run_id, cell.cell_id, experiment, *key, m, _finite(v), _finite(lo), _finite(hi), version, now]
+                     for m, v, lo, hi in cell.metrics])
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> ResultStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:400]
+
+
+def open_read_only(directory: Path) -> Any:
+    """A read-only DuckDB connection to ``DIR/results.duckdb`` with file and network access off."""
+    path = Path(directory) / DB_NAME
+    if not path.is_file():
+        raise UsageError(f"--store {directory}: no results store there ({path} does not exist); "
+                         "run 'routerlab run EXPERIMENT.toml' first")
+    duckdb = _duckdb()
+    try:
+        return duckdb.connect(str(path), read_only=True, config={"enable_external_access": False})
+    except duckdb.Error as exc:
+        raise UsageError(f"--store {directory}: cannot open {path}: {_first_line(exc)}") from None
+
+
+def query(directory: Path, sql: str, params: Sequence[Any] | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Run ``sql`` read-only over the store; (column names, rows). A bad statement, or one that would change
+    the store, is one UsageError carrying DuckDB's message."""
+    if not sql.strip():
+        raise UsageError("results query: the SQL is empty; e.g. \"SELECT router, avg(value) FROM results "
+                         "WHERE metric = 'mu_o' GROUP BY router\"")
+    duckdb = _duckdb()
+    con = open_read_only(directory)
+    try:
+        cur = con.execute(sql, list(params) if params is not None else None)
+        if cur.description is None:
+            return [], []
+        columns = [d[0] for d in cur.description]
+        return columns, [tuple(r) for r in cur.fetchall()]
+    except duckdb.Error as exc:
+        raise UsageError(f"results query: {_first_line(exc)}") from None
+    finally:
+        con.close()
+
+
+@dataclass(frozen=True)
+class BoardRow:
+    """One leaderboard line: a router on a table under a protocol and settings, over its seeds."""
+
+    table_name: str
+    protocol: str
+    settings: str
+    router: str
+    seeds: int
+    mean: float | None
+    seed_min: float | None
+    seed_max: float | None
+    ci_low: float | None
+    ci_high: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"table": self.table_name, "protocol": self.protocol, "settings": self.settings,
+                "router": self.router, "seeds": self.seeds, "mean": self.mean, "seed_min": self.seed_min,
+                "seed_max": self.seed_max, "mean_ci_low": self.ci_low, "mean_ci_high": self.ci_high}
+
+
+LEADERBOARD_SQL = """
+SELECT table_name, protocol, settings, router, count(DISTINCT seed) AS seeds, avg(value) AS mean,
+       min(value) AS seed_min, max(value) AS seed_max, avg(ci_low) AS ci_low, avg(ci_high) AS ci_high
+FROM results
+WHERE metric = ? {extra}
+GROUP BY table_name, protocol, settings, router
+ORDER BY table_name, protocol, settings, mean DESC NULLS LAST, router
+"""
+
+
+def leaderboard(directory: Path, metric: str, *, cell_ids: Sequence[str] | None = None) -> list[BoardRow]:
+    """Every router x table x protocol x settings of the store (or of ``cell_ids``): the mean of ``metric``
+    over seeds, its range over seeds, and the seeds' mean 95% interval bounds."""
+    params: list[Any] = [metric]
+    extra = ""
+    if cell_ids is not None:
+        extra = "AND list_contains(?, cell_id)"
+        params.append(list(cell_ids))
+    _, rows = query(directory, LEADERBOARD_SQL.format(extra=extra), params)
+    if not rows:
+        known = [r[0] for r in query(directory, "SELECT DISTINCT metric FROM results ORDER BY metric")[1]]
+        if metric not in known:
+            raise UsageError(f"--metric {metric!r}: no such metric in the store"
+                             + (f"; known: {', '.join(known)}" if known else " (it holds no results yet)"))
+    return [BoardRow(*r) for r in rows]

@@ -1,0 +1,115 @@
+"""``routerlab run`` and ``routerlab results``: the commands, their output, and one-line errors (exit 2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from routerlab.cli import main
+from tests.experiments.helpers import write_experiment
+
+
+def _run(tmp_path: Path, *extra: str) -> Path:
+    store = tmp_path / "store"
+    assert main(["run", str(write_experiment(tmp_path)), "--store", str(store), "--backend", "serial", *extra]) == 0
+    return store
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str], code: int, *needles: str) -> str:
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    errors = [line for line in err if line.startswith("routerlab: error:")]
+    assert len(errors) == 1, err
+    for needle in needles:
+        assert needle in errors[0], errors[0]
+    return errors[0]
+
+
+def test_run_prints_reuse_and_leaderboard(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = _run(tmp_path)
+    out = capsys.readouterr().out
+    assert "small: 0 of 12 cells reused" in out
+    assert "mu_o mean" in out and "knn" in out and "cold-start" in out
+    assert "108 rows ->" in out
+    assert main(["run", str(tmp_path / "exp.toml"), "--store", str(store), "--backend", "serial", "--json"]) == 0
+    captured = capsys.readouterr()
+    record = json.loads(captured.out)
+    assert "small: 12 of 12 cells reused" in captured.err
+    assert (record["cells_reused"], record["cells_run"], record["rows_written"]) == (12, 0, 0)
+    assert {r["router"] for r in record["leaderboard"]} == {"oracle", "best-single", "knn"}
+
+
+def test_results_query_text_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = _run(tmp_path)
+    capsys.readouterr()
+    sql = "SELECT router, count(*) AS n FROM results WHERE metric = 'mu_o' GROUP BY router ORDER BY router"
+    assert main(["results", "query", sql, "--store", str(store)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["router", "n"]
+    assert [line.split() for line in out[2:5]] == [["best-single", "4"], ["knn", "4"], ["oracle", "4"]]
+    assert out[-1] == "(3 rows)"
+    assert main(["results", "query", sql, "--store", str(store), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"router": "best-single", "n": 4}, {"router": "knn", "n": 4},
+                                                   {"router": "oracle", "n": 4}]
+
+
+def test_results_show_leaderboard(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = _run(tmp_path)
+    capsys.readouterr()
+    assert main(["results", "show", "--store", str(store), "--metric", "acc_at_1", "--json"]) == 0
+    board = json.loads(capsys.readouterr().out)
+    assert len(board) == 6  # 3 routers x 2 protocols on one table
+    assert all(r["seeds"] == 2 and r["seed_min"] <= r["mean"] <= r["seed_max"] for r in board)
+    full = [r for r in board if r["protocol"] == "full"]
+    assert full[0]["router"] == "oracle"  # ranked by the mean, best first
+    assert main(["results", "show", "--store", str(store)]) == 0
+    assert "mu_o mean" in capsys.readouterr().out
+    code = main(["results", "show", "--store", str(store), "--metric", "nope"])
+    _one_line_error(capsys, code, "--metric 'nope'", "mu_o")
+
+
+def test_results_query_is_read_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = _run(tmp_path)
+    capsys.readouterr()
+    code = main(["results", "query", "DELETE FROM results", "--store", str(store)])
+    _one_line_error(capsys, code, "read-only")
+    code = main(["results", "query", f"COPY results TO '{tmp_path / 'out.csv'}'", "--store", str(store)])
+    _one_line_error(capsys, code, "results query:")
+    assert not (tmp_path / "out.csv").exists()
+    assert main(["results", "query", "SELECT count(*) AS n FROM results", "--store", str(store), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"n": 108}]
+
+
+def test_bad_sql_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = _run(tmp_path)
+    capsys.readouterr()
+    code = main(["results", "query", "SELEC * FROM results", "--store", str(store)])
+    _one_line_error(capsys, code, "results query:", "syntax error")
+    code = main(["results", "query", "SELECT nope FROM results", "--store", str(store)])
+    _one_line_error(capsys, code, "nope")
+
+
+@pytest.mark.parametrize(("args", "needles"), [
+    (["run", "{tmp}/missing.toml", "--backend", "serial"], ["missing.toml: no such file"]),
+    (["run", "{tmp}/bad.toml", "--backend", "serial"], ["bad.toml: not valid TOML"]),
+    (["run", "{tmp}/exp.toml", "--backend", "nope"], ["--backend", "nope"]),
+    (["run", "{tmp}/exp.toml", "--backend", "local", "--scheduler", "tcp://127.0.0.1:1"], ["--scheduler"]),
+    (["run", "{tmp}/exp.toml", "--backend", "dask", "--scheduler", "nohost"], ["--scheduler", "tcp://HOST:PORT"]),
+    (["run", "{tmp}/exp.toml", "--backend", "serial", "--store", "{tmp}/afile"], ["--store", "not a directory"]),
+    (["run", "{tmp}/exp.toml", "--backend", "serial", "--store", "{tmp}/afile/sub"], ["--store", "which is a file"]),
+    (["run", "{tmp}/exp.toml", "--backend", "serial", "--workers", "0"], ["--workers"]),
+    (["run", "{tmp}/exp.toml", "--backend", "serial", "--workers", "2"], ["--workers 2", "serial"]),
+    (["results", "query", "SELECT 1", "--store", "{tmp}/nostore"], ["no results store", "routerlab run"]),
+    (["results", "show", "--store", "{tmp}/nostore"], ["no results store"]),
+    (["results", "query", "  ", "--store", "{tmp}/nostore"], ["SQL is empty"]),
+])
+def test_bad_command_lines_are_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                               args: list[str], needles: list[str]) -> None:
+    write_experiment(tmp_path)
+    (tmp_path / "bad.toml").write_text("name = [\n", encoding="utf-8")
+    (tmp_path / "afile").write_text("x", encoding="utf-8")
+    code = main([a.replace("{tmp}", str(tmp_path)) for a in args])
+    _one_line_error(capsys, code, *needles)
+    assert not (tmp_path / "afile").is_dir()
