@@ -17,15 +17,23 @@ from routerlab.datasets import demo
 
 def test_audit_on_the_demo_writes_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["audit", "-o", str(tmp_path / "a")]) == 0
-    record = json.loads((tmp_path / "a" / "audit.json").read_text())
+    from routerlab.reports.audit import section_names
+
+    record = json.loads((tmp_path / "a" / "results.json").read_text())
     assert record["data"]["content_hash"] == demo().content_hash
     assert record["split"]["kind"] == "given"
     b = record["sections"]["bounds"]
     assert b["oracle"] > b["best_single"] > b["random"]
     report = (tmp_path / "a" / "report.md").read_text()
     assert "## Bounds" in report and "frontier-235b" in report
-    assert list(record["sections"]) == ["table", "bounds", "diversity", "leaderboard", "partial", "two-model",
-                                        "robustness"]
+    assert list(record["sections"]) == section_names()
+    assert {"table", "bounds", "diversity", "leaderboard", "partial", "two-model", "robustness"} <= set(section_names())
+    # the report leads with its findings, each also in results.json; report.html is the same report
+    assert report.split("\n## ")[1].startswith("Findings\n") and record["findings"]
+    assert all(f["text"] in report and f["section"] in record["sections"] for f in record["findings"])
+    html = (tmp_path / "a" / "report.html").read_text()
+    assert html.count("<h2") >= len(record["sections"]) + 1 and "http://" not in html.split("</head>")[1]
+    assert any(f.startswith("decisions/") for f in record["files"])
     lb = record["sections"]["leaderboard"]
     mu = {r["spec"]: r["metrics"]["mu_o"] for r in lb["results"]}
     assert mu["oracle"] == pytest.approx(b["oracle"]) and max(mu.values()) == mu["oracle"]
@@ -33,6 +41,34 @@ def test_audit_on_the_demo_writes_report(tmp_path: Path, capsys: pytest.CaptureF
     assert max(v for k, v in mu.items() if k != "oracle") > mu["best-single"]
     for fig in record["sections"]["leaderboard"]["figures"] + record["sections"]["diversity"]["figures"]:
         assert (tmp_path / "a" / fig).stat().st_size > 1000
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--small", "frontier-235b"], "--small needs --large"),
+    (["--large", "frontier-235b"], "--large needs --small"),
+    (["--small", "frontier-235b", "--large", "frontier-235b"], "--small and --large are both 'frontier-235b'"),
+    (["--small", "nosuch", "--large", "frontier-235b"], "--small 'nosuch' is not an actor of table"),
+    (["--logs", "/no/such/logs.csv"], "--logs /no/such/logs.csv: no such logs file"),
+    (["--logs", "/"], "--logs /: is a directory, not a logs file"),
+    (["--no-cache", "--cache-dir", "/tmp"], "--no-cache and --cache-dir contradict each other"),
+    (["--only", ","], "--only needs at least one section"),
+    (["-o", "/proc/version"], "-o /proc/version: is an existing file, not a directory"),
+])
+def test_audit_bad_options_are_one_line_exit_2(args: list[str], needle: str, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["audit", *args] if "-o" in args else ["audit", *args, "-o", str(tmp_path / "a")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert needle in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "a").exists()
+
+
+def test_audit_logs_file_is_read_before_any_section(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "logs.csv"
+    bad.write_text("query_id,actor,score\nq1,a,1\n")
+    assert main(["audit", "--logs", str(bad), "-o", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "propensity" in err and len(err.strip().splitlines()) == 1
 
 
 def test_info_json_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

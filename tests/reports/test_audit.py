@@ -72,8 +72,9 @@ def test_audit_publishes_into_an_existing_directory(small_demo: RoutingTable, tm
     record = run_audit(small_demo, target, only=["bounds"])
     assert (target / "notes.txt").read_text() == "mine"  # a user's file is never deleted
     assert "## Bounds" in (target / "report.md").read_text()
-    assert record["files"] == ["audit.json", "report.md"]
-    assert sorted(p.name for p in target.iterdir()) == ["audit.json", "notes.txt", "report.md"]
+    assert record["files"][:3] == ["report.html", "report.md", "results.json"]
+    published = {f.split("/")[0] for f in record["files"]}
+    assert sorted(p.name for p in target.iterdir()) == sorted({*published, "notes.txt"})
     assert _leftovers(tmp_path, "report") == []
 
 
@@ -147,10 +148,11 @@ def test_cli_prints_a_summary_not_the_report(tmp_path: Path, capsys: pytest.Capt
     assert main(["audit", str(tmp_path / "t"), "--only", "table,bounds", "-o", str(tmp_path / "a")]) == 0
     out = capsys.readouterr().out
     assert "## " not in out and len(out.splitlines()) <= 8
-    assert "oracle " in out and "leaks: 0" in out and f"wrote {tmp_path / 'a' / 'report.md'}" in out
+    assert "oracle " in out and "leaks: 0" in out
+    assert out.splitlines()[-1].startswith(f"wrote {tmp_path / 'a' / 'report.html'} (the report")
     assert main(["audit", str(tmp_path / "t"), "--only", "bounds", "--json", "-o", str(tmp_path / "b")]) == 0
     captured = capsys.readouterr()
-    assert json.loads(captured.out)["files"] == ["audit.json", "report.md"]
+    assert json.loads(captured.out)["files"][:3] == ["report.html", "report.md", "results.json"]
     assert f"wrote {tmp_path / 'b'}" in captured.err
 
 

@@ -4,18 +4,22 @@ A section is a function ``(table, ctx) -> Section`` registered with :func:`audit
 module in :mod:`routerlab.reports.sections` is imported on first use, so a new capability adds its
 section by adding one module there. Every section reads the same split: its test side is the
 *evaluable* set (queries with every actor's score observed), computed once here, so the bounds and
-the leaderboard can never disagree on the queries they score. The audit writes into a temporary
-directory beside the target and publishes it at the end (``report.md`` and ``audit.json`` last), so
-an interrupted run leaves no half-written report; it records table hash, split, seed and version
-(SPEC 7), and closes the report with a glossary of every metric it shows. Sections return blocks
-(:mod:`routerlab.reports.blocks`), not Markdown; :func:`routerlab.reports.render.render_markdown`
-writes report.md from them.
+the leaderboard can never disagree on the queries they score. Sections return blocks
+(:mod:`routerlab.reports.blocks`), not text: the report opens with every section's findings, and
+report.html (:func:`routerlab.reports.html.render_html`) and report.md
+(:func:`routerlab.reports.render.render_markdown`) are two renderings of the same blocks, so they never
+drift. results.json holds every number the report shows (sections' data and the findings' values), with
+table hash, split, seed and version (SPEC 7); ``decisions/*.parquet`` every per-query choice. The audit
+writes into a temporary directory beside the target and publishes it at the end, so an interrupted run
+leaves no half-written report; each section's result is cached as soon as it exists
+(:mod:`routerlab.reports.audit_cache`), so a rerun recomputes only what a crash or a changed option
+left undone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +30,9 @@ from routerlab.data.provenance import Provenance
 from routerlab.data.splits import Split, given_split, random_split
 from routerlab.data.table import RoutingTable
 from routerlab.errors import RouterlabError, UsageError
-from routerlab.progress import track
-from routerlab.reports.blocks import Definition, Definitions, Paragraph, Section
+from routerlab.progress import mode as progress_mode
+from routerlab.reports.audit_cache import SectionCache
+from routerlab.reports.blocks import Definition, Definitions, Finding, Findings, Paragraph, Section
 from routerlab.reports.files import write_json, write_text
 from routerlab.reports.render import render_markdown
 
@@ -81,56 +86,61 @@ _SECTIONS: Registry[_Registered] = Registry("audit section", package="routerlab.
 
 GLOSSARY: dict[str, tuple[str, str]] = {
     "full observability": ("full observability", "routers are trained on every actor's score for every training "
-                           "query, and evaluated on the test queries' full (hidden) scores (SPEC 1)"),
+                           "query, and evaluated on the test queries' full (hidden) scores; a protocol, not a "
+                           "number (SPEC 1)"),
     "cold-start": ("cold-start", "routers are trained on one outcome per training query, of the actor a logging "
-                   "policy (uniform random unless stated) chose, and evaluated on the full test outcomes (SPEC 1, 5; "
-                   "routerworld.txt 3.3)"),
+                   "policy (uniform random unless stated) chose, and evaluated on the full test outcomes; a "
+                   "protocol, not a number (SPEC 1, 5; routerworld.txt 3.3)"),
     "shift": ("Δ (shift)", "a metric under cold-start minus the same metric under full observability, same router "
-              "and test queries: Acc@1 up with L-DCG down is routerworld.txt's risk-aversion (SPEC 5)"),
+              "and test queries, in that metric's unit: Acc@1 up with L-DCG down is routerworld.txt's risk-aversion "
+              "(SPEC 5)"),
     "held up": ("held up", "a router whose cold-start L-DCG (mu_o without latency) is at or above the lower end of "
-                "its full-observability 95% interval"),
-    "oracle": ("oracle", "mean over the test queries of the best actor's score: what a perfect router would "
-               "reach (SPEC 4)"),
+                "its full-observability 95% interval; yes or no (SPEC 5, 7)"),
+    "oracle": ("oracle", "mean over the test queries of the best actor's score, in [0, 1]: what a perfect "
+               "router would reach (SPEC 4)"),
     "best single actor": ("best single actor", "the actor with the highest mean score on the training split, "
-                          "always called: the baseline a router must beat (SPEC 4)"),
-    "random": ("random", "mean over the test queries of the mean actor score: a uniformly random choice, in "
-               "expectation (SPEC 4)"),
+                          "always called; its mean test score, in [0, 1], is the baseline a router must beat "
+                          "(SPEC 4)"),
+    "random": ("random", "mean over the test queries of the mean actor score, in [0, 1]: a uniformly random "
+               "choice, in expectation (SPEC 4)"),
     "mu_o": ("mu_o", "mean score of the actors a router chose, over the test queries; scores are in [0, 1], "
              "higher is better (SPEC 4)"),
-    "95% CI": ("95% CI", "percentile bootstrap interval over 1,000 resamples of the test queries (SPEC 7)"),
+    "95% CI": ("95% CI", "percentile bootstrap interval over 1,000 resamples of the test queries, in the "
+               "unit of the number it brackets (SPEC 7)"),
     "paired difference": ("paired difference", "a router's mu_o minus the best single actor's on the same test "
-                          "queries, with a paired bootstrap 95% interval; a router 'beats' the best single "
-                          "actor only when the whole interval is above 0 (SPEC 7)"),
+                          "queries, in score points (-1 to 1), with a paired bootstrap 95% interval; a router "
+                          "'beats' the best single actor only when the whole interval is above 0 (SPEC 7)"),
     "v_b": ("V_B", "mu_o divided by the best single actor's mean score on the same test queries (that actor "
-            "picked on train); above 1 beats always calling it (SPEC 4)"),
+            "picked on train), a ratio without unit; above 1 beats always calling it (SPEC 4)"),
     "e_p": ("E_p", "mean entropy, in bits, of the router's selection distribution per query: 0 = certain of "
             "one actor, log2(m) = uniform over m actors (SPEC 4)"),
-    "acc_at_1": ("Acc@1", "share of test queries where the chosen actor is correct, i.e. scores >= 0.5 "
-                 "(SPEC 5)"),
-    "acc_at_1_l": ("Acc@1-L", "share of test queries where the chosen actor is the fastest correct one "
-                   "(SPEC 5)"),
+    "acc_at_1": ("Acc@1", "share of test queries, in [0, 1], where the chosen actor is correct, i.e. scores "
+                 ">= 0.5 (SPEC 5)"),
+    "acc_at_1_l": ("Acc@1-L", "share of test queries, in [0, 1], where the chosen actor is the fastest correct "
+                   "one (SPEC 5)"),
     "dcg": ("DCG", "1 / log2(r + 1) for the chosen actor's rank r among the correct actors ordered by "
-            "latency (fastest = 1), 0 when it is wrong; mean over test queries (SPEC 5)"),
+            "latency (fastest = 1), 0 when it is wrong; mean over test queries, in [0, 1] (SPEC 5)"),
     "l_dcg": ("L-DCG", "DCG times the fastest correct actor's latency over the chosen actor's latency: right "
-              "and fastest scores 1 (SPEC 5)"),
+              "and fastest scores 1; mean over test queries, in [0, 1] (SPEC 5)"),
     "mean_cost": ("mean cost", "mean cost of the chosen actors' answers, in USD per query (SPEC 1)"),
     "mean_latency": ("mean latency", "mean latency of the chosen actors' answers, in seconds per query "
                      "(SPEC 1: TTFT + (output tokens - 1) * ITL when derived from tokens)"),
-    "collapsed": ("collapsed", "one actor takes >= 99% of the test queries (SPEC 5); expected of fixed "
-                  "routers such as best-single, a warning sign for a learned one"),
+    "collapsed": ("collapsed", "yes when one actor takes >= 99% of the test queries; expected of fixed "
+                  "routers such as best-single, a warning sign for a learned one (SPEC 5)"),
     "oracle best-of-N": ("oracle best-of-N", "per query, the best actor among those picked by the evaluated "
-                         "routers that do not read test outcomes: what combining them could reach (SPEC 5)"),
+                         "routers that do not read test outcomes, mean score in [0, 1]: what combining them "
+                         "could reach (SPEC 5)"),
     "hse": ("HSE", "hierarchic social entropy: the area under H(h), the entropy in bits of the actors' "
             "cluster sizes at distance level h; in bits x distance units, 0 = identical actors (SPEC 2)"),
     "hse_normalized": ("normalised HSE", "HSE / (log2(N) * largest possible distance), in [0, 1]; 1 = every "
                        "pair of the N actors maximally different (SPEC 2)"),
     "coreset": ("coreset", "the greedy max-HSE subset; its 90% / 95% sizes are the first sizes whose HSE "
-                "reaches that share of the whole pool's (SPEC 2)"),
+                "reaches that share of the whole pool's; sizes are numbers of actors (SPEC 2)"),
     "specialists": ("specialists", "one perfect binary expert per dataset (1 on its dataset, 0 elsewhere): "
-                    "the most complementary pool of that size (SPEC 2)"),
-    "duplicates": ("duplicates", "queries whose text repeats an earlier query's text"),
+                    "the most complementary pool of that size; its HSE is in bits x distance units (SPEC 2)"),
+    "duplicates": ("duplicates", "number of queries whose text repeats an earlier query's text (SPEC 1)"),
     "leaks": ("leaks", "evaluated test queries whose exact text also occurs in the training split: a learned "
-              "router's score on them is optimistic"),
+              "router's score on them is optimistic; a number of queries (SPEC 1, 7)"),
 }
 """Every term the report may show (key -> label, meaning with unit and SPEC section); the report's
 glossary lists those its sections used, in order of appearance."""
@@ -187,12 +197,18 @@ def evaluable_split(table: RoutingTable, split: Split) -> tuple[Split, int]:
 
 def run_audit(
     table: RoutingTable, out_dir: str | Path, *, seed: int = 0, only: list[str] | None = None,
-    options: dict[str, Any] | None = None,
+    options: dict[str, Any] | None = None, cache_dir: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Run every registered section (or those named in ``only``) and publish the report to ``out_dir``.
+    """Run every registered section (or those named in ``only``) and publish the report to ``out_dir``:
+    report.html and report.md (one set of blocks, two renderings), results.json (every number) and
+    ``decisions/<section>-<protocol>.parquet`` (every per-query choice), beside the sections' figures.
 
-    Everything is written into a temporary directory beside ``out_dir`` and published at the end; an
-    exception (Ctrl-C included) leaves ``out_dir`` as it was. The record's ``files`` lists what was written.
+    ``cache_dir`` (None = no cache; the CLI passes ``audit_cache.default_audit_cache_dir()``) keeps each
+    section's result, so a rerun after a crash or a changed option recomputes only the sections whose inputs changed
+    (:mod:`routerlab.reports.audit_cache`). Everything is written into a temporary directory beside
+    ``out_dir`` and published at the end; an exception (Ctrl-C included) leaves ``out_dir`` as it was. The
+    record's ``files`` lists what was written; its ``timings`` how long each section took (or that it came
+    from the cache).
     """
     registered = sections()
     if only:
@@ -211,28 +227,228 @@ def run_audit(
     record: dict[str, Any] = {**run.to_dict(), "sections": {}}
     left_out = (f"; {excluded} more test queries are left out because some actor's score on them is "
                 "unobserved, so no router's choice on them could be scored" if excluded else "")
-    head = Section(f"routerlab audit: {display_name(table)}", [Paragraph(
+    title = f"routerlab audit: {display_name(table)}"
+    head = Section(title, [Paragraph(
         f"Table hash `{table.content_hash[:16]}`, seed {seed}, routerlab {__version__}. "
         f"Split {split.kind} ({_split_recipe(split)}): {split.train.size} train queries; every section "
-        f"evaluates the same {split.test.size} test queries{left_out}.")], level=1)
+        f"evaluates the same {split.test.size} test queries{left_out}.")], level=1, name="top")
     if is_synthetic_demo(table):
         head.blocks.append(Paragraph("This is routerlab's **synthetic** demo benchmark, generated from a seed: "
                                      "none of it is real data. Pass a table directory to audit real data."))
-    parts = [head]
-    terms: list[str] = []
+    cache = SectionCache(Path(cache_dir) if cache_dir is not None else None)
     with atomic_directory(out) as tmp:
         ctx = AuditContext(tmp, split, seed, train, test, dict(options or {}), excluded)
-        for reg in track(registered, "audit: section", unit="section", label=lambda r: r.name):
-            sec = reg.fn(table, ctx)
-            record["sections"][reg.name] = {"title": sec.title, **sec.data, "figures": [f.path for f in sec.figures]}
-            parts.append(sec)
-            terms += [t for t in sec.terms if t not in terms]
+        done = _run_sections(table, ctx, registered, cache)
+        record["sections"] = {sec.name: {"title": sec.title, **sec.data, "figures": [f.path for f in sec.figures]}
+                              for sec in done.sections}
+        findings = _findings(done.sections)
+        record["findings"] = [{"text": f.text, "section": where, "target": f.target, "values": dict(f.values),
+                               "interval": list(f.interval) if f.interval is not None else None}
+                              for where, f in findings]
+        parts = [head, findings_section(findings), *done.sections]
+        terms = [t for sec in done.sections for t in sec.terms]
         if terms:
-            parts.append(glossary_section(terms))
-        record["files"] = [*sorted(p.name for p in tmp.iterdir()), "audit.json", "report.md"]
+            parts.append(glossary_section(list(dict.fromkeys(terms))))
+        decision_files = write_decisions(tmp, done.sections)
+        from routerlab.reports.html import render_html
+
+        write_text(tmp / "report.html", render_html(parts, base_dir=tmp, title=title))
         write_text(tmp / "report.md", render_markdown(parts))
-        write_json(tmp / "audit.json", record)
+        beside = sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*")
+                        if p.is_file() and p.name not in REPORT_FILES and p.relative_to(tmp).as_posix()
+                        not in decision_files)
+        record["files"] = [*REPORT_FILES, *beside, *decision_files]
+        record["timings"] = done.timings
+        write_json(tmp / "results.json", record)
     return record
+
+
+REPORT_FILES = ("report.html", "report.md", "results.json")
+"""The report's own files, first in the record's ``files``: the page people read, the same in Markdown,
+and every number."""
+
+
+@dataclass
+class _Done:
+    sections: list[Section]
+    timings: dict[str, dict[str, Any]]
+
+
+def _run_sections(table: RoutingTable, ctx: AuditContext, registered: list[_Registered],
+                  cache: SectionCache) -> _Done:
+    """Run (or reuse from ``cache``) each section in order, saying on stderr which one runs, about how long
+    it should take and how long is left (routerlab.progress conventions), and caching each result the moment
+    it exists (so a crash in a later section loses none of the earlier ones)."""
+    import time
+
+    from routerlab.reports.audit_cache import (
+        MISSING,
+        CachedSection,
+        Tracked,
+        base_key,
+        option_fingerprint,
+        snapshot,
+        source_hash,
+        split_hash,
+        timing_key,
+        written_files,
+    )
+
+    options = Tracked(ctx.options)
+    shared = Tracked(ctx.shared)
+    ctx.options, ctx.shared = options, shared
+    sp_hash = split_hash(ctx.split.train, ctx.split.test)
+    bases = {reg.name: base_key(table_hash=table.content_hash, split=sp_hash, seed=ctx.seed, name=reg.name,
+                                source=source_hash(reg.fn),
+                                depends={k: option_fingerprint(k, ctx.options.get(k)) for k in reg.depends})
+             for reg in registered}
+    options.reset()
+    quick = bool(dict.get(options, "quick", False))
+    tkeys = {reg.name: timing_key(reg.name, table.n_queries, table.n_actors, quick) for reg in registered}
+    estimates = {reg.name: 0.0 if cache.has(reg.name, bases[reg.name])
+                 else _estimate(cache.last_seconds(tkeys[reg.name]), reg.name, table, quick) for reg in registered}
+    producers: dict[str, str] = {}  # shared key -> effective key of the section that wrote it
+    out: list[Section] = []
+    timings: dict[str, dict[str, Any]] = {}
+    say = _say if progress_mode() != "off" else (lambda text: None)
+    for i, reg in enumerate(registered, 1):
+        step = f"audit: {reg.name} ({i}/{len(registered)})"
+        t0 = time.perf_counter()
+        entry = cache.load(reg.name, bases[reg.name], options, producers)
+        from_cache = entry is not None
+        for problem in cache.problems:
+            say(f"audit: {problem}")
+        cache.problems.clear()
+        if entry is not None:
+            for rel, data in entry.files.items():
+                (ctx.out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+                (ctx.out_dir / rel).write_bytes(data)
+            dict.update(shared, entry.shared)
+            seconds = time.perf_counter() - t0
+            say(f"{step} from cache (computed in {_duration(entry.seconds)} before)")
+        else:
+            left = sum(estimates[r.name] for r in registered[i - 1:])
+            say(f"{step}, about {_duration(estimates[reg.name])}; about {_duration(left)} left")
+            before_files = snapshot(ctx.out_dir)
+            before_shared = {k: id(v) for k, v in dict.items(shared)}
+            options.reset()
+            shared.reset()
+            sec = reg.fn(table, ctx)
+            seconds = time.perf_counter() - t0
+            sec.name = sec.name or reg.name
+            wrote = {k: v for k, v in dict.items(shared) if before_shared.get(k) != id(v)}
+            entry = CachedSection(
+                section=sec, shared=wrote, files=written_files(ctx.out_dir, before_files),
+                option_reads={k: option_fingerprint(k, dict.get(options, k, MISSING))
+                              for k in sorted(options.read_keys())},
+                shared_reads={k: producers.get(k) for k in sorted(shared.read_keys() - set(wrote))},
+                seconds=seconds, base=bases[reg.name])
+            cache.store(reg.name, entry)
+            cache.record_seconds(tkeys[reg.name], seconds)
+            for problem in cache.problems:
+                say(f"audit: {problem}")
+            cache.problems.clear()
+            say(f"{step} done in {_duration(seconds)}")
+        sec = entry.section
+        sec.name = sec.name or reg.name
+        key = entry.effective_key()
+        producers.update({k: key for k in entry.shared})
+        out.append(sec)
+        timings[reg.name] = {"seconds": round(seconds, 3), "from_cache": from_cache,
+                             "computed_seconds": round(entry.seconds, 3)}
+    ctx.options, ctx.shared = dict(dict.items(options)), dict(dict.items(shared))
+    return _Done(out, timings)
+
+
+# rough seconds per section per million (query x actor) cells, measured on the demo (3,000 x 8) when no
+# run of the section on a table of this size is remembered yet; unknown sections get the generic rate
+_RATE = {"table": 20.0, "bounds": 5.0, "diversity": 20.0, "leaderboard": 200.0, "partial": 150.0,
+         "two-model": 60.0, "robustness": 100.0}
+_GENERIC_RATE = 100.0
+
+
+def _estimate(last: float | None, name: str, table: RoutingTable, quick: bool) -> float:
+    """How long a section should take: its last time on a table of this size, else the rough cost model
+    (cells x a per-section rate; a quarter of that under ``--quick``)."""
+    if last is not None:
+        return last
+    cells = table.n_queries * table.n_actors / 1e6
+    return 0.2 + _RATE.get(name, _GENERIC_RATE) * cells * (0.25 if quick else 1.0)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 1:
+        return "under 1 s"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min"
+
+
+def _say(text: str) -> None:
+    import sys
+
+    print(f"routerlab: {text}", file=sys.stderr, flush=True)
+
+
+def _findings(done: list[Section]) -> list[tuple[str, Finding]]:
+    """Every section's findings in report order, each with its section's name and a target (the section
+    itself when the finding named none)."""
+    out = []
+    for sec in done:
+        for f in sec.findings:
+            out.append((sec.name, f if f.target else replace(f, target=sec.name)))
+    return out
+
+
+def findings_section(findings: list[tuple[str, Finding]]) -> Section:
+    """The report's opening "Findings" section: one plain sentence per finding, each linking to the table
+    or figure that shows it."""
+    if not findings:
+        return Section("Findings", [Paragraph("No section reported a finding on this table; the sections "
+                                              "below hold every number.")], name="findings")
+    return Section("Findings", [Findings([f for _, f in findings])], name="findings")
+
+
+def write_decisions(out_dir: Path, done: list[Section]) -> list[str]:
+    """Every section's per-query decisions as ``decisions/<section>-<protocol>.parquet`` in long format
+    (protocol, router, query_id, actor name or null for -1, score or null when unknown); returns the
+    written paths relative to ``out_dir``."""
+    import numpy as np
+    import pyarrow as pa
+
+    from routerlab.reports.files import write_parquet
+
+    written: list[str] = []
+    for sec in done:
+        for dec in sec.decisions:
+            names = np.asarray(list(dec.actor_names), dtype=object)
+            ids = [str(q) for q in dec.query_ids]
+            cols: dict[str, list[Any]] = {"protocol": [], "router": [], "query_id": [], "actor": [], "score": []}
+            for router, choice in dec.choices.items():
+                idx = np.asarray(choice, dtype=np.int64).reshape(-1)
+                if idx.size != len(ids):
+                    raise ValueError(f"section {sec.name}: router {router} has {idx.size} decisions for "
+                                     f"{len(ids)} queries")
+                score = dec.scores.get(router)
+                vals = (np.full(idx.size, np.nan) if score is None
+                        else np.asarray(score, dtype=np.float64).reshape(-1))
+                cols["protocol"] += [dec.protocol] * idx.size
+                cols["router"] += [str(router)] * idx.size
+                cols["query_id"] += ids
+                cols["actor"] += [None if i < 0 else str(names[i]) for i in idx.tolist()]
+                cols["score"] += [None if v != v else float(v) for v in vals.tolist()]
+            schema = pa.schema([("protocol", pa.string()), ("router", pa.string()), ("query_id", pa.string()),
+                                ("actor", pa.string()), ("score", pa.float64())])
+            rel = f"decisions/{_file_part(sec.name)}-{_file_part(dec.protocol)}.parquet"
+            if rel in written:
+                raise ValueError(f"section {sec.name} has two decision sets for protocol {dec.protocol!r}")
+            write_parquet(out_dir / rel, pa.table(cols, schema=schema))
+            written.append(rel)
+    return written
+
+
+def _file_part(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text) or "_"
 
 
 def _split_recipe(split: Split) -> str:
@@ -249,12 +465,12 @@ def _split_recipe(split: Split) -> str:
 
 def glossary_section(terms: list[str]) -> Section:
     """The closing "What the numbers mean" section: one definition per term the report showed, with its
-    audit.json key where that differs from the label."""
+    results.json key where that differs from the label (its ``key`` is the HTML anchor headers link to)."""
     items = []
     for key in terms:
         if key in GLOSSARY:
             label, text = GLOSSARY[key]
-            items.append(Definition(label, text + ".", f"`{key}` in audit.json" if key != label else "", key))
+            items.append(Definition(label, text + ".", f"`{key}` in results.json" if key != label else "", key))
     return Section("What the numbers mean", [Definitions(items)])
 
 
@@ -284,6 +500,14 @@ def audit_summary(record: dict[str, Any], out_dir: Path) -> list[str]:
         lines.append(f"diversity: normalised HSE {d['hse_normalized']:.3f} over {d['n_actors']} actors"
                      + (f"; 90% of it with {d['coreset']['size_90']}" if d.get("coreset", {}).get("size_90")
                         else ""))
-    others = [f for f in record.get("files", []) if f != "report.md"]
-    lines.append(f"wrote {out_dir / 'report.md'} (the report) and beside it: {', '.join(others)}")
+    timings = record.get("timings", {})
+    cached = sum(1 for t in timings.values() if t.get("from_cache"))
+    if cached:
+        lines.append(f"{cached} of {len(timings)} sections reused from the audit cache (inputs unchanged)")
+    files = record.get("files", [])
+    others = [f for f in files if f not in REPORT_FILES and not f.startswith("decisions/")]
+    decisions = [f for f in files if f.startswith("decisions/")]
+    rest = ", ".join(others) + (f"; {len(decisions)} per-query decision files in decisions/" if decisions else "")
+    lines.append(f"wrote {out_dir / 'report.html'} (the report: open it in a browser; report.md holds the same), "
+                 f"results.json (every number)" + (f", and {rest}" if rest else ""))
     return lines
