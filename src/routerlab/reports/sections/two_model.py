@@ -1,16 +1,23 @@
 """Audit section: two-model routing (SPEC 6; routerxbench-probedirichlet.txt sec. 3, Tables 1-2), shown when the
-table designates a small/large pair (``meta["two_model"]``, set by ``routerlab join --small A --large B``).
+audit names a small/large pair (``--small A --large B``) or the table designates one (``meta["two_model"]``, set by
+``routerlab join --small A --large B``).
 
 The protocol (:func:`routerlab.protocols.two_model.run_two_model`) runs on the audit's own split: its training
 queries train the routers and its evaluated test queries are scored, those where either model's score is unknown
 left out, so this section and the others see the same test queries. Every dataset with a test query is in-domain
 (an audit names no out-of-domain datasets). Routers: the oracle bound, random, best-single and the learned knn and
-linear (those that can train on the split); 200 bootstrap resamples. Every sentence is computed from the run.
-A table without a pair gets one line saying why the section is skipped.
+linear (those that can train on the split); 200 bootstrap resamples (50 with ``--quick``). Every sentence is
+computed from the run. Without a pair the section says in one line why it is skipped.
+
+Per-query decisions at the call rate ``CALL_RATE`` (the top of the default LPM band): each router escalates to the
+large model the share ``CALL_RATE`` of the test queries it trusts least (lowest s(q), ties in query order), one
+threshold over all test queries as a deployment would use; the routers are fitted a second time for these (the
+protocol keeps no per-query scores), with the same seed, so the choices are those of the routers scored above.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -22,12 +29,18 @@ from routerlab.data.splits import Split
 from routerlab.data.table import RoutingTable
 from routerlab.errors import DataError, UsageError
 from routerlab.reports.audit import GLOSSARY, AuditContext, audit_section
-from routerlab.reports.blocks import Block, Figure, Paragraph, Section
+from routerlab.reports.blocks import Block, Decisions, Figure, Finding, Paragraph, Section, Table
 from routerlab.reports.two_model_report import cell_values, is_bound, plot_call_rate_curves, table_blocks
 from routerlab.routers.base import get_router
 
 ROUTERS = ("oracle", "random", "best-single", "knn", "linear")
 N_BOOT = 200
+N_BOOT_QUICK = 50
+CALL_RATE = 0.30
+"""The call rate of the per-query decisions and of the call-rate finding (the top of the default LPM band)."""
+NAME = "two-model"
+MAX_PLOTS = {False: 8, True: 1}
+"""Call-rate figures drawn at most (the datasets with the most test queries), full and ``--quick``."""
 PLOT_PREFIX = "two_model_call_rate_"
 TITLE = "Two-model routing (small model unless escalated)"
 
@@ -44,7 +57,27 @@ GLOSSARY.setdefault("hcr", ("HCR", "high-band call rate: 1 - mean call rate over
 
 
 def _skipped(reason: str) -> Section:
-    return Section(TITLE, [Paragraph(f"Skipped: {reason}.")], {"measured": False, "reason": reason}, [], [])
+    return Section(TITLE, [Paragraph(f"Skipped: {reason}.")], {"measured": False, "reason": reason}, [], [],
+                   name=NAME)
+
+
+def audit_pair(table: RoutingTable, options: dict[str, Any]) -> tuple[str, str] | None:
+    """The (small, large) pair: the audit's ``small``/``large`` options when given (both, distinct actors of the
+    table: a UsageError naming the bad one otherwise), else the table's designation (None when it has none; a
+    DataError when it names a missing actor)."""
+    small, large = options.get("small"), options.get("large")
+    if small is None and large is None:
+        return two_model_pair(table)
+    if small is None or large is None:
+        given, missing = ("--small", "--large") if small is not None else ("--large", "--small")
+        raise UsageError(f"{given} needs {missing} too: the two-model section compares a small and a large model")
+    for option, name in (("--small", small), ("--large", large)):
+        if str(name) not in table.actor_names:
+            raise UsageError(f"{option} {name!r} is not an actor of table {table.name!r} (actors: "
+                             f"{', '.join(table.actor_names)})")
+    if small == large:
+        raise UsageError(f"--small and --large both name {small!r}; name two different actors")
+    return str(small), str(large)
 
 
 def pair_split(table: RoutingTable, split: Split, small: str, large: str) -> tuple[RoutingTable, Split]:
@@ -108,18 +141,106 @@ def _or(v: Any, default: float) -> float:
     return default if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
 
 
-@audit_section("two-model", order=38)
+def call_rate_decisions(sub: RoutingTable, split: Split, small: str, large: str, routers: list[str],
+                        datasets: list[str], *, encoder: str, seed: int, rate: float = CALL_RATE, n_boot: int = N_BOOT
+                        ) -> tuple[Decisions, dict[str, dict[str, Any]]]:
+    """Each router's per-query decision at call rate ``rate`` (module docstring) on the test queries the protocol
+    scores, and per router the mean score of its answers there (Phi at ``rate``) with its bootstrap interval, the
+    share of the large model's score it keeps and the share of the test queries sent to the large model."""
+    from routerlab.metrics.bootstrap import bootstrap_ci
+    from routerlab.metrics.curves import oracle_two_model_score
+    from routerlab.protocols.full import applicable_routers, featurize
+    from routerlab.routers.two_model import TwoModelRouter, two_model_score
+
+    pair = sub.select_actors([small, large])
+    id_rows = np.flatnonzero(np.isin(pair.queries.dataset.astype(str), datasets))
+    train, evaluation = pair.select_queries(id_rows[split.train]), pair.select_queries(np.sort(id_rows[split.test]))
+    chosen, _ = applicable_routers(routers, train, seed)
+    ftrain, feval = featurize(train, evaluation, encoder)
+    s_col, l_col = evaluation.score[:, 0].astype(np.float64), evaluation.score[:, 1].astype(np.float64)
+    n = evaluation.n_queries
+    k = round(rate * n)
+    perf_l = float(l_col.mean())
+    choices: dict[str, Any] = {}
+    scores: dict[str, Any] = {}
+    stats: dict[str, dict[str, Any]] = {}
+    for spec, router in chosen:
+        router.fit(train, ftrain)
+        if router.uses_test_labels:  # the oracle: the only router handed the test outcomes
+            s = oracle_two_model_score(s_col, l_col)
+        elif isinstance(router, TwoModelRouter):
+            s = router.small_score(feval)
+        else:
+            s = two_model_score(router, router.scores(feval))
+        choice = np.zeros(n, dtype=np.int64)
+        choice[np.argsort(s, kind="stable")[:k]] = 1  # the k queries it trusts least go to the large model
+        got = np.where(choice == 1, l_col, s_col)
+        est = bootstrap_ci(got, n_boot=n_boot, seed=seed)
+        choices[spec], scores[spec] = choice, got
+        stats[spec] = {"phi": est.value, "ci": [est.lo, est.hi], "share_of_large": est.value / perf_l
+                       if perf_l > 0 else math.nan, "perf_large": perf_l, "perf_small": float(s_col.mean()),
+                       "call_rate": k / n if n else math.nan}
+    ids = [str(q) for q in evaluation.queries.ids.tolist()]
+    return Decisions(f"two-model call rate {rate:g}", ids, [small, large], choices, scores), stats
+
+
+def finding_objects(result: dict[str, Any], stats: dict[str, dict[str, Any]], rate: float = CALL_RATE
+                    ) -> list[Finding]:
+    """The opening findings: the best router by AUROC with its interval, and the learned router that keeps the
+    most of the large model's score at call rate ``rate``."""
+    out: list[Finding] = []
+    learned = [r for r in result["results"] if not is_bound(str(r["router"]))]
+    ranked = sorted(learned, key=lambda r: -_or(cell_values(r, "ID avg", "auroc")[0], -1.0))
+    if ranked:
+        best = ranked[0]
+        v, lo, hi = cell_values(best, "ID avg", "auroc")
+        if not math.isnan(_or(v, math.nan)):
+            where = ("above chance" if lo > 0.5 else "not distinguishable from chance" if lo <= 0.5 <= hi
+                     else "below chance")
+            out.append(Finding(f"Between `{result['small']}` and `{result['large']}`, `{best['router']}` tells best "
+                               f"when the small model will do: AUROC {v:.3f} [{lo:.3f}, {hi:.3f}], {where}.",
+                               f"{NAME}-auroc", {"auroc": v}, None if math.isnan(_or(lo, math.nan)) else (lo, hi)))
+    routed = {k: v for k, v in stats.items() if not is_bound(k) and k != "random"}
+    if routed:
+        spec, st = max(routed.items(), key=lambda kv: kv[1]["phi"])
+        lo, hi = st["ci"]
+        out.append(Finding(
+            f"`{spec}` reaches {st['share_of_large']:.0%} of the large model's score ({st['phi']:.3f} [{lo:.3f}, "
+            f"{hi:.3f}] against {st['perf_large']:.3f}; the small model alone {st['perf_small']:.3f}) calling it on "
+            f"{st['call_rate']:.0%} of the queries.", f"{NAME}-call-rate",
+            {"phi": st["phi"], "perf_large": st["perf_large"], "perf_small": st["perf_small"],
+             "share_of_large": st["share_of_large"], "call_rate": st["call_rate"]},
+            None if math.isnan(lo) else (lo, hi)))
+    return out
+
+
+def _label_tables(blocks: list[Block], metrics: tuple[str, ...]) -> list[Block]:
+    """The protocol's metric tables with the anchor, glossary terms and sortable headers the report uses."""
+    out: list[Block] = []
+    k = 0
+    for b in blocks:
+        if isinstance(b, Table) and k < len(metrics):
+            m = metrics[k]
+            b = dataclasses.replace(b, terms=[None, *[m] * (len(b.header) - 1)], sortable=True, id=f"{NAME}-{m}")
+            k += 1
+        out.append(b)
+    return out
+
+
+@audit_section(NAME, order=38, depends=("quick", "small", "large", "encoder"))
 def two_model_section(table: RoutingTable, ctx: AuditContext) -> Section:
     try:
-        pair = two_model_pair(table)
+        pair = audit_pair(table, ctx.options)
     except DataError as exc:
         return _skipped(f"the table's two-model designation is not usable: {exc.detail}")
     if pair is None:
-        return _skipped("the table designates no small/large pair (meta two_model); `routerlab join TABLE... "
-                        "--small A --large B -o DIR` designates one")
+        return _skipped("no small/large pair: pass `--small A --large B` to the audit, or designate one in the "
+                        "table with `routerlab join TABLE... --small A --large B -o DIR`")
     small, large = pair
     from routerlab.protocols.two_model import run_two_model
 
+    n_boot = N_BOOT_QUICK if ctx.quick else N_BOOT
+    encoder = str(ctx.options.get("encoder", "tfidf"))
     sub, split = pair_split(table, ctx.split, small, large)
     datasets = sorted(set(sub.queries.dataset[split.test].astype(str).tolist()))
     chosen, skipped = _applicable(sub, split, small, large, ctx.seed)
@@ -128,28 +249,49 @@ def two_model_section(table: RoutingTable, ctx: AuditContext) -> Section:
         if not chosen or not datasets:
             raise UsageError("no router can train on the split" if datasets else "no test query has both scores")
         res = run_two_model(sub, small, large, chosen, id_datasets=datasets, split=split, seed=ctx.seed,
-                            encoder=str(ctx.options.get("encoder", "tfidf")), n_boot=N_BOOT)
+                            encoder=encoder, n_boot=n_boot)
+        decisions, stats = call_rate_decisions(sub, split, small, large, chosen, datasets, encoder=encoder,
+                                               seed=ctx.seed, n_boot=n_boot)
     except UsageError as exc:  # e.g. too few training queries: reported, never fatal to the audit
         reason = f"not measured: {str(exc).rstrip('.')}"
         return Section(TITLE, [Paragraph(f"`{small}` (small) and `{large}` (large): {reason}.{skipped_text}")],
                        {"measured": False, "small": small, "large": large, "reason": reason,
-                        "skipped_routers": skipped}, [], [])
+                        "skipped_routers": skipped}, [], [], name=NAME)
     result = res.to_dict()
     n_train = int(split.train.size)
     n_test = sum(int(d["n"]) for d in result["results"][0]["datasets"].values())
-    intro = (f"The table designates `{small}` as the small model and `{large}` as the large one (SPEC 6): each "
+    source = "The audit names" if ctx.options.get("small") is not None else "The table designates"
+    intro = (f"{source} `{small}` as the small model and `{large}` as the large one (SPEC 6): each "
              f"query stays on the small model unless the router escalates it. {', '.join(f'`{c}`' for c in chosen)} "
              f"train on the audit's {n_train} training queries with both scores known and are scored on its "
-             f"{n_test} test queries, every dataset in-domain; intervals from {N_BOOT} bootstrap resamples.")
+             f"{n_test} test queries, every dataset in-domain; intervals from {n_boot} bootstrap resamples.")
     sentences = findings(result)
-    plots = plot_call_rate_curves(result, ctx.out_dir, prefix=PLOT_PREFIX)
-    blocks: list[Block] = [Paragraph(intro), *table_blocks(result, ("auroc", "lpm", "hcr")),
-                           Paragraph(" ".join(sentences) + skipped_text)]
+    found = finding_objects(result, stats)
+    sizes = {d: int(v["n"]) for d, v in result["results"][0]["datasets"].items()}
+    drawn = sorted(sizes, key=lambda d: (-sizes[d], d))[:MAX_PLOTS[ctx.quick]]
+    names = [d for d in [*result["id_datasets"], *result["ood_datasets"]] if d in drawn]
+    plots = plot_call_rate_curves({**result, "id_datasets": names, "ood_datasets": []}, ctx.out_dir,
+                                  prefix=PLOT_PREFIX)
+    if len(names) < len(sizes):
+        skipped_text += (f" Call-rate curves drawn for the {len(names)} dataset{'s' if len(names) > 1 else ''} "
+                         f"with the most test queries ({', '.join(f'`{d}`' for d in names)}) of {len(sizes)}.")
+    metrics = ("auroc", "lpm", "hcr")
+    rate_head = ["router", f"Phi({CALL_RATE:g}) [95% CI]", "share of Perf_L", "sent to the large model"]
+    rate_rows = [[spec, f"{st['phi']:.3f} [{st['ci'][0]:.3f}, {st['ci'][1]:.3f}]", f"{st['share_of_large']:.1%}",
+                  f"{st['call_rate']:.1%}"] for spec, st in stats.items()]
+    rate_table = Table(rate_head, rate_rows, [None, "call-rate curve", "call-rate curve", None], sortable=True,
+                       id=f"{NAME}-call-rate")
+    blocks: list[Block] = [Paragraph(intro), *_label_tables(table_blocks(result, metrics), metrics),
+                           Paragraph(f"At call rate {CALL_RATE:g} (each router sends the {CALL_RATE:.0%} of the test "
+                                     "queries it trusts least to the large model, one threshold over all of them):"),
+                           rate_table, Paragraph(" ".join(sentences) + skipped_text)]
     best = sentences[0] if sentences and sentences[0].startswith("Best") else ""
     headline = f"two-model {small} -> {large}: {best}".rstrip()
     data = {"measured": True, "small": small, "large": large, "routers": chosen, "skipped_routers": skipped,
-            "datasets": datasets, "findings": sentences, "headline": headline, "two_model": result}
+            "datasets": datasets, "findings": sentences, "headline": headline, "two_model": result,
+            "n_boot": n_boot, "quick": ctx.quick, "call_rate": {"rate": CALL_RATE, "routers": stats},
+            "opening_findings": [f.text for f in found]}
     terms = ["call-rate curve", "auroc", "lpm", "hcr", "95% CI"]
-    names = [*result["id_datasets"], *result["ood_datasets"]]
-    figures = [Figure(p.name, f"Call-rate curves: {d}") for p, d in zip(plots, names, strict=True)]
-    return Section(TITLE, blocks, data, figures, terms)
+    figures = [Figure(p.name, f"Call-rate curves: {d}", id=f"{NAME}-curves-{i}")
+               for i, (p, d) in enumerate(zip(plots, names, strict=True))]
+    return Section(TITLE, blocks, data, figures, terms, name=NAME, findings=found, decisions=[decisions])

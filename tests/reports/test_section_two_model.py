@@ -1,0 +1,102 @@
+"""The audit's two-model section: the pair from the audit's --small/--large (checked: both, distinct, actors of the
+table) or the table's designation; skipped in one sentence without one; findings computed from the run with their
+numbers in section.data; per-query decisions at the call rate; labelled sortable tables; --quick smaller."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from routerlab.data.demo import demo
+from routerlab.data.table import RoutingTable
+from routerlab.errors import UsageError
+from routerlab.reports import audit
+from routerlab.reports.blocks import Paragraph, Section, Table
+from routerlab.reports.sections.two_model import CALL_RATE, NAME, two_model_section
+
+SMALL, LARGE = "tiny-2b", "frontier-235b"
+
+
+def run(table: RoutingTable, out: Path, **options: Any) -> Section:
+    split, excluded = audit.evaluable_split(table, audit.audit_split(table, 0))
+    train, test = split.apply(table)
+    out.mkdir(parents=True, exist_ok=True)
+    return two_model_section(table, audit.AuditContext(out, split, 0, train, test, dict(options), excluded))
+
+
+@pytest.fixture(scope="module")
+def table() -> RoutingTable:
+    return demo(700, seed=0).select_datasets(["math", "code", "law"])  # three datasets: three figures, not six
+
+
+@pytest.fixture(scope="module")
+def full(table: RoutingTable, tmp_path_factory: pytest.TempPathFactory) -> Section:
+    return run(table, tmp_path_factory.mktemp("full"), small=SMALL, large=LARGE)
+
+
+def test_skipped_without_a_pair(table: RoutingTable, tmp_path: Path) -> None:
+    sec = run(table, tmp_path)
+    assert sec.name == NAME and sec.data["measured"] is False and sec.findings == []
+    assert isinstance(sec.blocks[0], Paragraph) and "--small A --large B" in sec.blocks[0].text
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"small": "nope-1b", "large": LARGE}, "--small 'nope-1b' is not an actor"),
+    ({"small": SMALL, "large": "nope-9b"}, "--large 'nope-9b' is not an actor"),
+    ({"small": SMALL}, "--small needs --large"),
+    ({"large": LARGE}, "--large needs --small"),
+    ({"small": SMALL, "large": SMALL}, "both name"),
+])
+def test_bad_pair_is_one_error(table: RoutingTable, tmp_path: Path, options: dict[str, str], message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        run(table, tmp_path, **options)
+
+
+def test_findings_tables_and_decisions(full: Section) -> None:
+    assert full.data["measured"] and full.data["small"] == SMALL and full.data["large"] == LARGE
+    stats = full.data["call_rate"]["routers"]
+    auroc = next(f for f in full.findings if "AUROC" in f.text)
+    best = max((r for r in full.data["two_model"]["results"] if r["router"] != "oracle"),
+               key=lambda r: r["id_mean"]["auroc"])
+    assert f"`{best['router']}`" in auroc.text and auroc.values["auroc"] == best["id_mean"]["auroc"]
+    assert auroc.interval == tuple(best["id_mean"]["auroc_ci"])
+    rate = next(f for f in full.findings if "of the large model's score" in f.text)
+    spec = max((k for k in stats if k not in {"oracle", "random"}), key=lambda k: stats[k]["phi"])
+    assert f"`{spec}`" in rate.text and rate.values["phi"] == stats[spec]["phi"]
+    assert f"{stats[spec]['share_of_large']:.0%}" in rate.text and rate.target == f"{NAME}-call-rate"
+    tables = {b.id: b for b in full.blocks if isinstance(b, Table)}
+    assert {f"{NAME}-auroc", f"{NAME}-lpm", f"{NAME}-hcr", f"{NAME}-call-rate"} <= set(tables)
+    assert all(t.sortable for t in tables.values()) and tables[f"{NAME}-auroc"].terms[1] == "auroc"  # type: ignore[index]
+    # decisions: every router sends the same share of the test queries to the large model, its mean score is Phi
+    (d,) = full.decisions
+    assert d.actor_names == [SMALL, LARGE] and set(d.choices) == set(full.data["routers"])
+    for router, choice in d.choices.items():
+        assert choice.mean() == pytest.approx(CALL_RATE, abs=1 / len(d.query_ids))
+        assert np.mean(d.scores[router]) == pytest.approx(stats[router]["phi"])
+    # the oracle escalates exactly where the large model is right and the small one wrong, first
+    oracle = d.scores["oracle"].mean()
+    assert oracle >= max(np.mean(v) for v in d.scores.values()) - 1e-12
+
+
+def test_findings_follow_the_pair(table: RoutingTable, full: Section, tmp_path: Path) -> None:
+    other = run(table, tmp_path, small="general-7b", large="large-120b", quick=True)
+    assert [f.text for f in other.findings] != [f.text for f in full.findings]
+    assert "general-7b" in other.blocks[0].text  # type: ignore[union-attr]
+
+
+def test_table_designation_is_used_without_options(table: RoutingTable, tmp_path: Path) -> None:
+    import dataclasses
+
+    marked = dataclasses.replace(table, meta={**table.meta, "two_model": {"small": SMALL, "large": LARGE}})
+    sec = run(marked, tmp_path, quick=True)
+    assert sec.data["measured"] and (sec.data["small"], sec.data["large"]) == (SMALL, LARGE)
+    assert sec.blocks[0].text.startswith("The table designates")  # type: ignore[union-attr]
+
+
+def test_quick_is_smaller(table: RoutingTable, full: Section, tmp_path: Path) -> None:
+    sec = run(table, tmp_path, small=SMALL, large=LARGE, quick=True)
+    assert sec.data["n_boot"] < full.data["n_boot"]
+    assert len(sec.figures) == 1 < len(full.figures)
