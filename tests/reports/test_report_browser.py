@@ -114,6 +114,14 @@ def test_report_opens_renders_and_sorts_in_chromium(report: Path, driver: Any) -
     for name in record["sections"]:
         assert driver.find_elements(By.ID, name), f"no anchor for section {name!r}"
 
+    # every finding links to its table or figure, and no link inside the page is dead
+    findings = driver.find_elements(By.CSS_SELECTOR, "#findings ol.findings > li")
+    assert len(findings) == len(record["findings"]) > 0
+    assert all(f.find_elements(By.CSS_SELECTOR, "a.see") for f in findings), "a finding without a working link"
+    dead = driver.execute_script("return Array.from(document.querySelectorAll('a[href^=\"#\"]'))"
+                                 ".map(a => a.getAttribute('href').slice(1)).filter(id => !document.getElementById(id));")
+    assert not dead, dead
+
     # every image is decoded and drawn
     imgs = driver.find_elements(By.TAG_NAME, "img")
     figures = [f for s in record["sections"].values() for f in s.get("figures", [])]
