@@ -214,3 +214,76 @@ def test_every_output_option_says_what_it_wrote(tmp_path: Path, as_json: bool,
         assert "wrote" not in quiet
         if as_json:
             json.loads(out)
+
+
+@pytest.fixture
+def finding_sections(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two sections with findings and per-query decisions: one names its target, one leaves it to the section."""
+    from routerlab.reports.blocks import Decisions, Finding, Paragraph, Table
+
+    def first(table: RoutingTable, ctx: AuditContext) -> Section:
+        ids = [str(q) for q in ctx.test.queries.ids[:3]]
+        dec = Decisions("full", ids, list(table.actor_names), {"r1": np.array([0, -1, 2]), "r2": np.array([1, 1, 1])},
+                        {"r1": np.array([1.0, np.nan, 0.5])})
+        return Section("First", [Table(["a"], [["1"]], id="first-table")], {"n": 3},
+                       findings=[Finding("3 things happened (95% CI [1, 5])", "first-table", {"n": 3}, (1.0, 5.0))],
+                       decisions=[dec])
+
+    def second(table: RoutingTable, ctx: AuditContext) -> Section:
+        return Section("Second", [Paragraph("text")], findings=[Finding("a second finding", values={"share": 0.25})])
+
+    audit.sections()
+    monkeypatch.setitem(audit._SECTIONS._entries, "first", audit._Registered("first", 901, first))
+    monkeypatch.setitem(audit._SECTIONS._entries, "second", audit._Registered("second", 902, second))
+
+
+def test_findings_lead_the_report_and_decisions_are_parquet(small_demo: RoutingTable, tmp_path: Path,
+                                                            finding_sections: None) -> None:
+    import pyarrow.parquet as pq
+
+    record = run_audit(small_demo, tmp_path / "a", only=["first", "second"])
+    report = (tmp_path / "a" / "report.md").read_text()
+    headings = [line for line in report.splitlines() if line.startswith("#")]
+    assert headings[1:] == ["## Findings", "## First", "## Second"]
+    assert "- 3 things happened (95% CI [1, 5]) ([first-table](#first-table))" in report
+    assert "- a second finding ([second](#second))" in report  # no target: the section itself
+    assert record["findings"] == [
+        {"text": "3 things happened (95% CI [1, 5])", "section": "first", "target": "first-table", "values": {"n": 3},
+         "interval": [1.0, 5.0]},
+        {"text": "a second finding", "section": "second", "target": "second", "values": {"share": 0.25},
+         "interval": None}]
+    assert "decisions/first-full.parquet" in record["files"]
+    rows = pq.read_table(tmp_path / "a" / "decisions" / "first-full.parquet").to_pylist()
+    ids = [str(q) for q in small_demo.select_queries(audit.evaluable_split(
+        small_demo, audit.audit_split(small_demo, 0))[0].test).queries.ids[:3]]
+    names = small_demo.actor_names
+    assert rows == [
+        {"protocol": "full", "router": "r1", "query_id": ids[0], "actor": names[0], "score": 1.0},
+        {"protocol": "full", "router": "r1", "query_id": ids[1], "actor": None, "score": None},
+        {"protocol": "full", "router": "r1", "query_id": ids[2], "actor": names[2], "score": 0.5},
+        *({"protocol": "full", "router": "r2", "query_id": q, "actor": names[1], "score": None} for q in ids)]
+    html = (tmp_path / "a" / "report.html").read_text()
+    order = [html.index(f'<section id="{name}"') for name in ("findings", "first", "second")]
+    assert order == sorted(order) and html.index("3 things happened") < order[1] and 'href="#first-table"' in html
+
+
+def test_a_report_without_findings_says_so(small_demo: RoutingTable, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    def quiet(table: RoutingTable, ctx: AuditContext) -> Section:
+        return Section("Quiet", [])
+
+    audit.sections()
+    monkeypatch.setitem(audit._SECTIONS._entries, "quiet", audit._Registered("quiet", 903, quiet))
+    record = run_audit(small_demo, tmp_path / "a", only=["quiet"])
+    assert record["findings"] == [] and "## Findings\n\nNo section reported a finding" in (
+        tmp_path / "a" / "report.md").read_text()
+    assert record["sections"]["quiet"]["title"] == "Quiet" and record["timings"]["quiet"]["from_cache"] is False
+
+
+def test_every_glossary_entry_names_its_spec_section() -> None:
+    audit.sections()  # sections add their own terms (off-policy ones cite docs/off-policy.md: SPEC has none)
+    for key, (label, meaning) in GLOSSARY.items():
+        assert label and ("SPEC " in meaning or "docs/" in meaning), key
+    section = audit.glossary_section(["mu_o", "v_b"])
+    defs = section.blocks[0].items  # type: ignore[union-attr]
+    assert [d.key for d in defs] == ["mu_o", "v_b"] and defs[1].note == "`v_b` in results.json"

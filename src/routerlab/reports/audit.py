@@ -328,7 +328,7 @@ def _run_sections(table: RoutingTable, ctx: AuditContext, registered: list[_Regi
             say(f"{step} from cache (computed in {_duration(entry.seconds)} before)")
         else:
             left = sum(estimates[r.name] for r in registered[i - 1:])
-            say(f"{step}, about {_duration(estimates[reg.name])}; about {_duration(left)} left")
+            say(f"{step}, {_about(estimates[reg.name])}; {_about(left)} left")
             before_files = snapshot(ctx.out_dir)
             before_shared = {k: id(v) for k, v in dict.items(shared)}
             options.reset()
@@ -374,6 +374,10 @@ def _estimate(last: float | None, name: str, table: RoutingTable, quick: bool) -
         return last
     cells = table.n_queries * table.n_actors / 1e6
     return 0.2 + _RATE.get(name, _GENERIC_RATE) * cells * (0.25 if quick else 1.0)
+
+
+def _about(seconds: float) -> str:
+    return _duration(seconds) if seconds < 1 else f"about {_duration(seconds)}"
 
 
 def _duration(seconds: float) -> str:
