@@ -110,7 +110,7 @@ def test_groups_skipped_when_few_actors_are_eligible(tmp_path: Path) -> None:
     score[:, 3:] = 1.0  # train mean 1 > 0.9: not eligible; 3 eligible actors cannot form two distinct groups
     sec = run(dataclasses.replace(table, score=score), tmp_path, quick=True)
     assert sec.data["groups"] == [] and sec.decisions == []
-    assert "Candidate groups skipped" in sec.data["group_note"]
+    assert "Candidate groups skipped" in sec.data["note"]
     assert not any(b.id == GROUPS_TABLE_ID for b in sec.blocks if isinstance(b, Table))
 
 
@@ -121,3 +121,4 @@ def test_pool_sizes_and_subsets_at_routereval_scale() -> None:
     assert len(pool_sizes(8500, False)) > len(grid)
     assert subsets_per_m(100, [1, 2, 3], True) == 20  # small tables: the mode's default
     assert 5 <= subsets_per_m(7200, grid, True) < 20  # 8,500 actors x 7,200 test queries: fewer pools per m
+    assert subsets_per_m(7200, grid, False) <= 100

@@ -130,8 +130,8 @@ def curve_findings(curve: ScalingCurve) -> list[Finding]:
         if pl["m"] < pl["m_max"]:
             text = (f"Random pools of m={pl['m']} actors already reach {GAIN_SHARE:.0%} of what the whole pool of "
                     f"{pl['m_max']} adds to the oracle over one actor (mean oracle {pl['oracle']:.3f}, 5-95% of "
-                    f"pools {pl['band'][0]:.3f} to {pl['band'][1]:.3f}): adding actors beyond m={pl['m']} raises the "
-                    f"oracle by only {pl['rest_gain']:.3f} (to {pl['oracle_max']:.3f}).")
+                    f"pools {pl['band'][0]:.3f} to {pl['band'][1]:.3f}): the other {pl['m_max'] - pl['m']} actors "
+                    f"raise it by a further {pl['rest_gain']:.3f} (to {pl['oracle_max']:.3f}).")
         else:
             text = (f"The oracle keeps rising up to the whole pool of {pl['m_max']} actors (mean {pl['oracle']:.3f} "
                     f"against {pl['oracle_m1']:.3f} for one actor): no smaller pool reaches {GAIN_SHARE:.0%} of its "
@@ -269,7 +269,9 @@ def scaling_section(table: RoutingTable, ctx: AuditContext) -> Section:
     data: dict[str, Any] = {
         "measured": True, "quick": quick, "scaling": curve.to_dict(), "best_single": single,
         "plateau": plateau(curve) if len(curve.m) >= 2 else None, "groups": groups_data, "group_m": group_m,
-        "routers": routers, "draws": int(cfg["draws"]), "n_boot": n_boot, "group_note": group_note.strip(),
+        "routers": routers, "draws": int(cfg["draws"]), "n_boot": n_boot, "note": group_note.strip(),
+        "scale": (f"{samples} random pools per m instead of {cfg['samples']}, to keep the {n_test} test queries x "
+                  f"{n} actors scan fast" if reduced else ""),
         "findings": [f.text for f in findings], "seconds": {"curve": round(curve_seconds, 3),
                                                             "groups": round(group_seconds, 3)},
         "headline": findings[0].text if findings else "",
