@@ -187,3 +187,19 @@ def test_local_processes_give_the_serial_rows(tmp_path: Path) -> None:
         ex.close()
     assert summary.backend == "local"
     assert _rows(tmp_path / "local") == _rows(tmp_path / "serial")
+
+
+@pytest.mark.slow
+def test_dask_cluster_gives_the_serial_rows(tmp_path: Path) -> None:
+    pytest.importorskip("distributed")
+    from routerlab.execute import make_executor
+
+    exp = load_experiment(write_experiment(tmp_path))
+    run_experiment(exp, tmp_path / "serial", executor=SerialExecutor())
+    ex = make_executor("dask", workers=2)  # a one-machine cluster listening on 127.0.0.1 only
+    try:
+        summary = run_experiment(exp, tmp_path / "dask", executor=ex)
+    finally:
+        ex.close()
+    assert (summary.backend, summary.cells_run) == ("dask", 12)
+    assert _rows(tmp_path / "dask") == _rows(tmp_path / "serial")

@@ -23,7 +23,7 @@ from typing import Any
 from routerlab.errors import RouterlabError, UsageError
 from routerlab.execute.base import Executor
 from routerlab.experiments.schema import Experiment, ProtocolSpec, TableSpec, canonical
-from routerlab.experiments.store import CellRecord, ResultStore
+from routerlab.experiments.store import CellRecord, ResultStore, check_store_dir
 
 
 @dataclass(frozen=True)
@@ -226,48 +226,48 @@ def run_experiment(exp: Experiment, store_dir: Path, *, executor: Executor | Non
     from routerlab.progress import track
 
     started = time.perf_counter()
+    check_store_dir(store_dir)
+    tables = load_tables(exp)
+    hashes = {name: t.content_hash for name, t in tables.items()}
     store = ResultStore(store_dir)
+    cells = expand(exp, hashes, __version__)
+    done = store.finished([c.cell_id for c in cells])
+    todo = [c for c in cells if c.cell_id not in done]
+    if on_reuse is not None:
+        on_reuse(len(cells) - len(todo), len(cells))
+    tasks = plan(todo)
+    ex = executor if executor is not None else SerialExecutor()
+    run_id = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
+    store.start_run(run_id, experiment=exp.name, file=str(exp.source), file_hash=exp.file_hash,
+                    backend=ex.name, workers=ex.workers, cells_total=len(cells),
+                    cells_reused=len(cells) - len(todo), version=__version__)
+    by_id = {c.cell_id: c for c in todo}
+    rows = skipped = 0
+    status = "failed"
     try:
-        tables = load_tables(exp)
-        hashes = {name: t.content_hash for name, t in tables.items()}
-        cells = expand(exp, hashes, __version__)
-        done = store.finished([c.cell_id for c in cells])
-        todo = [c for c in cells if c.cell_id not in done]
-        if on_reuse is not None:
-            on_reuse(len(cells) - len(todo), len(cells))
-        tasks = plan(todo)
-        ex = executor if executor is not None else SerialExecutor()
-        run_id = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
-        store.start_run(run_id, experiment=exp.name, file=str(exp.source), file_hash=exp.file_hash,
-                        backend=ex.name, workers=ex.workers, cells_total=len(cells),
-                        cells_reused=len(cells) - len(todo), version=__version__)
-        by_id = {c.cell_id: c for c in todo}
-        rows = skipped = 0
-        status = "failed"
-        try:
-            needed = {t.table for t in tasks}
-            shared = {name: tables[name] for name in needed}
-            results = ex.run(run_task, tasks, shared=shared) if tasks else iter(())
-            for _, outcomes in track(results, "run", total=len(tasks), unit="task",
-                                     label=lambda pair: tasks[pair[0]].label):
-                for o in outcomes:
-                    c = by_id[o.cell_id]
-                    store.write_cell(run_id, exp.name, __version__, CellRecord(
-                        cell_id=o.cell_id, table_name=c.table, data_hash=c.data_hash, split=c.split,
-                        protocol=c.protocol.name, router=c.router, seed=c.seed, settings=c.settings_json,
-                        status=o.status, note=o.note, n_train=o.n_train, n_test=o.n_test,
-                        fit_seconds=o.fit_seconds, metrics=o.metrics))
-                    rows += len(o.metrics)
-                    skipped += o.status != "ok"
-            status = "finished"
-        except KeyboardInterrupt:
-            status = "interrupted"
-            raise
-        finally:
-            store.finish_run(run_id, status)
-        return RunSummary(run_id=run_id, experiment=exp.name, store=store.path, backend=ex.name,
-                          workers=ex.workers, cells_total=len(cells), cells_reused=len(cells) - len(todo),
-                          cells_run=len(todo), cells_skipped=skipped, rows_written=rows, tasks=len(tasks),
-                          seconds=time.perf_counter() - started, cell_ids=[c.cell_id for c in cells])
+        needed = {t.table for t in tasks}
+        shared = {name: tables[name] for name in needed}
+        results = ex.run(run_task, tasks, shared=shared) if tasks else iter(())
+        for _, outcomes in track(results, "run", total=len(tasks), unit="task",
+                                 label=lambda pair: tasks[pair[0]].label):
+            records = []
+            for o in outcomes:
+                c = by_id[o.cell_id]
+                records.append(CellRecord(
+                    cell_id=o.cell_id, table_name=c.table, data_hash=c.data_hash, split=c.split,
+                    protocol=c.protocol.name, router=c.router, seed=c.seed, settings=c.settings_json,
+                    status=o.status, note=o.note, n_train=o.n_train, n_test=o.n_test,
+                    fit_seconds=o.fit_seconds, metrics=o.metrics))
+                rows += len(o.metrics)
+                skipped += o.status != "ok"
+            store.write_cells(run_id, exp.name, __version__, records)
+        status = "finished"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
     finally:
-        store.close()
+        store.finish_run(run_id, status)
+    return RunSummary(run_id=run_id, experiment=exp.name, store=store.path, backend=ex.name,
+                      workers=ex.workers, cells_total=len(cells), cells_reused=len(cells) - len(todo),
+                      cells_run=len(todo), cells_skipped=skipped, rows_written=rows, tasks=len(tasks),
+                      seconds=time.perf_counter() - started, cell_ids=[c.cell_id for c in cells])

@@ -20,6 +20,7 @@ import datetime as dt
 import math
 import os
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -149,88 +150,104 @@ def check_store_dir(directory: Path) -> None:
         raise UsageError(f"--store {directory}: {db} is not writable")
 
 
+LOCK_WAIT_SECONDS = 30.0
+"""How long a writer or reader waits for another process's hold on the database file before giving up."""
+
+
+def _connect(path: Path, directory: Path, *, read_only: bool, wait: float = LOCK_WAIT_SECONDS) -> Any:
+    """A DuckDB connection to ``path`` with file and network access off, waiting up to ``wait`` seconds while
+    another process holds the file (DuckDB allows one writing process, and no reader beside it)."""
+    duckdb = _duckdb()
+    deadline = time.monotonic() + wait
+    pause = 0.02
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only, config={"enable_external_access": False})
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower():
+                raise UsageError(f"--store {directory}: cannot open {path}: {_first_line(exc)}") from None
+            if time.monotonic() >= deadline:
+                raise UsageError(f"--store {directory}: {path} is held by another process (a run still writing?) "
+                                 f"after waiting {wait:.0f} s") from None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
+        except duckdb.Error as exc:
+            raise UsageError(f"--store {directory}: {path} is not a DuckDB results store: "
+                             f"{_first_line(exc)}") from None
+
+
 class ResultStore:
-    """The writer: opens (creating when needed) ``DIR/results.duckdb`` with its three tables. One process
-    writes at a time; another run on the same store is refused with one line while this one holds it."""
+    """The writer: creates ``DIR/results.duckdb`` with its three tables when needed. It holds the file only
+    while it writes (a run's start, each task's cells, its end), so ``results query`` works during a run;
+    another writer waits its turn."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
         self.path = self.directory / DB_NAME
         check_store_dir(self.directory)
         self.directory.mkdir(parents=True, exist_ok=True)
-        duckdb = _duckdb()
-        try:
-            self.con = duckdb.connect(str(self.path), config={"enable_external_access": False})
-        except duckdb.IOException as exc:
-            raise UsageError(f"--store {self.directory}: cannot open {self.path}: {_first_line(exc)}") from None
-        except duckdb.Error as exc:
-            raise UsageError(f"--store {self.directory}: {self.path} is not a DuckDB results store: "
-                             f"{_first_line(exc)}") from None
-        for name, cols in (("results", RESULT_COLUMNS), ("cells", CELL_COLUMNS), ("runs", RUN_COLUMNS)):
-            self.con.execute(_create(name, cols))
-        self._check_columns()
+        with self._open() as con:
+            for name, cols in (("results", RESULT_COLUMNS), ("cells", CELL_COLUMNS), ("runs", RUN_COLUMNS)):
+                con.execute(_create(name, cols))
+            for name, cols in (("results", RESULT_COLUMNS), ("cells", CELL_COLUMNS), ("runs", RUN_COLUMNS)):
+                have = {r[0] for r in con.execute(f"DESCRIBE {name}").fetchall()}
+                missing = [c for c, _ in cols if c not in have]
+                if missing:
+                    raise UsageError(f"--store {self.directory}: table {name} of {self.path} lacks columns "
+                                     f"{', '.join(missing)}; it was not written by this routerlab")
 
-    def _check_columns(self) -> None:
-        for name, cols in (("results", RESULT_COLUMNS), ("cells", CELL_COLUMNS), ("runs", RUN_COLUMNS)):
-            have = {r[0] for r in self.con.execute(f"DESCRIBE {name}").fetchall()}
-            missing = [c for c, _ in cols if c not in have]
-            if missing:
-                raise UsageError(f"--store {self.directory}: table {name} of {self.path} lacks columns "
-                                 f"{', '.join(missing)}; it was not written by this routerlab")
+    @contextmanager
+    def _open(self) -> Iterator[Any]:
+        con = _connect(self.path, self.directory, read_only=False)
+        try:
+            yield con
+        finally:
+            con.close()
 
     def finished(self, cell_ids: Sequence[str]) -> set[str]:
         """The cells among ``cell_ids`` already in the store."""
         if not cell_ids:
             return set()
-        rows = self.con.execute("SELECT DISTINCT cell_id FROM cells WHERE list_contains(?, cell_id)",
-                                [list(cell_ids)]).fetchall()
+        with self._open() as con:
+            rows = con.execute("SELECT DISTINCT cell_id FROM cells WHERE list_contains(?, cell_id)",
+                               [list(cell_ids)]).fetchall()
         return {r[0] for r in rows}
-
-    @contextmanager
-    def _transaction(self) -> Iterator[None]:
-        self.con.execute("BEGIN TRANSACTION")
-        try:
-            yield
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
-        self.con.execute("COMMIT")
 
     def start_run(self, run_id: str, *, experiment: str, file: str, file_hash: str, backend: str, workers: int,
                   cells_total: int, cells_reused: int, version: str) -> None:
-        self.con.execute(
-            "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, NULL, ?)",
-            [run_id, experiment, file, file_hash, backend, workers, cells_total, cells_reused,
-             cells_total - cells_reused, _now(), version])
+        with self._open() as con:
+            con.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, NULL, ?)",
+                        [run_id, experiment, file, file_hash, backend, workers, cells_total, cells_reused,
+                         cells_total - cells_reused, _now(), version])
 
     def finish_run(self, run_id: str, status: str) -> None:
-        self.con.execute("UPDATE runs SET status = ?, finished_at = ? WHERE run_id = ?", [status, _now(), run_id])
+        with self._open() as con:
+            con.execute("UPDATE runs SET status = ?, finished_at = ? WHERE run_id = ?", [status, _now(), run_id])
 
-    def write_cell(self, run_id: str, experiment: str, version: str, cell: CellRecord) -> None:
-        """Store one finished cell (its ``cells`` row and every metric row) in one transaction."""
+    def write_cells(self, run_id: str, experiment: str, version: str, cells: Sequence[CellRecord]) -> None:
+        """Store finished cells, each (its ``cells`` row and every metric row) in its own transaction; a cell
+        already stored (another run finished it meanwhile) is replaced, never doubled."""
         now = _now()
-        key = [cell.table_name, cell.data_hash, cell.split, cell.protocol, cell.router, cell.seed, cell.settings]
-        with self._transaction():
-            self.con.execute("DELETE FROM results WHERE cell_id = ?", [cell.cell_id])
-            self.con.execute("DELETE FROM cells WHERE cell_id = ?", [cell.cell_id])
-            self.con.execute(
-                "INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [cell.cell_id, run_id, experiment, *key, cell.status, cell.note, cell.n_train, cell.n_test,
-                 cell.fit_seconds, version, now])
-            if cell.metrics:
-                self.con.executemany(
-                    "INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [[run_id, cell.cell_id, experiment, *key, m, _finite(v), _finite(lo), _finite(hi), version, now]
-                     for m, v, lo, hi in cell.metrics])
-
-    def close(self) -> None:
-        self.con.close()
-
-    def __enter__(self) -> ResultStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        with self._open() as con:
+            for cell in cells:
+                key = [cell.table_name, cell.data_hash, cell.split, cell.protocol, cell.router, cell.seed,
+                       cell.settings]
+                con.execute("BEGIN TRANSACTION")
+                try:
+                    con.execute("DELETE FROM results WHERE cell_id = ?", [cell.cell_id])
+                    con.execute("DELETE FROM cells WHERE cell_id = ?", [cell.cell_id])
+                    con.execute("INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                [cell.cell_id, run_id, experiment, *key, cell.status, cell.note, cell.n_train,
+                                 cell.n_test, cell.fit_seconds, version, now])
+                    if cell.metrics:
+                        con.executemany(
+                            "INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                            [[run_id, cell.cell_id, experiment, *key, m, _finite(v), _finite(lo), _finite(hi),
+                              version, now] for m, v, lo, hi in cell.metrics])
+                except BaseException:
+                    con.execute("ROLLBACK")
+                    raise
+                con.execute("COMMIT")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -244,11 +261,7 @@ def open_read_only(directory: Path) -> Any:
     if not path.is_file():
         raise UsageError(f"--store {directory}: no results store there ({path} does not exist); "
                          "run 'routerlab run EXPERIMENT.toml' first")
-    duckdb = _duckdb()
-    try:
-        return duckdb.connect(str(path), read_only=True, config={"enable_external_access": False})
-    except duckdb.Error as exc:
-        raise UsageError(f"--store {directory}: cannot open {path}: {_first_line(exc)}") from None
+    return _connect(path, Path(directory), read_only=True)
 
 
 def query(directory: Path, sql: str, params: Sequence[Any] | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
