@@ -114,12 +114,15 @@ def test_report_opens_renders_and_sorts_in_chromium(report: Path, driver: Any) -
     for name in record["sections"]:
         assert driver.find_elements(By.ID, name), f"no anchor for section {name!r}"
 
+    # nothing is wider than the window: wide tables scroll inside their own box
+    assert driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
+
     # every finding links to its table or figure, and no link inside the page is dead
     findings = driver.find_elements(By.CSS_SELECTOR, "#findings ol.findings > li")
     assert len(findings) == len(record["findings"]) > 0
     assert all(f.find_elements(By.CSS_SELECTOR, "a.see") for f in findings), "a finding without a working link"
-    dead = driver.execute_script("return Array.from(document.querySelectorAll('a[href^=\"#\"]'))"
-                                 ".map(a => a.getAttribute('href').slice(1)).filter(id => !document.getElementById(id));")
+    dead = driver.execute_script("return Array.from(document.querySelectorAll('a[href^=\"#\"]'), "
+                                 "a => a.getAttribute('href').slice(1)).filter(id => !document.getElementById(id));")
     assert not dead, dead
 
     # every image is decoded and drawn
@@ -136,6 +139,8 @@ def test_report_opens_renders_and_sorts_in_chromium(report: Path, driver: Any) -
     table = driver.find_element(By.CSS_SELECTOR, "#leaderboard table.sortable")
     heads = table.find_elements(By.CSS_SELECTOR, "thead th")
     col = next(i for i, h in enumerate(heads) if h.text.startswith("mu_o"))
+    link = heads[col].find_element(By.CSS_SELECTOR, "a.term")  # the metric's name opens its glossary entry
+    assert link.get_attribute("href").endswith("#term-mu_o") and driver.find_elements(By.ID, "term-mu_o")
     before = _column(driver, table, col)
     assert len(before) >= 3
     heads[col].find_element(By.CSS_SELECTOR, "button.sort").click()
