@@ -94,11 +94,14 @@ def _extras(ev: Evaluation) -> list[str]:
     return out
 
 
-def leaderboard_table(ev: Evaluation) -> Table:
-    """The leaderboard as a report table block (headings with units), best router first."""
-    head = [LABELS.get(h, h) for h in _header(ev)]
+def leaderboard_table(ev: Evaluation, id: str = "") -> Table:
+    """The leaderboard as a sortable report table block (headings with units, each linked to its glossary
+    entry), best router first; ``id`` is its anchor in the report."""
+    keys = _header(ev)
+    head = [LABELS.get(h, h) for h in keys]
     head[1] = "mu_o [95% CI]"
-    return Table(head, leaderboard_rows(ev))
+    terms: list[str | None] = [None, "mu_o", *keys[2:]]  # the glossary keys: metric names and "collapsed"
+    return Table(head, leaderboard_rows(ev), terms=terms, sortable=True, id=id)
 
 
 def write_evaluation(ev: Evaluation, out_dir: Path, name: str | None = None) -> list[str]:
@@ -142,14 +145,16 @@ def plot_evaluation(ev: Evaluation, out_dir: Path, name: str | None = None) -> l
     save_figure(fig, out_dir / "leaderboard.png")
     plt.close(fig)
 
-    shares = np.array([[r.selection.get(a, 0.0) for a in ev.actor_names] for r in res])
-    fig, ax = plt.subplots(figsize=(0.5 * len(ev.actor_names) + 3, 0.35 * len(res) + 2))
+    actors = shown_actors(ev)
+    shares = np.array([[r.selection.get(a, 0.0) for a in actors] for r in res])
+    fig, ax = plt.subplots(figsize=(0.5 * len(actors) + 3, 0.35 * len(res) + 2))
     im = ax.imshow(shares, aspect="auto", cmap="Blues", vmin=0, vmax=1)  # row 0 (the best router) on top
-    ax.set_xticks(range(len(ev.actor_names)), ev.actor_names, rotation=60, ha="right", fontsize=7)
+    ax.set_xticks(range(len(actors)), actors, rotation=60, ha="right", fontsize=7)
     ax.set_yticks(range(len(res)), labels, fontsize=8)
     fig.colorbar(im, ax=ax, label="share of test queries")
     ax.set_title(f"Which actor each router picks: {title}", fontsize=10)
-    ax.set_xlabel("actor")
+    ax.set_xlabel("actor" if len(actors) == len(ev.actor_names)
+                  else f"actor (the {len(actors)} most picked of {len(ev.actor_names)}, in table order)")
     fig.tight_layout()
     save_figure(fig, out_dir / "selection.png")
     plt.close(fig)
@@ -171,6 +176,21 @@ def plot_evaluation(ev: Evaluation, out_dir: Path, name: str | None = None) -> l
         plt.close(fig)
         figures.append(f"{by}_quality.png")
     return figures
+
+
+MAX_HEATMAP_ACTORS = 40
+"""The selection heatmap shows at most this many actors: those any router picks most often (a pool of thousands
+would draw an unreadable figure, slowly)."""
+
+
+def shown_actors(ev: Evaluation, limit: int = MAX_HEATMAP_ACTORS) -> list[str]:
+    """The actors of the selection heatmap, in table order: all of them, or on a larger pool the ``limit`` with
+    the highest share of test queries under any router."""
+    if len(ev.actor_names) <= limit:
+        return list(ev.actor_names)
+    top = {a: max(r.selection.get(a, 0.0) for r in ev.results) for a in ev.actor_names}
+    keep = set(sorted(ev.actor_names, key=lambda a: -top[a])[:limit])
+    return [a for a in ev.actor_names if a in keep]
 
 
 def groups_text(record: dict[str, Any]) -> str:

@@ -11,10 +11,13 @@ import numpy as np
 from routerlab.data.table import RoutingTable
 from routerlab.errors import RouterlabError
 from routerlab.reports.audit import AuditContext, audit_section, display_name
-from routerlab.reports.blocks import Figure, Paragraph, Section
+from routerlab.reports.blocks import Figure, Finding, Paragraph, Section
 
 MAX_GREEDY = 100  # the audit's greedy curve stops here on large pools ...
 MAX_GREEDY_HUGE = 30  # ... and here beyond 2,000 actors (each step costs O(N s log s))
+MAX_GREEDY_QUICK = 30  # a quick run stops the greedy here
+CURVE_ID = "diversity-curve"
+DENDROGRAM_ID = "diversity-dendrogram"
 
 
 def verdict(norm: float) -> str:
@@ -33,7 +36,7 @@ def _names(names: list[str], limit: int = 8) -> str:
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
-@audit_section("diversity", order=20)
+@audit_section("diversity", order=20, depends=("quick",))
 def diversity_section(table: RoutingTable, ctx: AuditContext) -> Section:
     from routerlab import society
     from routerlab.reports.society_plots import plot_coreset_curve, plot_dendrogram
@@ -49,7 +52,7 @@ def diversity_section(table: RoutingTable, ctx: AuditContext) -> Section:
             soc, dist, dropped = prepare(ctx.train, metric, split=None)
         except RouterlabError as exc:
             return Section(title, [Paragraph(f"Diversity cannot be measured on the training queries: {exc}")],
-                           {"error": str(exc)})
+                           {"error": str(exc)}, name="diversity")
     notes = [str(w.message) for w in caught]
     div = society.diversity_from_distances(dist, linkage, names=soc.names, n_dropped_items=dropped,
                                            notes=notes)
@@ -60,9 +63,15 @@ def diversity_section(table: RoutingTable, ctx: AuditContext) -> Section:
         f"{div.max_hse:.3f} for {n} actors; {metric} distance, {linkage} linkage, on {div.n_items} "
         f"training queries): {verdict(div.hse_normalized)}."
     ]
+    if ctx.quick:
+        lines.append(f"(A quick run: the greedy coreset stops at {MAX_GREEDY_QUICK} actors and the random "
+                     "baseline has 10 draws per size.)")
+    findings = [Finding(f"This pool's diversity (normalised HSE) is {div.hse_normalized:.2f} on a 0-1 scale: "
+                        f"{verdict(div.hse_normalized)}.", DENDROGRAM_ID if n >= 2 else "diversity",
+                        {"hse_normalized": div.hse_normalized, "n_actors": n})]
     figures: list[Figure] = []
     if n >= 2:
-        cap = MAX_GREEDY if n <= 2000 else MAX_GREEDY_HUGE
+        cap = MAX_GREEDY_HUGE if n > 2000 else MAX_GREEDY_QUICK if ctx.quick else MAX_GREEDY
         cs = greedy_coreset(dist, 2, linkage, behaviour=soc.matrix, names=soc.names, full_hse=div.hse,
                             max_size=cap, stop_fraction=None)
         data["coreset"] = cs.to_dict()
@@ -83,9 +92,17 @@ def diversity_section(table: RoutingTable, ctx: AuditContext) -> Section:
                 f"**Coreset.** {cs.size_90} of {n} actors ({_names(core)}) already carry 90% of the pool's "
                 f"diversity (95% with {cs.size_95}), {meaning}."
             )
+            findings.append(Finding(
+                f"{cs.size_90} of {n} {'actors' if n > 1 else 'actor'} carry 90% of this pool's diversity "
+                f"({_names(core, 4)}); the other {n - cs.size_90} add little diversity.", CURVE_ID,
+                {"size_90": cs.size_90, "n_actors": n}))
         else:
             lines.append(f"**Coreset.** The greedy stopped at {cap} actors before reaching 90% of "
                          "the pool's HSE: the diversity is spread over many actors.")
+            findings.append(Finding(f"The diversity is spread over many actors: the {cap} most diverse of {n} do "
+                                    "not reach 90% of the pool's.", CURVE_ID,
+                                    {"greedy_cap": cap, "n_actors": n}))
+            data["coreset"]["greedy_cap"] = cap
         above = [p.size for p in cs.curve if p.hse > div.hse * (1 + 1e-9) + 1e-12]
         why = ("a duplicated or near-duplicate actor lowers HSE (SPEC 2), so leaving such actors out can "
                "raise it")
@@ -94,13 +111,17 @@ def diversity_section(table: RoutingTable, ctx: AuditContext) -> Section:
                          f"{n} together: {why}.")
         else:
             lines.append(f"(A greedy subset can score above the whole pool, since {why}; not the case here.)")
-        rnd = random_subsets_curve(dist, range(1, len(cs.curve) + 1), linkage, n_draws=30, seed=ctx.seed)
+        rnd = random_subsets_curve(dist, range(1, len(cs.curve) + 1), linkage, n_draws=10 if ctx.quick else 30,
+                                   seed=ctx.seed)
         name = display_name(table)
         figures.append(Figure(plot_coreset_curve(cs, ctx.out_dir / "diversity_curve.png", rnd,
-                                                 title=f"Diminishing returns of diversity: {name}").name))
+                                                 title=f"Diminishing returns of diversity: {name}").name,
+                              "HSE of the greedy max-HSE subsets by size, against random subsets", CURVE_ID))
         figures.append(Figure(plot_dendrogram(div, ctx.out_dir / "diversity_dendrogram.png",
                                               title=f"{name}: {n} actors, HSE {div.hse:.3f} (normalised "
-                                                    f"{div.hse_normalized:.3f})").name))
+                                                    f"{div.hse_normalized:.3f})").name,
+                              "How the actors cluster by behaviour (dendrogram) and H(h), whose area is the HSE",
+                              DENDROGRAM_ID))
     datasets = np.unique(ctx.train.queries.dataset.astype(str))
     datasets = datasets[datasets != ""]
     if datasets.size > 1:
@@ -121,4 +142,6 @@ def diversity_section(table: RoutingTable, ctx: AuditContext) -> Section:
         lines.append(f"Note: {note}.")
     terms = ["hse", "hse_normalized", *(["coreset"] if n >= 2 else []),
              *(["specialists"] if "specialists_by_dataset" in data else [])]
-    return Section(title, [Paragraph(line) for line in lines], data, figures, terms)
+    data["quick"] = ctx.quick
+    return Section(title, [Paragraph(line) for line in lines], data, figures, terms, name="diversity",
+                   findings=findings)

@@ -1,27 +1,131 @@
-"""Audit section: a leaderboard of the standard routers under full observability (SPEC 4-5)."""
+"""Audit section: a leaderboard of the standard routers under full observability (SPEC 4-5), the best router's
+paired gain over always calling the best single actor (SPEC 7), the oracle's headroom, and every router's
+per-query choices for the report's Parquet files.
+
+Helpers the other router sections share live here too: which routers a (quick) audit runs, its bootstrap size,
+the features of a table without query text, and the per-query decisions of an evaluation."""
 
 from __future__ import annotations
 
 import math
+from typing import Any
+
+import numpy as np
 
 from routerlab.data.table import RoutingTable
-from routerlab.protocols.full import evaluate
+from routerlab.features.base import Features
+from routerlab.protocols.full import Evaluation, evaluate, featurize
 from routerlab.reports.audit import AuditContext, audit_section, display_name
-from routerlab.reports.blocks import Figure, Paragraph, Section
+from routerlab.reports.blocks import Decisions, Figure, Finding, Paragraph, Section
 from routerlab.reports.evaluation import leaderboard_table, metric_columns, plot_evaluation
 
 DEFAULT_ROUTERS = ("oracle", "random", "best-single", "smallest", "cheapest", "fastest", "knn", "linear", "mlp",
                    "cluster", "avenger", "mf", "hybrid")
+QUICK_ROUTERS = ("oracle", "random", "best-single", "knn", "linear")
+"""A quick audit's routers (``--quick``): the three bounds and the two cheapest learned routers."""
 FIXED = {"best-single", "largest", "smallest", "cheapest", "fastest"}
+BOUNDS = {"oracle", "oracle-p", "random"}
+TABLE_ID = "leaderboard-table"
+FIGURE_ID = "leaderboard-figure"
+SELECTION_ID = "selection-figure"
+NO_TEXT_ENCODER = "dataset-onehot"
 
 
-@audit_section("leaderboard", order=30)
+def router_specs(ctx: AuditContext) -> list[str]:
+    """The routers a router section runs: the ``routers`` option, else the default set (the quick set in a
+    quick run)."""
+    if "routers" in ctx.options:
+        return [str(r) for r in ctx.options["routers"]]
+    return list(QUICK_ROUTERS if ctx.quick else DEFAULT_ROUTERS)
+
+
+def n_boot(ctx: AuditContext) -> int:
+    """Bootstrap resamples of a router section: 1,000 (SPEC 7), 200 in a quick run."""
+    return 200 if ctx.quick else 1000
+
+
+def has_text(table: RoutingTable) -> bool:
+    """Whether any query of ``table`` has text an encoder could read."""
+    return any(str(t).strip() for t in table.queries.text.tolist())
+
+
+def audit_features(train: RoutingTable, test: RoutingTable, encoder: str) -> tuple[tuple[Features, Features], str]:
+    """(train, test) features and the encoder's name: ``encoder`` on the query texts, or, for a table without
+    text (a score-only table such as RouterEval's), a one-hot of each query's dataset label, so the learned
+    routers still run (they learn one choice per dataset)."""
+    if has_text(train):
+        return featurize(train, test, encoder), encoder
+    labels = sorted({str(d) for d in train.queries.dataset.tolist()} | {str(d) for d in test.queries.dataset.tolist()})
+    where = {d: i for i, d in enumerate(labels)}
+
+    def onehot(t: RoutingTable) -> np.ndarray:
+        X = np.zeros((t.n_queries, len(labels)), dtype=np.float32)
+        X[np.arange(t.n_queries), [where[str(d)] for d in t.queries.dataset.tolist()]] = 1.0
+        return X
+
+    return (Features(onehot(train), train, NO_TEXT_ENCODER), Features(onehot(test), test, NO_TEXT_ENCODER)), \
+        NO_TEXT_ENCODER
+
+
+def decisions(protocol: str, ev: Evaluation, test: RoutingTable) -> Decisions:
+    """Every router's per-query choice in ``ev`` and the score that choice obtained on ``test`` (the audit's
+    evaluated test table; the mean of a router's scores is its mu_o)."""
+    ids = [str(q) for q in ev.test_ids.tolist()]
+    pos = {str(q): i for i, q in enumerate(test.queries.ids.tolist())}
+    rows = np.array([pos[q] for q in ids], dtype=np.intp)
+    score = np.asarray(test.score, dtype=np.float64)[rows]
+    return Decisions(protocol, ids, list(ev.actor_names),
+                     {r.spec: np.asarray(r.choice, dtype=np.int64) for r in ev.results},
+                     {r.spec: score[np.arange(rows.size), r.choice] for r in ev.results})
+
+
+def gain_finding(ev: Evaluation) -> tuple[Finding | None, dict[str, Any]]:
+    """The best non-oracle router against always calling the best single actor, in points of mu_o (x100), with
+    the paired bootstrap interval (SPEC 7); None when best-single is not in the run."""
+    single = next((r for r in ev.results if r.router == "best-single"), None)
+    fair = [r for r in ev.results if r.router not in BOUNDS]
+    if single is None or not fair:
+        return None, {}
+    best = max(fair, key=lambda r: r.metrics["mu_o"])
+    actor = max(single.selection, key=lambda a: single.selection[a])
+    if best.spec == single.spec or best.paired is None:
+        values: dict[str, float | int | str] = {"router": single.spec, "gain_points": 0.0,
+                                                "best_single_actor": actor, "best_single_mu_o": single.metrics["mu_o"]}
+        return Finding(f"No router beats always calling the best single actor `{actor}` (mu_o "
+                       f"{single.metrics['mu_o']:.3f}).", TABLE_ID, values), dict(values)
+    diff, (lo, hi) = best.paired["mu_o_difference"], best.paired["ci"]
+    pts, plo, phi = 100 * diff, 100 * lo, 100 * hi
+    values = {"router": best.spec, "gain_points": pts, "best_single_actor": actor, "mu_o": best.metrics["mu_o"],
+              "best_single_mu_o": single.metrics["mu_o"]}
+    data: dict[str, Any] = {**values, "gain_points_ci": [plo, phi]}
+    if math.isnan(lo) or math.isnan(hi):
+        text = (f"`{best.spec}` scores {pts:+.1f} points of mu_o against always calling `{actor}`, but the paired "
+                "interval is undefined.")
+        return Finding(text, TABLE_ID, values), data
+    interval = f"95% CI [{plo:+.1f}, {phi:+.1f}]"
+    if lo > 0:
+        text = f"`{best.spec}` gains {pts:.1f} points of mu_o over always calling the best single actor `{actor}` "
+        text += f"({interval})."
+    elif hi < 0:
+        text = f"Every router scores below always calling the best single actor `{actor}`: the best, `{best.spec}`, "
+        text += f"by {-pts:.1f} points ({interval})."
+    else:
+        text = (f"No router clearly beats always calling the best single actor `{actor}`: the best, `{best.spec}`, "
+                f"is {pts:+.1f} points of mu_o away ({interval}, which includes 0).")
+    return Finding(text, TABLE_ID, values, (plo, phi)), data
+
+
+@audit_section("leaderboard", order=30, depends=("quick", "routers", "encoder"))
 def leaderboard_section(table: RoutingTable, ctx: AuditContext) -> Section:
-    specs = list(ctx.options.get("routers", DEFAULT_ROUTERS))
-    ev = evaluate(table, specs, split=ctx.split, encoder=str(ctx.options.get("encoder", "tfidf")), seed=ctx.seed,
-                  skip_inapplicable=True)
-    ctx.shared["full_evaluation"] = ev  # the partial-observability section compares with it
-    figures = [Figure(f) for f in plot_evaluation(ev, ctx.out_dir, display_name(table))]
+    specs = router_specs(ctx)
+    features, encoder = audit_features(*ctx.split.apply(table), str(ctx.options.get("encoder", "tfidf")))
+    ev = evaluate(table, specs, split=ctx.split, encoder=encoder, seed=ctx.seed, features=features,
+                  skip_inapplicable=True, n_boot=n_boot(ctx))
+    ctx.shared["full_evaluation"] = ev  # the partial-observability and robustness sections compare with it
+    files = plot_evaluation(ev, ctx.out_dir, display_name(table))
+    captions = {"leaderboard.png": ("mu_o of every router with its 95% bootstrap interval", FIGURE_ID),
+                "selection.png": ("Share of test queries each router sends to each actor", SELECTION_ID)}
+    figures = [Figure(f, *captions.get(f, ("", f.rsplit(".", 1)[0] + "-figure"))) for f in files]
     best = max((r for r in ev.results if r.router not in {"oracle", "oracle-p"}), key=lambda r: r.metrics["mu_o"])
     oracle = next((r for r in ev.results if r.router == "oracle"), None)
     single = next((r for r in ev.results if r.router == "best-single"), None)
@@ -29,6 +133,11 @@ def leaderboard_section(table: RoutingTable, ctx: AuditContext) -> Section:
     sentences = [f"Every router is trained on the {ctx.split.train.size} training queries and scored on the same "
                  f"{n_test} evaluated test queries as the bounds above.",
                  f"The best learned or fixed router here is `{best.spec}` with mu_o {best.metrics['mu_o']:.4f}."]
+    if ctx.quick:
+        sentences.insert(0, f"A quick run: {len(specs)} routers and {n_boot(ctx)} bootstrap resamples.")
+    if encoder == NO_TEXT_ENCODER:
+        sentences.append("The table has no query text, so the learned routers see only each query's dataset "
+                         "(one-hot): they can learn one choice per dataset, not per query.")
     headline = f"best router {best.spec}: mu_o {best.metrics['mu_o']:.4f}"
     if single is not None and best.spec != single.spec and best.paired is not None:
         diff, (lo, hi) = best.paired["mu_o_difference"], best.paired["ci"]
@@ -44,19 +153,37 @@ def leaderboard_section(table: RoutingTable, ctx: AuditContext) -> Section:
     elif single is not None and best.spec == single.spec:
         sentences.append("No router beats always calling the best single actor.")
         headline += " (the best single actor itself)"
+    findings: list[Finding] = []
+    gain, gain_data = gain_finding(ev)
+    if gain is not None:
+        findings.append(gain)
+    headroom: dict[str, Any] = {}
     if oracle is not None:
         gap = oracle.metrics["mu_o"] - best.metrics["mu_o"]
         sentences.append(f"The oracle is {gap:.4f} higher: that is what better routing could still win.")
         headline += f"; oracle {oracle.metrics['mu_o']:.4f}"
-    collapsed = [r.spec for r in ev.results if r.collapsed and r.router not in FIXED]
+        headroom = {"router": best.spec, "oracle_mu_o": oracle.metrics["mu_o"], "gap_points": 100 * gap}
+        room: dict[str, float | int | str] = dict(headroom)
+        findings.append(Finding(f"A perfect router (the oracle, mu_o {oracle.metrics['mu_o']:.3f}) would score "
+                                f"{100 * gap:.1f} points above `{best.spec}`: what better routing could still win.",
+                                TABLE_ID, room))
+    collapsed = [r for r in ev.results if r.collapsed and r.router not in FIXED]
     if collapsed:
-        sentences.append(f"Collapsed (one actor takes >= 99% of queries): {', '.join(collapsed)}.")
+        sentences.append(f"Collapsed (one actor takes >= 99% of queries): {', '.join(r.spec for r in collapsed)}.")
+        onto = {r.spec: max(r.selection, key=lambda a: r.selection[a]) for r in collapsed}
+        findings.append(Finding(
+            f"{len(collapsed)} learned {'router sends' if len(collapsed) == 1 else 'routers send'} at least 99% of "
+            "the queries to one actor: " + ", ".join(f"`{k}` to `{v}`" for k, v in onto.items()) + ".",
+            SELECTION_ID, {"n_collapsed": len(collapsed)}))
     for spec, why in ev.extra.get("skipped", {}).items():
         sentences.append(f"Skipped `{spec}`: {why}.")
     for note in ev.extra.get("notes", []):
         sentences.append(f"Note: {note}.")
-    data = {**ev.to_dict(), "headline": headline}
+    data = {**ev.to_dict(), "headline": headline, "quick": ctx.quick, "n_boot": n_boot(ctx),
+            "gain_over_best_single": gain_data, "oracle_headroom": headroom,
+            "n_collapsed": len(collapsed)}
     terms = ["full observability", "mu_o", "95% CI", "paired difference",
              *[c for c in metric_columns(ev) if c != "mu_o"], "collapsed", "oracle best-of-N"]
-    return Section("Leaderboard (full observability)", [leaderboard_table(ev), Paragraph(" ".join(sentences))], data,
-                   figures, terms)
+    return Section("Leaderboard (full observability)",
+                   [leaderboard_table(ev, TABLE_ID), Paragraph(" ".join(sentences))], data, figures, terms,
+                   name="leaderboard", findings=findings, decisions=[decisions("full", ev, ctx.test)])

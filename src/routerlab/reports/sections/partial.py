@@ -11,17 +11,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from routerlab.data.table import RoutingTable
-from routerlab.protocols.full import Evaluation, RouterResult, evaluate, featurize
+from routerlab.protocols.full import Evaluation, RouterResult, evaluate
 from routerlab.protocols.partial import cold_start
 from routerlab.reports.audit import AuditContext, audit_section
-from routerlab.reports.blocks import Paragraph, Section, Table
-from routerlab.reports.sections.leaderboard import DEFAULT_ROUTERS
+from routerlab.reports.blocks import Block, Finding, Paragraph, Section, Table
+from routerlab.reports.sections.leaderboard import audit_features, decisions, n_boot, router_specs
 
 BOUNDS = {"oracle", "oracle-p", "random"}
 """Routers whose test choices do not depend on training feedback: shown, but not counted in the findings."""
 
 LABELS = {"mu_o": "mu_o", "acc_at_1": "Acc@1", "acc_at_1_l": "Acc@1-L", "dcg": "DCG", "l_dcg": "L-DCG"}
+TABLE_ID = "partial-table"
 
 
 def shown_metrics(ev: Evaluation) -> tuple[list[str], str]:
@@ -154,18 +157,65 @@ def _cell(full: float, cold: float) -> str:
     return f"{full:.4f} → {cold:.4f}"
 
 
-@audit_section("partial", order=35)
+def describe_actor(table: RoutingTable, test: RoutingTable, actor: str) -> str:
+    """What the table knows about ``actor`` beyond its name, for a sentence: "the largest" (most parameters),
+    "the cheapest" (lowest mean cost on the test queries) or "the most expensive", joined by "and"; "" when it is
+    none of these or the table has no such column."""
+    names = table.actor_names
+    k = names.index(actor)
+    said = []
+    params = np.asarray(table.actors.params_b, dtype=np.float64)
+    if np.isfinite(params).sum() >= 2 and np.nanargmax(params) == k:
+        said.append("the largest")
+    cost = test.cost_usd
+    if cost is not None and not np.isnan(cost).all():
+        mean = np.nanmean(np.asarray(cost, dtype=np.float64), axis=0)
+        if np.isfinite(mean).sum() >= 2:
+            if np.nanargmin(mean) == k:
+                said.append("the cheapest")
+            elif np.nanargmax(mean) == k:
+                said.append("the most expensive")
+    return " and ".join(said)
+
+
+def collapse_findings(table: RoutingTable, test: RoutingTable, c: dict[str, Any], cold: Evaluation
+                      ) -> tuple[list[Finding], dict[str, Any]]:
+    """The issue's "under partial feedback 3 routers collapse onto the largest model": the routers that collapsed
+    only under cold-start, grouped by the actor they collapsed onto (described where the table knows its size or
+    cost), or one sentence saying none did."""
+    newly = c["newly_collapsed"]
+    onto: dict[str, list[str]] = {}
+    for r in cold.results:
+        if r.spec in newly:
+            onto.setdefault(max(r.selection, key=lambda a: r.selection[a]), []).append(r.spec)
+    data = {"n_newly_collapsed": len(newly), "onto": onto}
+    if not newly:
+        return [Finding(f"Under partial feedback (one logged outcome per training query) none of the {c['n']} "
+                        "routers the log changed collapses onto one actor.", TABLE_ID,
+                        {"n_newly_collapsed": 0, "n_changed": c["n"]})], data
+    out = []
+    for actor, specs in sorted(onto.items(), key=lambda kv: -len(kv[1])):
+        what = describe_actor(table, test, actor)
+        who = f"{what} actor, `{actor}`" if what else f"`{actor}`"
+        n = len(specs)
+        out.append(Finding(
+            f"Under partial feedback {n} {'router collapses' if n == 1 else 'routers collapse'} onto {who} "
+            f"(>= 99% of test queries): {_names(specs)}; with every outcome {'it does' if n == 1 else 'they do'} "
+            "not.", TABLE_ID, {"n_collapsed": n, "actor": actor}))
+    return out, data
+
+
+@audit_section("partial", order=35, depends=("quick", "routers", "encoder"))
 def partial_section(table: RoutingTable, ctx: AuditContext) -> Section:
-    specs = list(ctx.options.get("routers", DEFAULT_ROUTERS))
-    encoder = str(ctx.options.get("encoder", "tfidf"))
+    specs = router_specs(ctx)
     train, test = ctx.split.apply(table)
-    features = featurize(train, test, encoder)  # one encoding for both runs
+    features, encoder = audit_features(train, test, str(ctx.options.get("encoder", "tfidf")))  # one encoding
     full = ctx.shared.get("full_evaluation")  # the leaderboard's run: same routers, split, encoder and seed
     if not isinstance(full, Evaluation):
         full = evaluate(table, specs, split=ctx.split, encoder=encoder, seed=ctx.seed, features=features,
-                        skip_inapplicable=True)
+                        skip_inapplicable=True, n_boot=n_boot(ctx))
     cold = cold_start(table, specs, split=ctx.split, encoder=encoder, seed=ctx.seed, features=features,
-                      skip_inapplicable=True)
+                      skip_inapplicable=True, n_boot=n_boot(ctx))
     cmp = compare(full, cold)
     cols = cmp["metrics"]
     head = ["router", *[f"{LABELS[k]} full → cold" for k in cols],
@@ -181,17 +231,32 @@ def partial_section(table: RoutingTable, ctx: AuditContext) -> Section:
              f"with every actor's outcome (full observability), and with one outcome per query drawn by a "
              f"{lg.get('spec', lg['policy'])} logging policy (cold-start, seed {ctx.seed}; the same log for every "
              f"router{correct}). Both are scored on the same {int(full.split['n_test'])} test queries with every "
-             "outcome known.")
+             "outcome known." + (f" A quick run: {len(specs)} routers, {n_boot(ctx)} bootstrap resamples." if ctx.quick
+                                 else ""))
     sentences = findings(cmp, full, cold)
     skipped = {**full.extra.get("skipped", {}), **cold.extra.get("skipped", {})}
     sentences += [f"Skipped `{k}`: {v}." for k, v in skipped.items()]
     c = counts(cmp)
+    collapse, collapse_data = collapse_findings(table, ctx.test, c, cold)
+    shift = Finding(
+        f"Trained on one logged outcome per query instead of every outcome, Acc@1 rose for {len(c['acc_up'])} of "
+        f"the {c['n']} routers the log changed (mean shift {100 * c['mean_acc_shift']:+.1f} points) and "
+        f"{LABELS[c['efficiency_metric']]} fell for {len(c['eff_down'])}: {verdict(c)}.", TABLE_ID,
+        {"n_changed": c["n"], "n_acc_up": len(c["acc_up"]), "n_eff_down": len(c["eff_down"]),
+         "mean_acc_shift_points": 100 * c["mean_acc_shift"]}) if c["n"] else None
     headline = (f"cold-start vs full: Acc@1 up for {len(c['acc_up'])} of {c['n']} routers the log changed, "
                 f"{LABELS[c['efficiency_metric']]} down for {len(c['eff_down'])}: {verdict(c)}"
                 + (f"; collapsed only under cold-start: {', '.join(c['newly_collapsed'])}" if c["newly_collapsed"]
                    else ""))
-    data = {**cmp, "logging": lg, "findings": sentences, "headline": headline,
-            "full": full.to_dict(), "cold_start": cold.to_dict()}
+    data = {**cmp, "logging": lg, "findings": sentences, "headline": headline, "quick": ctx.quick,
+            "counts": {"n_changed": c["n"], "n_acc_up": len(c["acc_up"]), "n_eff_down": len(c["eff_down"]),
+                       "mean_acc_shift_points": 100 * c["mean_acc_shift"]},
+            "collapse": collapse_data, "full": full.to_dict(), "cold_start": cold.to_dict()}
     terms = ["full observability", "cold-start", *cols, "shift", "collapsed", "held up"]
-    return Section("Partial observability: full vs cold-start", [Paragraph(intro), Table(head, body),
-                                                                  Paragraph(" ".join(sentences))], data, [], terms)
+    shifted = [k for k in ("acc_at_1", cmp["efficiency_metric"]) if k in cols]
+    col_terms: list[str | None] = [None, *cols, *["shift" for _ in shifted], "collapsed"]
+    blocks: list[Block] = [Paragraph(intro), Table(head, body, terms=col_terms, sortable=True, id=TABLE_ID),
+              Paragraph(" ".join(sentences))]
+    return Section("Partial observability: full vs cold-start", blocks, data, [], terms, name="partial",
+                   findings=[*collapse, *([shift] if shift is not None else [])],
+                   decisions=[decisions("cold-start", cold, ctx.test)])

@@ -22,15 +22,21 @@ from routerlab.data.splits import Split
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.perturb.base import OFFLINE_LEVELS, PerturbationSet, level_class, perturb
+from routerlab.protocols.full import Evaluation
 from routerlab.protocols.robustness import Robustness, robustness
 from routerlab.reports.audit import GLOSSARY, AuditContext, audit_section, display_name
-from routerlab.reports.blocks import Block, Figure, Paragraph, Section, Table
+from routerlab.reports.blocks import Block, Decisions, Figure, Finding, Paragraph, Section, Table
 from routerlab.reports.robustness_plot import plot_accuracy_vs_rho, plot_rho_by_level
-from routerlab.reports.sections.leaderboard import DEFAULT_ROUTERS
+from routerlab.reports.sections.leaderboard import has_text, n_boot, router_specs
 from routerlab.routers.base import get_router
 
 MAX_QUERIES = 300
 """Test queries perturbed at most (a seeded sample beyond that)."""
+MAX_QUERIES_QUICK = 100
+"""... and in a quick run."""
+TABLE_ID = "robustness-table"
+RHO_ID = "robustness-rho-figure"
+ACCURACY_ID = "robustness-accuracy-figure"
 KEEPS = 0.9
 """rho at or above this at a level = the router keeps near-identical questions together there."""
 P = 2
@@ -124,18 +130,84 @@ def _applicable(specs: list[str], ctx: AuditContext) -> tuple[list[str], dict[st
     return kept, skipped
 
 
+def _cap(ctx: AuditContext) -> int:
+    return MAX_QUERIES_QUICK if ctx.quick else MAX_QUERIES
+
+
 def _capped(ctx: AuditContext) -> tuple[Split, bool]:
     test = ctx.split.test
-    if test.size <= MAX_QUERIES:
+    cap = _cap(ctx)
+    if test.size <= cap:
         return ctx.split, False
-    pick = np.sort(np.random.default_rng(ctx.seed).choice(test.size, MAX_QUERIES, replace=False))
+    pick = np.sort(np.random.default_rng(ctx.seed).choice(test.size, cap, replace=False))
     return Split(ctx.split.train, test[pick], ctx.split.kind, ctx.split.seed, dict(ctx.split.params)), True
 
 
-@audit_section("robustness", order=40)
+def combined_findings(rob: Robustness, rows: dict[str, dict[str, Any]], full: Evaluation | None
+                      ) -> tuple[list[Finding], dict[str, Any]]:
+    """The issue's "knn gains 6 points over the best single model but sends 31% of reworded queries to another
+    model": per learned router, its paired gain over best-single from the leaderboard's full-observability run
+    (when that ran in this audit) and the share of variants it routes elsewhere than their query, 1 - rho, with
+    the level where that share is highest. The fixed and random anchors are left out."""
+    paired = {r.spec: r.paired for r in full.results} if full is not None else {}
+    out: list[Finding] = []
+    data: dict[str, Any] = {}
+    for spec, v in rows.items():
+        if spec in ("best-single", "random") or math.isnan(v["rho"]):
+            continue
+        moved = 100 * (1 - v["rho"])
+        mlo, mhi = 100 * (1 - v["rho_ci"][1]), 100 * (1 - v["rho_ci"][0])
+        level = v["weakest_level"]
+        worst = 100 * (1 - v["weakest_rho"]) if level else math.nan
+        at = f", {worst:.0f}% at the `{level}` level" if level and len(v["rho_by_level"]) > 1 else ""
+        tail = (f"sends {moved:.0f}% of reworded queries (95% CI [{mlo:.0f}, {mhi:.0f}]) to another actor than the "
+                f"original query{at}")
+        values: dict[str, float | int | str] = {"router": spec, "moved_percent": moved}
+        if level:
+            values.update(weakest_level=level, weakest_moved_percent=worst)
+        p = paired.get(spec)
+        interval: tuple[float, float] = (mlo, mhi)
+        if p is not None and p.get("versus") == "best-single" and not math.isnan(p["ci"][0]):
+            gain, glo, ghi = 100 * p["mu_o_difference"], 100 * p["ci"][0], 100 * p["ci"][1]
+            values.update(gain_points=gain)
+            interval = (glo, ghi)
+            if glo > 0:
+                head = (f"`{spec}` gains {gain:.1f} points over the best single actor (95% CI [{glo:+.1f}, "
+                        f"{ghi:+.1f}]) but")
+            else:
+                head = (f"`{spec}` does not clearly beat the best single actor ({gain:+.1f} points, 95% CI "
+                        f"[{glo:+.1f}, {ghi:+.1f}]) and")
+            text = f"{head} {tail}."
+        else:
+            text = f"`{spec}` {tail}."
+        out.append(Finding(text, TABLE_ID, values, interval))
+        data[spec] = {**values, "interval": list(interval)}
+    return out, data
+
+
+def _decisions(rob: Robustness, test: RoutingTable) -> list[Decisions]:
+    """Every measured router's choice on the original (unperturbed) sampled test queries, with its score."""
+    ids = [str(q) for q in rob.test_ids.tolist()]
+    pos = {str(q): i for i, q in enumerate(test.queries.ids.tolist())}
+    if any(q not in pos for q in ids) or any(len(r.choice) != len(ids) for r in rob.results):
+        return []
+    rows = np.array([pos[q] for q in ids], dtype=np.intp)
+    score = np.asarray(test.score, dtype=np.float64)[rows]
+    n = np.arange(rows.size)
+    return [Decisions("robustness-originals", ids, list(rob.actor_names),
+                      {r.spec: np.asarray(r.choice, dtype=np.int64) for r in rob.results},
+                      {r.spec: score[n, r.choice] for r in rob.results})]
+
+
+@audit_section("robustness", order=40, depends=("quick", "routers", "encoder", "robustness_levels"))
 def robustness_section(table: RoutingTable, ctx: AuditContext) -> Section:
     title = "Routing robustness (meaning-preserving perturbations)"
     terms = ["rho", "perturbation level", "invariance check", "95% CI"]
+    if not has_text(table):
+        why = "the table has no query text to perturb"
+        return Section(title, [Paragraph(f"Robustness skipped: {why}.")],
+                       {"measured": False, "reason": why, "headline": f"robustness skipped: {why}"}, [], [],
+                       name="robustness")
     split, capped = _capped(ctx)
     ids = [str(q) for q in table.queries.ids[split.test].tolist()]
     texts = [str(t) for t in table.queries.text[split.test].tolist()]
@@ -144,35 +216,41 @@ def robustness_section(table: RoutingTable, ctx: AuditContext) -> Section:
     skipped_text = " ".join(f"Level `{k}` skipped: {v}." for k, v in skipped_levels.items())
     if variants is None:
         text = "No offline perturbation level is available, so robustness was not measured. " + skipped_text
-        return Section(title, [Paragraph(text)], {"measured": False, "skipped_levels": skipped_levels}, [], terms)
-    specs = list(ctx.options.get("routers", DEFAULT_ROUTERS))
+        return Section(title, [Paragraph(text)], {"measured": False, "skipped_levels": skipped_levels}, [], terms,
+                       name="robustness")
+    specs = router_specs(ctx)
     chosen, skipped_routers = _applicable(["best-single", "random", *[r for r in LEARNED if r in specs]], ctx)
     skipped_text += "".join(f" Router `{k}` skipped: {v}." for k, v in skipped_routers.items())
     try:
         rob = robustness(table, chosen, variants, split=split, encoder=str(ctx.options.get("encoder", "tfidf")),
-                         seed=ctx.seed)
+                         seed=ctx.seed, n_boot=n_boot(ctx))
     except UsageError as exc:  # e.g. no router applicable to a tiny table: reported, never fatal to the audit
         text = f"Robustness was not measured: {exc}. {skipped_text}".strip()
         return Section(title, [Paragraph(text)], {"measured": False, "skipped_levels": skipped_levels,
-                                                  "skipped_routers": skipped_routers, "reason": str(exc)}, [], terms)
+                                                  "skipped_routers": skipped_routers, "reason": str(exc)}, [], terms,
+                       name="robustness")
     rows = classify(rob)
     sentences = findings(rob, rows)
     invariance = ("Invariance check: untested. rho assumes every variant keeps its query's optimal actor; this "
                   "table has no outcomes of the variants, so that assumption is not checked here. To test it, "
                   "write the variants (`routerlab perturb`), run the table's actors on them (`routerlab collect "
                   "--variants FILE`) and pass the result to `routerlab robustness --outcomes`.")
-    sample = (f"a seeded sample of {MAX_QUERIES} of the {ctx.split.test.size} evaluated test queries"
+    sample = (f"a seeded sample of {_cap(ctx)} of the {ctx.split.test.size} evaluated test queries"
               if capped else f"all {split.test.size} evaluated test queries")
     intro = (f"Up to {P} variants per query at each offline level ({', '.join(rob.levels)}; seed {ctx.seed}) of "
              f"{sample}, {rob.perturbations.get('n_variants_used', 0)} variants in all, routed by routers trained "
              f"on the {split.train.size} training queries. rho is 1 for a fixed router and {rob.uniform_rho:.3f} "
-             f"(1/N) in expectation for a uniform random one.")
+             f"(1/N) in expectation for a uniform random one."
+             + (f" A quick run: at most {MAX_QUERIES_QUICK} queries and {n_boot(ctx)} bootstrap resamples."
+                if ctx.quick else ""))
     head = ["router", "rho [95% CI]", *[f"rho {lv}" for lv in rob.levels], "weakest level", "breaks at"]
     body = [[k, f"{v['rho']:.3f} [{v['rho_ci'][0]:.3f}, {v['rho_ci'][1]:.3f}]",
              *[f"{v['rho_by_level'][lv]:.3f}" for lv in rob.levels], str(v["weakest_level"]),
              v["breaks_at"] or "-"] for k, v in rows.items()]
-    paragraphs: list[Block] = [Paragraph(intro), Table(head, body), Paragraph(" ".join(sentences)),
-                               Paragraph(invariance)]
+    col_terms: list[str | None] = [None, "rho", *["rho" for _ in rob.levels], "perturbation level",
+                                   "perturbation level"]
+    paragraphs: list[Block] = [Paragraph(intro), Table(head, body, terms=col_terms, sortable=True, id=TABLE_ID),
+                               Paragraph(" ".join(sentences)), Paragraph(invariance)]
     if skipped_text:
         paragraphs.append(Paragraph(skipped_text))
     name = display_name(table)
@@ -181,9 +259,17 @@ def robustness_section(table: RoutingTable, ctx: AuditContext) -> Section:
     together = [k for k, v in rows.items() if v["keeps_together"]]
     headline = (f"robustness: {len(together)} of {len(rows)} routers keep near-identical questions together "
                 f"(rho >= {KEEPS} at every level); invariance untested")
+    full = ctx.shared.get("full_evaluation")  # the leaderboard's run in this audit, for the gain half
+    found, combined = combined_findings(rob, rows, full if isinstance(full, Evaluation) else None)
+    if not found:
+        found = [Finding(f"{len(together)} of {len(rows)} routers keep near-identical questions together (rho >= "
+                         f"{KEEPS} at every level).", TABLE_ID, {"n_keep": len(together), "n_routers": len(rows)})]
     data = {"measured": True, "levels": list(rob.levels), "skipped_levels": skipped_levels,
-            "skipped_routers": skipped_routers, "p": P,
+            "skipped_routers": skipped_routers, "p": P, "quick": ctx.quick,
             "n_test": rob.n_test, "capped": capped, "threshold": KEEPS, "uniform_rho": rob.uniform_rho,
-            "routers": rows, "findings": sentences, "invariance": "untested", "headline": headline,
-            "robustness": rob.to_dict()}
-    return Section(title, paragraphs, data, [Figure(RHO_PLOT), Figure(ACCURACY_PLOT)], terms)
+            "routers": rows, "findings": sentences, "combined": combined, "invariance": "untested",
+            "headline": headline, "robustness": rob.to_dict()}
+    figures = [Figure(RHO_PLOT, "rho per perturbation level, each router with its 95% interval", RHO_ID),
+               Figure(ACCURACY_PLOT, "Accuracy on the original queries against rho", ACCURACY_ID)]
+    return Section(title, paragraphs, data, figures, terms, name="robustness", findings=found,
+                   decisions=_decisions(rob, ctx.test))
