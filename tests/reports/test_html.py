@@ -182,3 +182,31 @@ def test_same_blocks_as_markdown(page: str) -> None:
     """Every block kind the Markdown renderer knows has an HTML form (a new kind fails both)."""
     with pytest.raises(TypeError, match="not a report block"):
         render_html([Section("S", [object()])], base_dir=Path("."), title="t")  # type: ignore[list-item]
+
+
+def test_html_says_what_markdown_says(page: str) -> None:
+    """Both renderings carry the same words: every paragraph, cell, term, finding and caption of the
+    blocks appears in the page's text (marks resolved, tags dropped)."""
+    import html as htmllib
+
+    text = htmllib.unescape(re.sub(r"<[^>]+>", "", page))
+
+    def plain(s: str) -> str:
+        return re.sub(r"\[([^\]]+)\]\(#[^)]+\)", r"\1", s).replace("`", "").replace("**", "")
+
+    words: list[str] = []
+    for s in _sections():
+        words.append(s.title)
+        for b in [*s.blocks, *s.figures]:
+            if isinstance(b, Paragraph | Preformatted):
+                words.append(b.text)
+            elif isinstance(b, Table):
+                words += [*b.header, *(c for r in b.rows for c in r)]
+            elif isinstance(b, Figure):
+                words.append(b.caption or b.path)
+            elif isinstance(b, Definitions):
+                words += [w for d in b.items for w in (d.term, d.text, d.note) if w]
+            elif isinstance(b, Findings):
+                words += [f.text for f in b.items]
+    missing = [w for w in words if plain(w) not in text]
+    assert not missing, missing
