@@ -203,3 +203,24 @@ def test_dask_cluster_gives_the_serial_rows(tmp_path: Path) -> None:
         ex.close()
     assert (summary.backend, summary.cells_run) == ("dask", 12)
     assert _rows(tmp_path / "dask") == _rows(tmp_path / "serial")
+
+
+def test_voyager_protocol_and_settings_sweep(tmp_path: Path) -> None:
+    path = tmp_path / "v.toml"
+    path.write_text("""name = "v"
+routers = ["best-single", "knn"]
+seeds = [3]
+protocols = [{ name = "voyager", rounds = 2 }]
+[settings]
+n_boot = [40, 50]
+[[tables]]
+path = "demo"
+n_queries = 200
+""", encoding="utf-8")
+    store = tmp_path / "store"
+    summary = run_experiment(load_experiment(path), store)
+    assert (summary.cells_run, summary.tasks) == (4, 2)
+    settings = query(store, "SELECT DISTINCT settings FROM cells ORDER BY settings")[1]
+    assert [s[0] for s in settings] == ['{"encoder":"tfidf","n_boot":40,"rounds":2,"skip_inapplicable":false}',
+                                        '{"encoder":"tfidf","n_boot":50,"rounds":2,"skip_inapplicable":false}']
+    assert query(store, "SELECT DISTINCT protocol, seed FROM results")[1] == [("voyager", 3)]

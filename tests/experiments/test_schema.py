@@ -9,7 +9,7 @@ import pytest
 from routerlab.data.store import save
 from routerlab.datasets import demo
 from routerlab.errors import UsageError
-from routerlab.experiments.schema import load_experiment
+from routerlab.experiments.schema import Experiment, load_experiment
 from tests.experiments.helpers import write_experiment
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,7 +25,7 @@ n_queries = 120
 """
 
 
-def _load(tmp_path: Path, text: str) -> object:
+def _load(tmp_path: Path, text: str) -> Experiment:
     path = tmp_path / "exp.toml"
     path.write_text(text, encoding="utf-8")
     return load_experiment(path)
@@ -116,5 +116,12 @@ def test_paths_are_relative_to_the_file(tmp_path: Path, monkeypatch: pytest.Monk
 
 def test_settings_arrays_sweep(tmp_path: Path) -> None:
     exp = _load(tmp_path, GOOD + "[settings]\nn_boot = [40, 80]\n")
-    assert [s["n_boot"] for s in exp.settings_grid] == [40, 80]  # type: ignore[attr-defined]
-    assert exp.n_cells == 1 * 1 * 2 * 1 * 2  # type: ignore[attr-defined]
+    assert [s["n_boot"] for s in exp.settings_grid] == [40, 80]
+    assert exp.n_cells == 1 * 1 * 2 * 1 * 2
+
+
+def test_precomputed_encoder_path_is_relative_to_the_file(tmp_path: Path) -> None:
+    exp = _load(tmp_path, GOOD + '[settings]\nencoder = "precomputed:path=vectors/q.npy"\n')
+    assert exp.settings_grid[0]["encoder"] == f"precomputed:path={tmp_path / 'vectors' / 'q.npy'}"
+    absolute = _load(tmp_path, GOOD + '[settings]\nencoder = "precomputed:path=/abs/q.npy"\n')
+    assert absolute.settings_grid[0]["encoder"] == "precomputed:path=/abs/q.npy"

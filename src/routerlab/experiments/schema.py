@@ -358,7 +358,7 @@ def _setting(r: _Reader, key: str, name: str, value: Any) -> Any:
     if key == "encoder":
         from routerlab.features.registry import get_encoder
 
-        spec = r.string(name, value)
+        spec = _anchor_encoder_path(r.string(name, value), r.source.parent)
         try:
             get_encoder(spec)
         except RouterlabError as exc:
@@ -371,6 +371,20 @@ def _setting(r: _Reader, key: str, name: str, value: Any) -> Any:
     if not isinstance(value, bool):
         raise r.fail(name, f"must be true or false, got {_kind(value)}")
     return value
+
+
+def _anchor_encoder_path(spec: str, base: Path) -> str:
+    """``precomputed:path=vectors.npy`` -> the path made relative to the experiment file's directory."""
+    name, _, opts = spec.partition(":")
+    if name.strip() != "precomputed" or not opts:
+        return spec
+    parts = []
+    for part in opts.split(","):
+        key, eq, val = part.partition("=")
+        if eq and key.strip() == "path" and val.strip() and not Path(val.strip()).expanduser().is_absolute():
+            part = f"{key}={base / val.strip()}"
+        parts.append(part)
+    return f"{name}:{','.join(parts)}"
 
 
 def canonical(obj: Any) -> str:
