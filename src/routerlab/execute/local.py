@@ -260,6 +260,11 @@ class SharedArrays(Mapping[str, np.ndarray]):
     def __len__(self) -> int:
         return len(self._paths)
 
+    @property
+    def directory(self) -> Path:
+        """The folder holding the files (the same path in every process that maps them)."""
+        return self._dir
+
     def shape(self, key: str) -> tuple[int, ...]:
         """The array's shape, without opening its file."""
         return self._shapes[key][0]
