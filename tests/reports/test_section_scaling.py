@@ -56,8 +56,11 @@ def test_curve_table_figure_and_plateau_finding(full: tuple[Section, Path]) -> N
     assert pl["oracle_max"] == means[-1] and pl["oracle"] == means[curve["m"].index(pl["m"])]
     first = sec.findings[0]
     assert first.target == CURVE_TABLE_ID and f"m={pl['m']}" in first.text
-    assert f"{pl['rest_gain']:.3f}" in first.text and first.values["gain_after_m"] == pl["rest_gain"]
-    assert first.interval == (pl["band"][0], pl["band"][1])
+    assert f"{100 * pl['rest_gain']:.1f} points" in first.text and first.values["gain_after_m"] == pl["rest_gain"]
+    assert (first.values["pools_q05"], first.values["pools_q95"]) == (pl["band"][0], pl["band"][1])
+    assert first.interval is None  # the spread over pools is not a confidence interval
+    best = next(f for f in sec.findings if "best routed candidate group" in f.text)
+    assert f"{100 * best.values['difference']:+.1f} points" in best.text
 
 
 def test_groups_table_findings_and_decisions(full: tuple[Section, Path]) -> None:

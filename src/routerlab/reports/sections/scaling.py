@@ -131,14 +131,15 @@ def curve_findings(curve: ScalingCurve) -> list[Finding]:
             text = (f"Random pools of m={pl['m']} actors already reach {GAIN_SHARE:.0%} of what the whole pool of "
                     f"{pl['m_max']} adds to the oracle over one actor (mean oracle {pl['oracle']:.3f}, 5-95% of "
                     f"pools {pl['band'][0]:.3f} to {pl['band'][1]:.3f}): the other {pl['m_max'] - pl['m']} actors "
-                    f"raise it by a further {pl['rest_gain']:.3f} (to {pl['oracle_max']:.3f}).")
+                    f"raise it by a further {100 * pl['rest_gain']:.1f} points (to {pl['oracle_max']:.3f}).")
         else:
             text = (f"The oracle keeps rising up to the whole pool of {pl['m_max']} actors (mean {pl['oracle']:.3f} "
                     f"against {pl['oracle_m1']:.3f} for one actor): no smaller pool reaches {GAIN_SHARE:.0%} of its "
                     "gain.")
+        # the band is the spread over random pools, not a confidence interval: a value, not the finding's interval
         out.append(Finding(text, CURVE_TABLE_ID, {"m": pl["m"], "oracle_at_m": pl["oracle"],
-                                                  "oracle_all": pl["oracle_max"], "gain_after_m": pl["rest_gain"]},
-                           (pl["band"][0], pl["band"][1])))
+                                                  "pools_q05": pl["band"][0], "pools_q95": pl["band"][1],
+                                                  "oracle_all": pl["oracle_max"], "gain_after_m": pl["rest_gain"]}))
     return out
 
 
@@ -165,11 +166,11 @@ def group_findings(groups: list[dict[str, Any]], single: dict[str, Any]) -> list
         d = r["versus_best_single"]
         lo, hi = d["ci"]
         verdict = ("beats" if lo > 0 else "does not clearly beat") if not math.isnan(lo) else "cannot be compared with"
-        interval = f"[{lo:+.3f}, {hi:+.3f}]" if not math.isnan(lo) else "(interval undefined)"
+        interval = f"(95% CI [{100 * lo:+.1f}, {100 * hi:+.1f}])" if not math.isnan(lo) else "(interval undefined)"
         out.append(Finding(
             f"The best routed candidate group is {g['kind']} with m={g['m']}: `{spec}` scores "
             f"{_fmt_ci(r['mu_o'], r['ci'])} and {verdict} that group's best single actor by "
-            f"{d['difference']:+.3f} {interval}, against a group oracle of {g['test_oracle']:.3f}.",
+            f"{100 * d['difference']:+.1f} points {interval}, against a group oracle of {g['test_oracle']:.3f}.",
             GROUPS_TABLE_ID, {"m": g["m"], "mu_o": r["mu_o"], "difference": d["difference"],
                               "group_oracle": g["test_oracle"]},
             (lo, hi) if not math.isnan(lo) else None))
