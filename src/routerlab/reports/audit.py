@@ -304,7 +304,11 @@ def _run_sections(table: RoutingTable, ctx: AuditContext, registered: list[_Regi
              for reg in registered}
     options.reset()
     quick = bool(dict.get(options, "quick", False))
-    tkeys = {reg.name: timing_key(reg.name, table.n_queries, table.n_actors, quick) for reg in registered}
+    # one timing slot per section, table size, --quick and which of its declared options are set (a section
+    # given --logs or a model pair does real work; without, it says why it skipped in no time)
+    tkeys = {reg.name: timing_key(reg.name, table.n_queries, table.n_actors, quick,
+                                  [k for k in reg.depends if k != "quick" and dict.get(options, k) is not None])
+             for reg in registered}
     estimates = {reg.name: 0.0 if cache.has(reg.name, bases[reg.name])
                  else _estimate(cache.last_seconds(tkeys[reg.name]), reg.name, table, quick) for reg in registered}
     producers: dict[str, str] = {}  # shared key -> effective key of the section that wrote it
@@ -494,11 +498,9 @@ def audit_summary(record: dict[str, Any], out_dir: Path) -> list[str]:
         b = secs["bounds"]
         lines.append(f"oracle {b['oracle']:.4f}, best single actor {b['best_single_actor']} {b['best_single']:.4f}, "
                      f"random {b['random']:.4f}")
-    if "leaderboard" in secs and secs["leaderboard"].get("headline"):
-        lines.append(secs["leaderboard"]["headline"])
-    for name in ("partial", "robustness"):
-        if name in secs and secs[name].get("headline"):
-            lines.append(secs[name]["headline"])
+    for name, sec in secs.items():  # every other section's one-line headline, in report order
+        if name not in {"table", "bounds", "diversity"} and sec.get("headline"):
+            lines.append(str(sec["headline"]))
     if "diversity" in secs and "hse_normalized" in secs["diversity"]:
         d = secs["diversity"]
         lines.append(f"diversity: normalised HSE {d['hse_normalized']:.3f} over {d['n_actors']} actors"

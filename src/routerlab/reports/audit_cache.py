@@ -24,7 +24,7 @@ import json
 import math
 import os
 import pickle
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -264,10 +264,11 @@ def _write(path: Path, data: bytes) -> None:
     atomic_write(path, go)
 
 
-def timing_key(name: str, n_queries: int, n_actors: int, quick: bool) -> str:
-    """A section's timing slot: its name, the table's shape in powers of two, and ``--quick``."""
+def timing_key(name: str, n_queries: int, n_actors: int, quick: bool, given: Sequence[str] = ()) -> str:
+    """A section's timing slot: its name, the table's shape in powers of two, ``--quick`` and which of the
+    options it declared are ``given`` (their names, not values)."""
     bucket = f"{round(math.log2(max(n_queries, 1)))}x{round(math.log2(max(n_actors, 1)))}"
-    return f"{name}|{bucket}|{'quick' if quick else 'full'}"
+    return f"{name}|{bucket}|{'quick' if quick else 'full'}|{','.join(sorted(given))}"
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, int]]:
