@@ -275,3 +275,20 @@ def test_cli_cache_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caps
     assert not (tmp_path / "env").exists()
     assert main([*base, "-o", str(tmp_path / "e")]) == 0
     assert len(list((tmp_path / "env" / "audit").glob("*.pkl"))) == 2
+
+
+def test_old_entries_are_pruned_least_recently_used_first(small_demo: RoutingTable, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: Counter[str] = Counter()
+    fake_sections(monkeypatch, calls)
+    cache = tmp_path / "cache"
+    for i in range(audit_cache.KEEP + 3):
+        run_audit(small_demo, tmp_path / f"r{i}", only=["maker"], options={"routers": [str(i)]}, cache_dir=cache)
+        if i == 0:
+            first = next(cache.glob("maker.*.pkl"))
+        run_audit(small_demo, tmp_path / f"s{i}", only=["maker"], options={"routers": ["0"]}, cache_dir=cache)
+    entries = list(cache.glob("maker.*.pkl"))
+    assert len(entries) == audit_cache.KEEP and first in entries  # used every time: kept
+    calls.clear()
+    run_audit(small_demo, tmp_path / "again", only=["maker"], options={"routers": ["1"]}, cache_dir=cache)
+    assert calls == Counter(["maker"])  # the oldest variant was removed

@@ -9,7 +9,8 @@ the content of a ``logs`` file, not just its name) and every ``ctx.shared`` entr
 section that produced it. So an undeclared option read, or a leaderboard recomputed with other routers,
 can never hand a stale result to the partial-observability section that reads it.
 
-An entry that cannot be read (damaged, truncated, from another Python) is ignored and recomputed; a
+At most :data:`KEEP` entries per section are kept, the least recently used removed first. An entry that
+cannot be read (damaged, truncated, from another Python) is ignored and recomputed; a
 cache directory that cannot be written costs only the reuse. Timings of computed sections are kept in
 ``timings.json`` beside the entries, keyed by section, table shape bucket and ``--quick``, for the
 progress line's estimates.
@@ -37,6 +38,8 @@ from routerlab._atomic import atomic_write
 ENV_VAR = "ROUTERLAB_CACHE_DIR"
 FORMAT = 1  # bump when CachedSection changes shape: older entries are then simply not found
 TIMINGS = "timings.json"
+KEEP = 8
+"""Entries kept per section (option variants, tables, seeds); older ones are removed when a new one is stored."""
 MISSING = "<missing>"  # what an option a section read but was not given counts as
 
 
@@ -217,17 +220,34 @@ class SectionCache:
         for key, producer in entry.shared_reads.items():
             if producers.get(key) != producer:
                 return None
+        with contextlib.suppress(OSError):
+            os.utime(path)  # recently used: kept by the pruning
         return entry
 
     def store(self, name: str, entry: CachedSection) -> None:
         """Write ``entry`` atomically; a failure (full disk, read-only directory) is noted, not raised."""
         if self.root is None:
             return
+        path = self._path(name, entry.base)
         try:
             data = pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
-            _write(self._path(name, entry.base), data)
+            _write(path, data)
         except Exception as exc:  # an unpicklable result or an unwritable directory: no reuse, no failure
             self.problems.append(f"could not cache section {name} ({type(exc).__name__}: {exc})")
+            return
+        self._prune(path)
+
+    def _prune(self, kept: Path) -> None:
+        """Keep the :data:`KEEP` most recently used entries of a section (a hit refreshes an entry's time)."""
+        prefix = kept.name.rsplit(".", 2)[0]
+        entries = []
+        for p in kept.parent.glob(f"{prefix}.*.pkl"):
+            with contextlib.suppress(OSError):
+                entries.append((p.stat().st_mtime_ns, p))
+        for _, p in sorted(entries, reverse=True)[KEEP:]:
+            if p != kept:
+                with contextlib.suppress(OSError):
+                    p.unlink()
 
     # -- timings, for the progress line's estimates -------------------------------------------------
 
