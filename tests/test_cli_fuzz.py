@@ -302,3 +302,17 @@ def test_extract(tmp_path_factory: pytest.TempPathFactory, field: str, value: st
     fuzzed = {"--model": f"local:{value}" if value.strip() else value, "--questions": str(root / f"{value}.jsonl"),
               "-o": str(root / "file" / value) if value.strip() else str(root / "file")}.get(field, value)
     run_cli(["extract", *options(valid, field, fuzzed), "--json"])
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small=st.sampled_from(["tiny-2b", "frontier-235b", "nosuch", "", " ", "\u00e9", "tiny-2b,frontier-235b"]),
+       large=st.sampled_from(["frontier-235b", "tiny-2b", "nosuch", ""]),
+       which=st.sampled_from(["both", "small", "large"]),
+       logs=st.sampled_from(["", "/no/such.csv", "/", ".", "x.parquet"]))
+def test_audit_pair_and_logs(table_dir: str, tmp_path_factory: pytest.TempPathFactory, small: str, large: str,
+                             which: str, logs: str) -> None:
+    out = tmp_path_factory.mktemp("audit")
+    pair = {"both": ["--small", small, "--large", large], "small": ["--small", small],
+            "large": ["--large", large]}[which]
+    run_cli(["audit", table_dir, "--only", "table,bounds", *pair, *(["--logs", logs] if logs else []),
+             "--no-cache", "-o", str(out), "--json"])
