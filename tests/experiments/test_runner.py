@@ -84,6 +84,16 @@ def test_rerun_reuses_every_cell_without_fitting(tmp_path: Path, monkeypatch: py
     assert _rows(store) == before
     assert query(store, "SELECT count(*) FROM runs WHERE status = 'finished'")[1] == [(2,)]
 
+    def no_executor() -> SerialExecutor:
+        raise AssertionError("an executor was started although every cell is stored")
+
+    summary = run_experiment(exp, store, executor=no_executor)
+    assert (summary.cells_run, summary.backend, summary.workers) == (0, "none", 0)
+    made: list[SerialExecutor] = []
+    summary = run_experiment(load_experiment(write_experiment(tmp_path, seeds="0, 1, 4")), store,
+                             executor=lambda: made.append(SerialExecutor()) or made[-1])
+    assert (summary.cells_run, summary.backend, len(made)) == (6, "serial", 1)
+
 
 def test_added_seed_and_router_run_only_new_cells(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = tmp_path / "store"

@@ -59,17 +59,17 @@ def run_cmd(
     def say_reused(reused: int, total: int) -> None:
         typer.echo(f"{exp.name}: {reused} of {total} cells reused", err=as_json)
 
-    ex = make_executor(backend, workers=workers, scheduler=scheduler)
-    try:
-        summary = run_experiment(exp, store, executor=ex, on_reuse=say_reused)
-    finally:
-        ex.close()
+    summary = run_experiment(exp, store, on_reuse=say_reused,
+                             executor=lambda: make_executor(backend, workers=workers, scheduler=scheduler))
     board = leaderboard(store, metric, cell_ids=summary.cell_ids)
     if as_json:
         print_json({**summary.to_dict(), "metric": metric, "leaderboard": [r.to_dict() for r in board]})
         return
     typer.echo(board_text(board, metric))
     skipped = f", {summary.cells_skipped} skipped (see the cells table)" if summary.cells_skipped else ""
+    if summary.cells_run == 0:
+        typer.echo(f"nothing to run: all {summary.cells_total} cells are in {summary.store} (run {summary.run_id})")
+        return
     typer.echo(f"ran {summary.cells_run} cells in {summary.tasks} tasks on {summary.backend} "
                f"({summary.workers} worker{'s' if summary.workers != 1 else ''}) in {summary.seconds:.1f} s{skipped}; "
                f"{summary.rows_written} rows -> {summary.store} (run {summary.run_id})")

@@ -216,11 +216,14 @@ def load_tables(exp: Experiment) -> dict[str, Any]:
     return out
 
 
-def run_experiment(exp: Experiment, store_dir: Path, *, executor: Executor | None = None,
+def run_experiment(exp: Experiment, store_dir: Path, *, executor: Executor | Callable[[], Executor] | None = None,
                    on_reuse: Callable[[int, int], None] | None = None) -> RunSummary:
     """Run every cell of ``exp`` the store in ``store_dir`` does not hold yet, through ``executor`` (this
     process when None), writing each finished cell at once. ``on_reuse(reused, total)`` is called before
-    any cell runs (the CLI prints "N of M cells reused")."""
+    any cell runs (the CLI prints "N of M cells reused").
+
+    ``executor`` may be a function that makes one: it is called only when some cell must run (a rerun that
+    reuses everything starts no worker or cluster), and the executor it made is closed at the end."""
     from routerlab import __version__
     from routerlab.execute.base import SerialExecutor
     from routerlab.progress import track
@@ -236,10 +239,18 @@ def run_experiment(exp: Experiment, store_dir: Path, *, executor: Executor | Non
     if on_reuse is not None:
         on_reuse(len(cells) - len(todo), len(cells))
     tasks = plan(todo)
-    ex = executor if executor is not None else SerialExecutor()
+    made = executor is not None and not isinstance(executor, Executor)
+    if executor is None or (made and not tasks):
+        ex: Executor = SerialExecutor()
+    elif isinstance(executor, Executor):
+        ex = executor
+    else:
+        ex = executor()
+    # a rerun that reuses every cell starts no executor: the run records backend "none"
+    backend, n_workers = ("none", 0) if made and not tasks else (ex.name, ex.workers)
     run_id = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
     store.start_run(run_id, experiment=exp.name, file=str(exp.source), file_hash=exp.file_hash,
-                    backend=ex.name, workers=ex.workers, cells_total=len(cells),
+                    backend=backend, workers=n_workers, cells_total=len(cells),
                     cells_reused=len(cells) - len(todo), version=__version__)
     by_id = {c.cell_id: c for c in todo}
     rows = skipped = 0
@@ -267,7 +278,9 @@ def run_experiment(exp: Experiment, store_dir: Path, *, executor: Executor | Non
         raise
     finally:
         store.finish_run(run_id, status)
-    return RunSummary(run_id=run_id, experiment=exp.name, store=store.path, backend=ex.name,
-                      workers=ex.workers, cells_total=len(cells), cells_reused=len(cells) - len(todo),
+        if made and tasks:
+            ex.close()
+    return RunSummary(run_id=run_id, experiment=exp.name, store=store.path, backend=backend,
+                      workers=n_workers, cells_total=len(cells), cells_reused=len(cells) - len(todo),
                       cells_run=len(todo), cells_skipped=skipped, rows_written=rows, tasks=len(tasks),
                       seconds=time.perf_counter() - started, cell_ids=[c.cell_id for c in cells])
