@@ -90,6 +90,7 @@ def test_bounds_are_left_out_of_the_routers_option(table: RoutingTable, logged: 
                                                    tmp_path: Path) -> None:
     sec = run(table, tmp_path, logs=str(logged[1]), routers=["oracle", "knn"], quick=True)
     assert sec.data["routers"] == ["knn"] and "oracle" in sec.data["skipped_routers"]
+    assert run(table, tmp_path, logs=str(logged[1]), routers="oracle, linear", quick=True).data["routers"] == ["linear"]
 
 
 def test_routerlab_log_default_output_is_usable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -74,6 +74,8 @@ def pick_routers(ctx: AuditContext, train: RoutingTable) -> tuple[list[str], dic
     """The routers to estimate: the audit's ``routers`` option (bounds left out) or the defaults, those that can
     train on ``train``, at most MAX_ROUTERS; and why the others were left out."""
     given = ctx.options.get("routers")
+    if isinstance(given, str):  # "knn,linear" as a command line writes it
+        given = [s.strip() for s in given.split(",") if s.strip()]
     specs = [str(s) for s in (given if given else DEFAULT_ROUTERS)]
     if ctx.quick and not given:
         specs = specs[:MAX_ROUTERS[True]]
