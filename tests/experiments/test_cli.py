@@ -103,6 +103,7 @@ def test_bad_sql_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     (["run", "{tmp}/exp.toml", "--backend", "serial", "--store", "{tmp}/afile"], ["--store", "not a directory"]),
     (["run", "{tmp}/exp.toml", "--backend", "serial", "--store", "{tmp}/afile/sub"], ["--store", "which is a file"]),
     (["run", "{tmp}/exp.toml", "--backend", "serial", "--workers", "0"], ["--workers"]),
+    (["run", "{tmp}/exp.toml", "--backend", "serial", "--metric", "accuracy"], ["--metric 'accuracy'", "mu_o"]),
     (["run", "{tmp}/exp.toml", "--backend", "serial", "--workers", "2"], ["--workers 2", "serial"]),
     (["results", "query", "SELECT 1", "--store", "{tmp}/nostore"], ["no results store", "routerlab run"]),
     (["results", "show", "--store", "{tmp}/nostore"], ["no results store"]),

@@ -28,6 +28,15 @@ def _check_backend(backend: str, workers: int | None, scheduler: str | None) -> 
         raise UsageError(f"--workers {workers}: the serial backend runs one task at a time; use --backend local")
 
 
+def _check_metric(metric: str) -> None:
+    """``--metric`` names a registered metric (SPEC 7), checked before anything runs."""
+    from routerlab.metrics.registry import registered_metrics
+
+    known = registered_metrics()
+    if metric not in known:
+        raise UsageError(f"--metric {metric!r}: unknown metric; known: {', '.join(known)}")
+
+
 @app.command("run")
 def run_cmd(
     experiment: Annotated[Path, typer.Argument(help="The experiment file (TOML; see the README's "
@@ -53,6 +62,7 @@ def run_cmd(
     from routerlab.experiments.store import check_store_dir, leaderboard
 
     _check_backend(backend, workers, scheduler)
+    _check_metric(metric)
     check_store_dir(store)
     exp = load_experiment(experiment)
 
