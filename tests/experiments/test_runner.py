@@ -234,3 +234,15 @@ n_queries = 200
     assert [s[0] for s in settings] == ['{"encoder":"tfidf","n_boot":40,"rounds":2,"skip_inapplicable":false}',
                                         '{"encoder":"tfidf","n_boot":50,"rounds":2,"skip_inapplicable":false}']
     assert query(store, "SELECT DISTINCT protocol, seed FROM results")[1] == [("voyager", 3)]
+
+
+def test_table_without_split_labels_is_refused_before_running(tmp_path: Path) -> None:
+    table = demo(n_queries=100)
+    queries = dataclasses.replace(table.queries, split=np.full(100, "", dtype=object))
+    save(dataclasses.replace(table, queries=queries), tmp_path / "nosplit")
+    path = tmp_path / "exp.toml"
+    path.write_text('name = "n"\nrouters = ["knn"]\nseeds = [0]\nprotocols = ["full"]\n'
+                    '[[tables]]\npath = "nosplit"\n', encoding="utf-8")
+    with pytest.raises(UsageError, match=r"exp.toml: \[\[tables\]\]\[1\].split \(nosplit\): .*random split"):
+        run_experiment(load_experiment(path), tmp_path / "store")
+    assert not (tmp_path / "store").exists()  # refused before the store was created

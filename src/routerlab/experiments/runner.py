@@ -204,6 +204,7 @@ class RunSummary:
 def load_tables(exp: Experiment) -> dict[str, Any]:
     """Every table of the experiment, loaded once in the driver (a bad table directory is one error line
     naming the experiment file and the table)."""
+    from routerlab.data.splits import make_split
     from routerlab.progress import task
 
     out: dict[str, Any] = {}
@@ -213,6 +214,10 @@ def load_tables(exp: Experiment) -> dict[str, Any]:
                 out[t.name] = t.load()
             except RouterlabError as exc:
                 raise UsageError(f"{exp.source}: [[tables]][{i}] ({t.name}): {exc}") from None
+        try:  # a table without split labels under split = "given" fails here, not in a worker
+            make_split(out[t.name], t.split, exp.seeds[0])
+        except RouterlabError as exc:
+            raise UsageError(f"{exp.source}: [[tables]][{i}].split ({t.name}): {exc}") from None
     return out
 
 
