@@ -122,27 +122,32 @@ def test_results_do_not_depend_on_the_other_routers_of_a_task(tmp_path: Path) ->
 
 
 class _OneThenCrash:
-    """An executor whose second task dies (a lost worker)."""
+    """An executor whose second task dies (a lost worker, or Ctrl-C)."""
 
     name = "crashy"
     workers = 1
 
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
     def run(self, fn: Callable[[Any, Any], Any], items: Sequence[Any], *, shared: Any = None
             ) -> Iterator[tuple[int, Any]]:
         yield 0, fn(shared, items[0])
-        raise RuntimeError("worker lost")
+        raise self.exc
 
     def close(self) -> None:
         return None
 
 
-def test_crash_keeps_finished_cells(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("exc", "status"), [(RuntimeError("worker lost"), "failed"),
+                                             (KeyboardInterrupt(), "interrupted")])
+def test_crash_keeps_finished_cells(tmp_path: Path, exc: BaseException, status: str) -> None:
     exp = load_experiment(write_experiment(tmp_path))
     store = tmp_path / "store"
-    with pytest.raises(RuntimeError, match="worker lost"):
-        run_experiment(exp, store, executor=_OneThenCrash())
+    with pytest.raises(type(exc)):
+        run_experiment(exp, store, executor=_OneThenCrash(exc))
     assert query(store, "SELECT count(DISTINCT cell_id) FROM results")[1] == [(6,)]
-    assert query(store, "SELECT status FROM runs")[1] == [("failed",)]
+    assert query(store, "SELECT status FROM runs")[1] == [(status,)]
     summary = run_experiment(exp, store, executor=SerialExecutor())
     assert (summary.cells_reused, summary.cells_run) == (6, 6)
 
