@@ -63,10 +63,10 @@ def test_findings_tables_and_decisions(full: Section) -> None:
                key=lambda r: r["id_mean"]["auroc"])
     assert f"`{best['router']}`" in auroc.text and auroc.values["auroc"] == best["id_mean"]["auroc"]
     assert auroc.interval == tuple(best["id_mean"]["auroc_ci"])
-    rate = next(f for f in full.findings if "of the large model's score" in f.text)
+    rate = next(f for f in full.findings if f.target == f"{NAME}-call-rate")
     spec = max((k for k in stats if k not in {"oracle", "random"}), key=lambda k: stats[k]["phi"])
     assert f"`{spec}`" in rate.text and rate.values["phi"] == stats[spec]["phi"]
-    assert f"{stats[spec]['share_of_large']:.0%}" in rate.text and rate.target == f"{NAME}-call-rate"
+    assert f"{stats[spec]['phi']:.3f}" in rate.text and f"{stats[spec]['perf_large']:.3f}" in rate.text
     tables = {b.id: b for b in full.blocks if isinstance(b, Table)}
     assert {f"{NAME}-auroc", f"{NAME}-lpm", f"{NAME}-hcr", f"{NAME}-call-rate"} <= set(tables)
     assert all(t.sortable for t in tables.values()) and tables[f"{NAME}-auroc"].terms[1] == "auroc"  # type: ignore[index]
@@ -100,3 +100,15 @@ def test_quick_is_smaller(table: RoutingTable, full: Section, tmp_path: Path) ->
     sec = run(table, tmp_path, small=SMALL, large=LARGE, quick=True)
     assert sec.data["n_boot"] < full.data["n_boot"]
     assert len(sec.figures) == 1 < len(full.figures)
+
+
+def test_datasets_without_a_test_query_train_nothing(table: RoutingTable, tmp_path: Path) -> None:
+    """A dataset whose queries are all training queries is left out (with a count), not an index error."""
+    import dataclasses
+
+    split = table.queries.split.copy()
+    split[table.queries.dataset == "law"] = "train"
+    queries = dataclasses.replace(table.queries, split=split)
+    sec = run(dataclasses.replace(table, queries=queries), tmp_path, small=SMALL, large=LARGE, quick=True)
+    assert sec.data["measured"] and sec.data["datasets"] == ["code", "math"]
+    assert sec.data["left_out_train_queries"] == int((table.queries.dataset == "law").sum())

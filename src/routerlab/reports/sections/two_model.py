@@ -80,17 +80,23 @@ def audit_pair(table: RoutingTable, options: dict[str, Any]) -> tuple[str, str] 
     return str(small), str(large)
 
 
-def pair_split(table: RoutingTable, split: Split, small: str, large: str) -> tuple[RoutingTable, Split]:
-    """The table cut to the queries where both models' scores are known, and the audit's split mapped onto it
-    (positions renumbered; queries the split leaves out stay out)."""
+def pair_split(table: RoutingTable, split: Split, small: str, large: str) -> tuple[RoutingTable, Split, int]:
+    """The table cut to the queries where both models' scores are known, of the datasets with such a test query
+    (the protocol's in-domain datasets: each needs a test part), and the audit's split mapped onto it (positions
+    renumbered; queries the split leaves out stay out); with the number of training queries left out because
+    their dataset has no such test query."""
     both = np.asarray(~np.isnan(table.score[:, table.actor_index([small, large])]).any(axis=1), dtype=bool)
-    new_pos = np.cumsum(both) - 1
+    dataset = table.queries.dataset.astype(str)
+    tested = np.unique(dataset[split.test[both[split.test]]])
+    kept = both & np.isin(dataset, tested)
+    new_pos = np.cumsum(kept) - 1
 
     def keep(rows: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
-        return np.asarray(new_pos[rows[both[rows]]], dtype=np.intp)
+        return np.asarray(new_pos[rows[kept[rows]]], dtype=np.intp)
 
-    return table.select_queries(both), Split(keep(split.train), keep(split.test), split.kind, split.seed,
-                                             dict(split.params))
+    untested = int((both[split.train] & ~kept[split.train]).sum())
+    mapped = Split(keep(split.train), keep(split.test), split.kind, split.seed, dict(split.params))
+    return table.select_queries(kept), mapped, untested
 
 
 def _applicable(pair: RoutingTable, split: Split, small: str, large: str, seed: int
@@ -204,10 +210,16 @@ def finding_objects(result: dict[str, Any], stats: dict[str, dict[str, Any]], ra
     if routed:
         spec, st = max(routed.items(), key=lambda kv: kv[1]["phi"])
         lo, hi = st["ci"]
+        if st["phi"] > st["perf_large"]:  # routing can beat both models: each is better on some queries
+            text = (f"Calling the large model on only {st['call_rate']:.0%} of the queries, `{spec}` scores "
+                    f"{st['phi']:.3f} [{lo:.3f}, {hi:.3f}], above the large model alone ({st['perf_large']:.3f}; "
+                    f"the small model alone {st['perf_small']:.3f}).")
+        else:
+            text = (f"`{spec}` reaches {st['share_of_large']:.0%} of the large model's score ({st['phi']:.3f} "
+                    f"[{lo:.3f}, {hi:.3f}] against {st['perf_large']:.3f}; the small model alone "
+                    f"{st['perf_small']:.3f}) calling it on {st['call_rate']:.0%} of the queries.")
         out.append(Finding(
-            f"`{spec}` reaches {st['share_of_large']:.0%} of the large model's score ({st['phi']:.3f} [{lo:.3f}, "
-            f"{hi:.3f}] against {st['perf_large']:.3f}; the small model alone {st['perf_small']:.3f}) calling it on "
-            f"{st['call_rate']:.0%} of the queries.", f"{NAME}-call-rate",
+            text, f"{NAME}-call-rate",
             {"phi": st["phi"], "perf_large": st["perf_large"], "perf_small": st["perf_small"],
              "share_of_large": st["share_of_large"], "call_rate": st["call_rate"]},
             None if math.isnan(lo) else (lo, hi)))
@@ -241,10 +253,13 @@ def two_model_section(table: RoutingTable, ctx: AuditContext) -> Section:
 
     n_boot = N_BOOT_QUICK if ctx.quick else N_BOOT
     encoder = str(ctx.options.get("encoder", "tfidf"))
-    sub, split = pair_split(table, ctx.split, small, large)
+    sub, split, untested = pair_split(table, ctx.split, small, large)
     datasets = sorted(set(sub.queries.dataset[split.test].astype(str).tolist()))
     chosen, skipped = _applicable(sub, split, small, large, ctx.seed)
     skipped_text = "".join(f" Router `{k}` skipped: {v}." for k, v in skipped.items())
+    if untested:
+        skipped_text += (f" {untested} training queries of datasets without a test query are left out (every "
+                         "dataset here is in-domain, and an in-domain dataset is scored on its own test part).")
     try:
         if not chosen or not datasets:
             raise UsageError("no router can train on the split" if datasets else "no test query has both scores")
@@ -289,8 +304,8 @@ def two_model_section(table: RoutingTable, ctx: AuditContext) -> Section:
     headline = f"two-model {small} -> {large}: {best}".rstrip()
     data = {"measured": True, "small": small, "large": large, "routers": chosen, "skipped_routers": skipped,
             "datasets": datasets, "findings": sentences, "headline": headline, "two_model": result,
-            "n_boot": n_boot, "quick": ctx.quick, "call_rate": {"rate": CALL_RATE, "routers": stats},
-            "opening_findings": [f.text for f in found]}
+            "n_boot": n_boot, "quick": ctx.quick, "left_out_train_queries": untested,
+            "call_rate": {"rate": CALL_RATE, "routers": stats}, "opening_findings": [f.text for f in found]}
     terms = ["call-rate curve", "auroc", "lpm", "hcr", "95% CI"]
     figures = [Figure(p.name, f"Call-rate curves: {d}", id=f"{NAME}-curves-{i}")
                for i, (p, d) in enumerate(zip(plots, names, strict=True))]
