@@ -17,6 +17,12 @@ def _run(tmp_path: Path, *extra: str) -> Path:
     return store
 
 
+@pytest.fixture(scope="module")
+def built_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One store the read-only tests share (they never change it: that is what some of them check)."""
+    return _run(tmp_path_factory.mktemp("built"))
+
+
 def _one_line_error(capsys: pytest.CaptureFixture[str], code: int, *needles: str) -> str:
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -44,9 +50,8 @@ def test_run_prints_reuse_and_leaderboard(tmp_path: Path, capsys: pytest.Capture
     assert {r["router"] for r in record["leaderboard"]} == {"oracle", "best-single", "knn"}
 
 
-def test_results_query_text_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    store = _run(tmp_path)
-    capsys.readouterr()
+def test_results_query_text_and_json(built_store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = built_store
     sql = "SELECT router, count(*) AS n FROM results WHERE metric = 'mu_o' GROUP BY router ORDER BY router"
     assert main(["results", "query", sql, "--store", str(store)]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -58,9 +63,8 @@ def test_results_query_text_and_json(tmp_path: Path, capsys: pytest.CaptureFixtu
                                                    {"router": "oracle", "n": 4}]
 
 
-def test_results_show_leaderboard(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    store = _run(tmp_path)
-    capsys.readouterr()
+def test_results_show_leaderboard(built_store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = built_store
     assert main(["results", "show", "--store", str(store), "--metric", "acc_at_1", "--json"]) == 0
     board = json.loads(capsys.readouterr().out)
     assert len(board) == 6  # 3 routers x 2 protocols on one table
@@ -73,9 +77,8 @@ def test_results_show_leaderboard(tmp_path: Path, capsys: pytest.CaptureFixture[
     _one_line_error(capsys, code, "--metric 'nope'", "mu_o")
 
 
-def test_results_query_is_read_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    store = _run(tmp_path)
-    capsys.readouterr()
+def test_results_query_is_read_only(built_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = built_store
     code = main(["results", "query", "DELETE FROM results", "--store", str(store)])
     _one_line_error(capsys, code, "read-only")
     code = main(["results", "query", f"COPY results TO '{tmp_path / 'out.csv'}'", "--store", str(store)])
@@ -85,9 +88,8 @@ def test_results_query_is_read_only(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert json.loads(capsys.readouterr().out) == [{"n": 108}]
 
 
-def test_bad_sql_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    store = _run(tmp_path)
-    capsys.readouterr()
+def test_bad_sql_is_one_line(built_store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = built_store
     code = main(["results", "query", "SELEC * FROM results", "--store", str(store)])
     _one_line_error(capsys, code, "results query:", "syntax error")
     code = main(["results", "query", "SELECT nope FROM results", "--store", str(store)])
