@@ -71,6 +71,33 @@ def test_audit_logs_file_is_read_before_any_section(tmp_path: Path, capsys: pyte
     assert str(bad) in err and "propensity" in err and len(err.strip().splitlines()) == 1
 
 
+def test_audit_passes_its_options_to_the_sections(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from routerlab.reports import audit
+    from routerlab.reports.blocks import Section
+
+    seen: list[dict[str, object]] = []
+
+    def spy(table: RoutingTable, ctx: audit.AuditContext) -> Section:
+        seen.append({k: ctx.options.get(k) for k in audit.OPTION_KEYS} | {"quick_property": ctx.quick})
+        return Section("Spy")
+
+    audit.sections()
+    monkeypatch.setitem(audit._SECTIONS._entries, "spy", audit._Registered("spy", 999, spy))
+    demo(300, seed=1).save(tmp_path / "t")
+    logs = tmp_path / "logs.csv"
+    assert main(["log", str(tmp_path / "t"), "--part", "test", "-o", str(logs)]) == 0
+    base = ["audit", str(tmp_path / "t"), "--only", "spy", "--no-cache"]
+    assert main([*base, "-o", str(tmp_path / "a")]) == 0
+    assert main([*base, "--quick", "--small", "tiny-2b", "--large", "frontier-235b", "--logs", str(logs),
+                 "-o", str(tmp_path / "b")]) == 0
+    assert seen[0] == {k: None for k in audit.OPTION_KEYS} | {"quick_property": False}
+    assert seen[1] == {**seen[0], "quick": True, "small": "tiny-2b", "large": "frontier-235b", "logs": str(logs),
+                       "quick_property": True}
+    out = capsys.readouterr().out
+    assert f"wrote {tmp_path / 'b' / 'report.html'} (the report" in out
+
+
 def test_info_json_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     demo(300, seed=1).save(tmp_path / "t")
     assert main(["info", str(tmp_path / "t"), "--json"]) == 0
