@@ -119,3 +119,23 @@ def test_bad_command_lines_are_one_line_exit_2(tmp_path: Path, capsys: pytest.Ca
     code = main([a.replace("{tmp}", str(tmp_path)) for a in args])
     _one_line_error(capsys, code, *needles)
     assert not (tmp_path / "afile").is_dir()
+
+
+def test_show_keeps_table_versions_and_settings_apart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "store"
+    for n_queries, n_boot in ((120, 40), (150, 40), (150, 50)):
+        path = tmp_path / f"e{n_queries}-{n_boot}.toml"
+        path.write_text(f'name = "e"\nrouters = ["best-single"]\nseeds = [0]\nprotocols = ["full"]\n'
+                        f'[settings]\nn_boot = {n_boot}\n[[tables]]\npath = "demo"\nn_queries = {n_queries}\n',
+                        encoding="utf-8")
+        assert main(["run", str(path), "--store", str(store), "--backend", "serial"]) == 0
+    capsys.readouterr()
+    assert main(["results", "show", "--store", str(store), "--json"]) == 0
+    board = json.loads(capsys.readouterr().out)
+    assert len(board) == 3 and len({r["data_hash"] for r in board}) == 2  # never averaged across versions
+    assert main(["results", "show", "--store", str(store)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:3] == ["table", "protocol", "settings"]
+    labels = {line.split()[0] for line in lines[2:]}
+    assert len(labels) == 2 and all(label.startswith("demo@") for label in labels)
+    assert sum("n_boot=50" in line for line in lines) == 1

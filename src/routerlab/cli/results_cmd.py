@@ -82,20 +82,41 @@ def _settings_text(settings: str) -> str:
     return " ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in obj.items())
 
 
+def _table_labels(rows: Sequence[BoardRow]) -> dict[tuple[str, str, str], str]:
+    """A table's name, with its content hash when the store holds more than one version under that name and
+    its split when it was run under more than one."""
+    hashes: dict[str, set[str]] = {}
+    splits: dict[str, set[str]] = {}
+    for r in rows:
+        hashes.setdefault(r.table_name, set()).add(r.data_hash)
+        splits.setdefault(r.table_name, set()).add(r.split)
+    labels = {}
+    for r in rows:
+        label = r.table_name
+        if len(hashes[r.table_name]) > 1:
+            label += f"@{r.data_hash[:8]}"
+        if len(splits[r.table_name]) > 1:
+            label += f" ({r.split})"
+        labels[(r.table_name, r.data_hash, r.split)] = label
+    return labels
+
+
 def board_text(rows: Sequence[BoardRow], metric: str) -> str:
     """The leaderboard as text: per table x protocol (x settings when they vary), routers by mean ``metric``
     over seeds, with the seeds' range and the mean of their 95% interval bounds."""
     if not rows:
         return f"no results for metric {metric}"
-    vary = len({(r.table_name, r.protocol, r.settings) for r in rows}) > len({(r.table_name, r.protocol) for r in rows})
+    labels = _table_labels(rows)
+    groups = {(r.table_name, r.data_hash, r.split, r.protocol) for r in rows}
+    vary = len({(r.table_name, r.data_hash, r.split, r.protocol, r.settings) for r in rows}) > len(groups)
     columns = ["table", "protocol", *(["settings"] if vary else []), "router", "seeds", f"{metric} mean",
                "seed range", "mean 95% CI"]
     body = []
     for r in rows:
         rng = "-" if r.seed_min is None or r.seed_max is None else f"{r.seed_min:.4g} .. {r.seed_max:.4g}"
         ci = "-" if r.ci_low is None or r.ci_high is None else f"[{r.ci_low:.4g}, {r.ci_high:.4g}]"
-        body.append([r.table_name, r.protocol, *([_settings_text(r.settings)] if vary else []), r.router, r.seeds,
-                     r.mean, rng, ci])
+        body.append([labels[(r.table_name, r.data_hash, r.split)], r.protocol,
+                     *([_settings_text(r.settings)] if vary else []), r.router, r.seeds, r.mean, rng, ci])
     return format_table(columns, body)
 
 

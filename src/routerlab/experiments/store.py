@@ -286,9 +286,12 @@ def query(directory: Path, sql: str, params: Sequence[Any] | None = None) -> tup
 
 @dataclass(frozen=True)
 class BoardRow:
-    """One leaderboard line: a router on a table under a protocol and settings, over its seeds."""
+    """One leaderboard line: a router on a table (name, content hash, split) under a protocol and settings,
+    over its seeds."""
 
     table_name: str
+    data_hash: str
+    split: str
     protocol: str
     settings: str
     router: str
@@ -300,24 +303,26 @@ class BoardRow:
     ci_high: float | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"table": self.table_name, "protocol": self.protocol, "settings": self.settings,
+        return {"table": self.table_name, "data_hash": self.data_hash, "split": self.split,
+                "protocol": self.protocol, "settings": self.settings,
                 "router": self.router, "seeds": self.seeds, "mean": self.mean, "seed_min": self.seed_min,
                 "seed_max": self.seed_max, "mean_ci_low": self.ci_low, "mean_ci_high": self.ci_high}
 
 
 LEADERBOARD_SQL = """
-SELECT table_name, protocol, settings, router, count(DISTINCT seed) AS seeds, avg(value) AS mean,
+SELECT table_name, data_hash, split, protocol, settings, router, count(DISTINCT seed) AS seeds, avg(value) AS mean,
        min(value) AS seed_min, max(value) AS seed_max, avg(ci_low) AS ci_low, avg(ci_high) AS ci_high
 FROM results
 WHERE metric = ? {extra}
-GROUP BY table_name, protocol, settings, router
-ORDER BY table_name, protocol, settings, mean DESC NULLS LAST, router
+GROUP BY table_name, data_hash, split, protocol, settings, router
+ORDER BY table_name, data_hash, split, protocol, settings, mean DESC NULLS LAST, router
 """
 
 
 def leaderboard(directory: Path, metric: str, *, cell_ids: Sequence[str] | None = None) -> list[BoardRow]:
     """Every router x table x protocol x settings of the store (or of ``cell_ids``): the mean of ``metric``
-    over seeds, its range over seeds, and the seeds' mean 95% interval bounds."""
+    over seeds, its range over seeds, and the seeds' mean 95% interval bounds. A table is its name, content
+    hash and split together, so rows of an edited table are never averaged with the old ones."""
     params: list[Any] = [metric]
     extra = ""
     if cell_ids is not None:
