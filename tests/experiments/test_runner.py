@@ -90,8 +90,12 @@ def test_rerun_reuses_every_cell_without_fitting(tmp_path: Path, monkeypatch: py
     summary = run_experiment(exp, store, executor=no_executor)
     assert (summary.cells_run, summary.backend, summary.workers) == (0, "none", 0)
     made: list[SerialExecutor] = []
-    summary = run_experiment(load_experiment(write_experiment(tmp_path, seeds="0, 1, 4")), store,
-                             executor=lambda: made.append(SerialExecutor()) or made[-1])
+
+    def make() -> SerialExecutor:
+        made.append(SerialExecutor())
+        return made[-1]
+
+    summary = run_experiment(load_experiment(write_experiment(tmp_path, seeds="0, 1, 4")), store, executor=make)
     assert (summary.cells_run, summary.backend, len(made)) == (6, "serial", 1)
 
 
