@@ -199,6 +199,11 @@ def test_partial_collapse_names_the_actor_and_what_the_table_knows(tmp_path: Pat
     actors = Actors.create(["small", "mid", "big"], params_b=[1.0, 8.0, 70.0])
     t = RoutingTable(queries=_two_actor([[1, 0]] * 4).queries, actors=actors, score=np.ones((4, 3), np.float32))
     assert describe_actor(t, t, "big") == "the largest" and describe_actor(t, t, "mid") == ""
+    priced = RoutingTable(queries=t.queries, actors=actors, score=t.score,
+                          cost_usd=np.tile(np.array([3.0, 1.0, 2.0], np.float32), (4, 1)))
+    assert describe_actor(priced, priced, "mid") == "the cheapest"
+    assert describe_actor(priced, priced, "small") == "the most expensive"
+    assert describe_actor(priced, priced, "big") == "the largest"
     cold = SimpleNamespace(results=[SimpleNamespace(spec=s, selection={"big": 1.0}) for s in ("knn", "mlp", "mf")])
     c = {"newly_collapsed": ["knn", "mf", "mlp"], "n": 4}
     (f,), data = collapse_findings(t, t, c, cold)  # type: ignore[arg-type]

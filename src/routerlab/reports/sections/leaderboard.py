@@ -174,7 +174,7 @@ def leaderboard_section(table: RoutingTable, ctx: AuditContext) -> Section:
         findings.append(Finding(f"A perfect router (the oracle, mu_o {oracle.metrics['mu_o']:.3f}) would score "
                                 f"{100 * gap:.1f} points above `{best.spec}`: what better routing could still win.",
                                 TABLE_ID, room))
-    collapsed = [r for r in ev.results if r.collapsed and r.router not in FIXED]
+    collapsed = [r for r in ev.results if r.collapsed and r.router not in FIXED | BOUNDS]
     if collapsed:
         sentences.append(f"Collapsed (one actor takes >= 99% of queries): {', '.join(r.spec for r in collapsed)}.")
         onto = {r.spec: max(r.selection, key=lambda a: r.selection[a]) for r in collapsed}
