@@ -28,7 +28,10 @@ def plot_scaling(curve: ScalingCurve, path: Path, title: str = "") -> Path:
         ax.axhline(curve.reference, color="red", lw=1, label="reference")
     ax.set_xlabel("number of candidate actors m")
     ax.set_ylabel("mu_o on test")
-    ax.set_title(title or f"Scaling curve ({curve.samples} subsets per m)")
+    import textwrap
+
+    # wrapped: a long table name must not push the title past the figure's left edge
+    ax.set_title(textwrap.fill(title or f"Scaling curve ({curve.samples} subsets per m)", 60), fontsize=10)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)  # beside the data
     ax.grid(alpha=0.3)
     fig.tight_layout()
