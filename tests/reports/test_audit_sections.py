@@ -247,3 +247,15 @@ def test_score_only_table_is_guarded(tmp_path: Path) -> None:
     assert rob.blocks[0].text == "Robustness skipped: the table has no query text to perturb."  # type: ignore
     tab = _run("table", t, ctx)
     assert tab.findings[0].text == "Leaks and duplicates were not checked: the table has no query text."
+
+
+def test_diversity_says_when_the_greedy_cap_is_reached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from routerlab.reports.sections import diversity
+
+    monkeypatch.setattr(diversity, "MAX_GREEDY", 2)
+    distinct = (np.random.default_rng(0).random((200, 6)) < 0.5).astype(float)
+    t = RoutingTable.from_arrays(distinct, actors=[f"m{i}" for i in range(6)], split=["train"] * 150 + ["test"] * 50)
+    sec = _run("diversity", t, _context(t, tmp_path))
+    assert sec.data["coreset"]["size_90"] is None and sec.data["coreset"]["greedy_cap"] == 2
+    assert sec.findings[-1].text.startswith("The diversity is spread over many actors: the 2 most diverse of 6")
+    _check_findings(sec)

@@ -99,8 +99,8 @@ def diversity_section(table: RoutingTable, ctx: AuditContext) -> Section:
         else:
             lines.append(f"**Coreset.** The greedy stopped at {cap} actors before reaching 90% of "
                          "the pool's HSE: the diversity is spread over many actors.")
-            findings.append(Finding(f"The diversity is spread over many actors: the {cap} most diverse of {n} do "
-                                    "not reach 90% of the pool's.", CURVE_ID,
+            findings.append(Finding(f"The diversity is spread over many actors: the {cap} most diverse of {n} (where "
+                                    "the greedy stops on this pool) carry less than 90% of the pool's.", CURVE_ID,
                                     {"greedy_cap": cap, "n_actors": n}))
             data["coreset"]["greedy_cap"] = cap
         above = [p.size for p in cs.curve if p.hse > div.hse * (1 + 1e-9) + 1e-12]
