@@ -16,7 +16,8 @@ Run: ``python benchmarks/bench_sweep.py [--queries 36000 --actors 8500] [--smoke
    process maps read-only, never as a per-task (or per-worker) copy.
    The sweep runs serially, on 1 and 2 local worker processes and on a 2-worker Dask LocalCluster
    bound to 127.0.0.1; the script prints start-up and sweep wall time, the speed-up over serial,
-   and checks that every backend returns exactly the serial results.
+   and checks that every backend returns exactly the serial results (local workers start with their first
+   task, so their start-up is inside the sweep time).
 3. *Audit*: ``run_audit(table, options={"quick": True})`` on the same table, with each section's time,
    and what the sections that cannot run at that scale say.
 
