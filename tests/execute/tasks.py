@@ -82,3 +82,13 @@ def thread_caps(shared: Any, item: int) -> tuple[str | None, str | None, int]:
 
     return (os.environ.get("NUMBA_NUM_THREADS"), os.environ.get("OMP_NUM_THREADS"),
             max((int(p["num_threads"]) for p in threadpool_info()), default=1))
+
+
+def report_then_sleep(shared: str, item: int) -> int:
+    """Write this worker's pid into the folder ``shared``, then sleep long (a task Ctrl-C must cut short)."""
+    import time
+    from pathlib import Path
+
+    (Path(shared) / f"{os.getpid()}.pid").write_text(str(item))
+    time.sleep(60)
+    return item

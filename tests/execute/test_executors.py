@@ -200,3 +200,47 @@ def test_workers_do_not_oversubscribe_cores(dask_executor: Any, local_executor: 
     pytest.importorskip("threadpoolctl")
     for ex in (local_executor, dask_executor):
         assert set(_collect(ex, tasks.thread_caps, [0, 1, 2, 3], None)) == {("1", "1", 1)}, ex.name
+
+
+def test_ctrl_c_terminates_local_workers(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import time
+
+    repo = Path(__file__).resolve().parents[2]
+    code = ("from routerlab.execute import LocalProcessExecutor\nfrom tests.execute import tasks\n"
+            "if __name__ == '__main__':\n"
+            f"    ex = LocalProcessExecutor(2)\n"
+            f"    list(ex.run(tasks.report_then_sleep, list(range(8)), shared={str(tmp_path)!r}))\n")
+    script = tmp_path / "driver.py"
+    script.write_text(code)
+    proc = subprocess.Popen([sys.executable, str(script)], cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(tmp_path.glob("*.pid"))) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        pids = [int(p.stem) for p in tmp_path.glob("*.pid")]
+        assert len(pids) == 2, proc.stderr.read() if proc.poll() is not None else "workers did not start"
+        proc.send_signal(signal.SIGINT)  # the driver only, as a terminal's Ctrl-C reaches the foreground job
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in pids), "a worker outlived the Ctrl-C"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (exited, not yet reaped by its parent) is not running
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
