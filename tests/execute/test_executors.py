@@ -244,3 +244,13 @@ def _alive(pid: int) -> bool:
             return f.read().split(") ", 1)[1][0] != "Z"
     except OSError:
         return False
+
+
+def test_dask_joins_a_running_scheduler(dask_executor: Any, demo_shared: tuple[Any, Any]) -> None:
+    """The --scheduler path (a cluster someone else started): same results, and closing leaves the cluster up."""
+    items = [(2, 0), (3, 1)]
+    with make_executor("dask", scheduler=dask_executor.scheduler_address) as joined:
+        assert joined.workers == 2 and joined._cluster is None
+        assert _collect(joined, tasks.scaling_cell, items, demo_shared) == _collect(
+            SerialExecutor(), tasks.scaling_cell, items, demo_shared)
+    assert _collect(dask_executor, tasks.square, [5], None) == [25]  # the cluster still runs
