@@ -44,9 +44,7 @@ def masked_ridge(
     rhs = xc.T @ np.where(msk, y, 0.0)
     coef = np.zeros((d + 1, m))
     coef[d] = np.nan
-    patterns, inverse = np.unique(msk.T, axis=0, return_inverse=True)
-    for p, pattern in enumerate(patterns):
-        cols = np.flatnonzero(inverse.ravel() == p)
+    for pattern, cols in _mask_patterns(msk):
         n_obs = int(pattern.sum())
         if n_obs == 0:
             continue
@@ -62,6 +60,20 @@ def masked_ridge(
     W = coef[:d]
     b = coef[d] - mu @ W
     return W, b
+
+
+def _mask_patterns(msk: npt.NDArray[np.bool_]) -> list[tuple[npt.NDArray[np.bool_], npt.NDArray[np.intp]]]:
+    """The distinct observation patterns of ``msk``'s columns, each with the columns that share it. A fully
+    observed mask is one pattern without a sort; otherwise the columns are bit-packed and compared as bytes
+    (8x less data than ``np.unique(msk.T, axis=0)``, which took 40 s on 2,000 actors)."""
+    n, m = msk.shape
+    if msk.all():
+        return [(np.ones(n, dtype=bool), np.arange(m))]
+    packed = np.ascontiguousarray(np.packbits(msk, axis=0).T)  # (m, ceil(n / 8))
+    keys = packed.view(np.dtype((np.void, packed.shape[1]))).ravel()
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    inverse = inverse.ravel()
+    return [(msk[:, j], np.flatnonzero(inverse == p)) for p, j in enumerate(first)]
 
 
 @register
