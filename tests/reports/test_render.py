@@ -34,3 +34,21 @@ def test_sections_render_to_exact_markdown() -> None:
 def test_table_rows_must_match_the_header() -> None:
     with pytest.raises(ValueError, match="2 cells"):
         Table(["a", "b"], [["1"]])
+
+
+def test_a_finding_links_to_the_heading_of_the_section_that_holds_its_target() -> None:
+    from routerlab.reports.blocks import Finding, Findings
+    from routerlab.reports.render import heading_slug
+
+    parts = [
+        Section("Findings", [Findings([Finding("A gains 6 points.", target="lb-table"),
+                                       Finding("Curve flattens.", target="fig-scaling_curve"),
+                                       Finding("Unknown target.", target="nowhere")])], name="findings"),
+        Section("Leaderboard (full observability)", [Table(["router"], [["knn"]], id="lb-table")], name="leaderboard"),
+        Section("Scaling: curve", [], figures=[Figure("scaling_curve.png")], name="scaling"),
+    ]
+    md = render_markdown(parts)
+    assert "- A gains 6 points. (see [Leaderboard (full observability)](#leaderboard-full-observability))" in md
+    assert "- Curve flattens. (see [Scaling: curve](#scaling-curve))" in md
+    assert "- Unknown target.\n" in md
+    assert heading_slug("Bounds: oracle, random, best single actor") == "bounds-oracle-random-best-single-actor"
