@@ -218,6 +218,17 @@ def test_estimates_use_the_last_run_else_the_cost_model(small_demo: RoutingTable
     big = demo(3000, seed=0)
     assert _estimate(None, "leaderboard", big, False) > _estimate(None, "leaderboard", small_demo, False)
     assert _estimate(None, "leaderboard", big, True) < _estimate(None, "leaderboard", big, False)
+
+    class Shape:  # the cost model reads only the table's size
+        def __init__(self, n_queries: int, n_actors: int) -> None:
+            self.n_queries, self.n_actors = n_queries, n_actors
+
+    # anchored on the two measured sizes: about 1.2 s quick on the demo, about 31 s on RouterEval scale
+    assert _estimate(None, "leaderboard", Shape(3000, 8), True) == pytest.approx(1.2)  # type: ignore[arg-type]
+    assert _estimate(None, "leaderboard", Shape(36000, 8500), True) == pytest.approx(31.0)  # type: ignore[arg-type]
+    whole = sum(_estimate(None, n, Shape(36000, 8500), True)  # type: ignore[arg-type]
+                for n in ("table", "bounds", "diversity", "scaling", "leaderboard", "partial", "robustness"))
+    assert 60 < whole < 300  # the measured quick audit at that scale took 123 s; the old linear model said 600 min
     cache = audit_cache.SectionCache(tmp_path / "c")
     key = audit_cache.timing_key("bounds", 300, 8, False)
     assert cache.last_seconds(key) is None

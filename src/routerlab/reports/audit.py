@@ -18,6 +18,7 @@ left undone.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -364,20 +365,26 @@ def _run_sections(table: RoutingTable, ctx: AuditContext, registered: list[_Regi
     return _Done(out, timings)
 
 
-# rough seconds per section per million (query x actor) cells, measured on the demo (3,000 x 8) when no
-# run of the section on a table of this size is remembered yet; unknown sections get the generic rate
-_RATE = {"table": 20.0, "bounds": 5.0, "diversity": 20.0, "leaderboard": 200.0, "partial": 150.0,
-         "two-model": 60.0, "robustness": 100.0}
-_GENERIC_RATE = 100.0
+# The cost model used when no run of a section on a table of this size is remembered yet: seconds under --quick
+# measured on a loaded 2-core machine on the demo (3,000 x 8 = 24,000 cells) and on a RouterEval-scale synthetic
+# table (36,000 x 8,500 = 306 million cells), joined by a power law in the number of cells (the sections cap
+# their work on large tables, so time grows far slower than the cells: exponents 0.1-0.9); the third number is
+# how much longer a full run takes than --quick, from the demo.
+_COST = {"table": (0.01, 5.8, 1.0), "bounds": (0.1, 1.4, 1.0), "diversity": (1.6, 12.0, 2.0),
+         "scaling": (1.5, 21.0, 4.0), "leaderboard": (1.2, 31.0, 5.0), "partial": (2.5, 30.0, 2.7),
+         "offpolicy": (1.9, 30.0, 1.5), "two-model": (2.6, 30.0, 2.5), "robustness": (2.9, 19.0, 1.5)}
+_GENERIC_COST = (2.0, 30.0, 2.5)
+_SMALL_CELLS, _LARGE_CELLS = 3000 * 8, 36000 * 8500
 
 
 def _estimate(last: float | None, name: str, table: RoutingTable, quick: bool) -> float:
-    """How long a section should take: its last time on a table of this size, else the rough cost model
-    (cells x a per-section rate; a quarter of that under ``--quick``)."""
+    """How long a section should take: its last time on a table of this size, else the cost model above."""
     if last is not None:
         return last
-    cells = table.n_queries * table.n_actors / 1e6
-    return 0.2 + _RATE.get(name, _GENERIC_RATE) * cells * (0.25 if quick else 1.0)
+    small, large, full = _COST.get(name, _GENERIC_COST)
+    cells = max(table.n_queries * table.n_actors, 1)
+    exponent = math.log(large / small) / math.log(_LARGE_CELLS / _SMALL_CELLS)
+    return float(small * (cells / _SMALL_CELLS) ** exponent * (1.0 if quick else full))
 
 
 def _about(seconds: float) -> str:
