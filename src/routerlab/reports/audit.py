@@ -311,7 +311,8 @@ def _run_sections(table: RoutingTable, ctx: AuditContext, registered: list[_Regi
                                   [k for k in reg.depends if k != "quick" and dict.get(options, k) is not None])
              for reg in registered}
     estimates = {reg.name: 0.0 if cache.has(reg.name, bases[reg.name])
-                 else _estimate(cache.last_seconds(tkeys[reg.name]), reg.name, table, quick) for reg in registered}
+                 else _estimate(cache.last_seconds(tkeys[reg.name]), reg.name, table, quick, dict(dict.items(options)))
+                 for reg in registered}
     producers: dict[str, str] = {}  # shared key -> effective key of the section that wrote it
     out: list[Section] = []
     timings: dict[str, dict[str, Any]] = {}
@@ -377,10 +378,16 @@ _GENERIC_COST = (2.0, 30.0, 2.5)
 _SMALL_CELLS, _LARGE_CELLS = 3000 * 8, 36000 * 8500
 
 
-def _estimate(last: float | None, name: str, table: RoutingTable, quick: bool) -> float:
-    """How long a section should take: its last time on a table of this size, else the cost model above."""
+def _estimate(last: float | None, name: str, table: RoutingTable, quick: bool,
+              options: dict[str, Any] | None = None) -> float:
+    """How long a section should take: its last time on a table of this size, else the cost model above (no
+    time for the off-policy section without logs, nor the two-model section without a pair: they only say why)."""
     if last is not None:
         return last
+    opts = options or {}
+    if (name == "offpolicy" and opts.get("logs") is None) or (
+            name == "two-model" and opts.get("small") is None and "two_model" not in table.meta):
+        return 0.0
     small, large, full = _COST.get(name, _GENERIC_COST)
     cells = max(table.n_queries * table.n_actors, 1)
     exponent = math.log(large / small) / math.log(_LARGE_CELLS / _SMALL_CELLS)
