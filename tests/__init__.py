@@ -14,3 +14,15 @@ def missing_requirement(message: str) -> NoReturn:
     if os.environ.get("ROUTERLAB_REQUIRE_SHARED_DATA") == "1":
         pytest.fail(message + " (ROUTERLAB_REQUIRE_SHARED_DATA=1)")
     pytest.skip(message)
+
+
+def require_module(name: str, install: str) -> None:
+    """Skip a test whose optional package ``name`` (dask distributed, psutil) is missing, or fail it under
+    ROUTERLAB_REQUIRE_SHARED_DATA=1, as in CI, which installs it (``install`` says how)."""
+    import importlib.util
+
+    if importlib.util.find_spec(name) is None:
+        message = f"{name} is not installed ({install})"
+        if os.environ.get("ROUTERLAB_REQUIRE_SHARED_DATA") == "1":
+            pytest.fail(message + " (ROUTERLAB_REQUIRE_SHARED_DATA=1)")
+        pytest.skip(message, allow_module_level=True)

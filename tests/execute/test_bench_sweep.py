@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("distributed")
+from tests import require_module
+
+require_module("distributed", "pip install 'routerlab[distributed]'")
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_sweep.py"
 

@@ -23,9 +23,10 @@ from routerlab.execute import (
     make_executor,
 )
 from routerlab.execute.base import Executor
+from tests import require_module
 from tests.execute import tasks
 
-pytest.importorskip("distributed")
+require_module("distributed", "pip install 'routerlab[distributed]'")
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +125,8 @@ def test_dask_listens_on_loopback_only(dask_executor: Any) -> None:
     for address, worker in info["workers"].items():
         assert address.startswith("tcp://127.0.0.1:"), address
         assert str(worker.get("nanny", "tcp://127.0.0.1:")).startswith("tcp://127.0.0.1:"), worker
-    psutil = pytest.importorskip("psutil")
+    require_module("psutil", "a dependency of dask distributed")
+    import psutil
     listening = [c.laddr for proc in [psutil.Process(), *psutil.Process().children(recursive=True)]
                  for c in proc.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
     assert listening, "the cluster should have listening sockets"

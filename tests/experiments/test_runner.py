@@ -18,6 +18,7 @@ from routerlab.execute.base import SerialExecutor
 from routerlab.experiments.runner import run_experiment
 from routerlab.experiments.schema import load_experiment
 from routerlab.experiments.store import query
+from tests import require_module
 from tests.experiments.helpers import write_experiment
 
 REQUIRED = {"run_id", "table_name", "data_hash", "protocol", "router", "seed", "metric", "value", "ci_low",
@@ -210,7 +211,7 @@ def test_local_processes_give_the_serial_rows(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_dask_cluster_gives_the_serial_rows(tmp_path: Path) -> None:
-    pytest.importorskip("distributed")
+    require_module("distributed", "pip install 'routerlab[distributed]'")
     from routerlab.execute import make_executor
 
     exp = load_experiment(write_experiment(tmp_path))
