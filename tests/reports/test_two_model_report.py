@@ -196,10 +196,10 @@ def test_section_skips_a_table_without_a_pair(tmp_path: Path) -> None:
 
     rec = run_audit(demo(120, seed=1), tmp_path / "a", only=["two-model"])
     sec = rec["sections"]["two-model"]
-    assert sec["measured"] is False and "designates no small/large pair" in sec["reason"]
+    assert sec["measured"] is False and "no small/large pair: pass `--small A --large B`" in sec["reason"]
     report = (tmp_path / "a" / "report.md").read_text()
     body = report.split("## Two-model routing", 1)[1].split("\n\n")[1]
-    assert body.startswith("Skipped: the table designates no small/large pair") and "\n" not in body.strip()
+    assert body.startswith("Skipped: no small/large pair") and "\n" not in body.strip()
     stale = demo(120, seed=1)
     stale = type(stale)(queries=stale.queries, actors=stale.actors, score=stale.score, name="stale",
                         meta={"two_model": {"small": "gone", "large": "frontier-235b"}})
