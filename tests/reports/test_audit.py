@@ -245,8 +245,9 @@ def test_findings_lead_the_report_and_decisions_are_parquet(small_demo: RoutingT
     report = (tmp_path / "a" / "report.md").read_text()
     headings = [line for line in report.splitlines() if line.startswith("#")]
     assert headings[1:] == ["## Findings", "## First", "## Second"]
-    assert "- 3 things happened (95% CI [1, 5]) ([first-table](#first-table))" in report
-    assert "- a second finding ([second](#second))" in report  # no target: the section itself
+    # Markdown links go to the heading of the section holding the target (viewers make no table anchors)
+    assert "- 3 things happened (95% CI [1, 5]) (see [First](#first))" in report
+    assert "- a second finding (see [Second](#second))" in report  # no target: the section itself
     assert record["findings"] == [
         {"text": "3 things happened (95% CI [1, 5])", "section": "first", "target": "first-table", "values": {"n": 3},
          "interval": [1.0, 5.0]},
