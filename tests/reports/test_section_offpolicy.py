@@ -113,3 +113,27 @@ def test_log_of_another_table_is_one_error_naming_the_file(table: RoutingTable, 
     assert "logs.csv" in str(err.value) and table.actor_names[-1] in str(err.value)
     with pytest.raises(UsageError, match=r"missing\.csv: no such log file"):
         run(table, tmp_path / "out", logs=str(tmp_path / "missing.csv"))
+
+
+def test_decisions_on_the_logged_queries_match_the_truth(table: RoutingTable, logged: tuple[Section, Path]) -> None:
+    """Each router's per-query choices on the logged queries: the mean score they obtain (read from the table's
+    full outcomes) is the router's true mu_o on those queries, the truth the section reports."""
+    import numpy as np
+
+    sec, path = logged
+    (dec,) = sec.decisions
+    assert dec.protocol == "off-policy" and dec.actor_names == table.actor_names
+    logged_ids = set(pd_ids(path))
+    assert set(dec.query_ids) == logged_ids and set(dec.choices) == set(sec.data["routers"])
+    truth = {r["router"]: r["truth"] for r in sec.data["rows"] if r["estimator"] == "dr"}
+    for spec, choice in dec.choices.items():
+        assert choice.shape == (len(dec.query_ids),) and ((choice >= 0) & (choice < table.n_actors)).all()
+        assert float(np.mean(dec.scores[spec])) == pytest.approx(truth[spec])
+
+
+def pd_ids(path: Path) -> list[str]:
+    """The query ids of a logs CSV."""
+    import csv
+
+    with path.open(newline="") as f:
+        return [row["query_id"] for row in csv.DictReader(f)]

@@ -85,6 +85,8 @@ class OPERouterResult:
     fit_seconds: float
     score_seconds: float
     router_class: str | None = None
+    # the actor the router picks on each logged query (its argmax), for per-query decision files; not in to_dict
+    choice: npt.NDArray[np.intp] | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -118,6 +120,8 @@ class OPEResult:
     results: list[OPERouterResult]
     truth_note: str | None = None
     warnings: list[str] = field(default_factory=list)
+    # the logged queries' ids, in the order of each result's ``choice``; not in to_dict
+    query_ids: list[str] = field(default_factory=list, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -274,6 +278,7 @@ def off_policy_evaluate(
             policy="distribution" if router.explores else "argmax", estimates=estimates, truth=truth,
             diagnostics=diag, fit_seconds=t1 - t0, score_seconds=t2 - t1,
             router_class=_class_path(router) if spec in from_objects else None,
+            choice=np.asarray(routed.choice, dtype=np.intp),
         ))
     for msg in run_warnings:
         warnings.warn(msg, OffPolicyWarning, stacklevel=2)
@@ -284,6 +289,7 @@ def off_policy_evaluate(
                    "n_boot": n_boot, "seed": seed} if interval_method == "bootstrap" else
                   {"method": "normal", "kind": "estimator's own normal approximation", "level": 0.95}),
         reward_model=model_info, training=training, results=results, truth_note=truth_note, warnings=run_warnings,
+        query_ids=[str(q) for q in logged.queries.ids],
     )
 
 

@@ -24,7 +24,7 @@ from routerlab.data.splits import Split
 from routerlab.data.table import RoutingTable
 from routerlab.errors import DataError, UsageError
 from routerlab.reports.audit import GLOSSARY, AuditContext, audit_section
-from routerlab.reports.blocks import Block, Finding, Paragraph, Section, Table
+from routerlab.reports.blocks import Block, Decisions, Finding, Paragraph, Section, Table
 from routerlab.routers.base import get_router
 
 NAME = "offpolicy"
@@ -246,4 +246,27 @@ def offpolicy_section(table: RoutingTable, ctx: AuditContext) -> Section:
                 f"({res.n_logged} logged queries)" if covered else f"off-policy: {res.n_logged} logged queries")
     data = {"measured": True, "logs": str(path), "routers": chosen, "skipped_routers": skipped, "rows": rows,
             "findings": [f.text for f in found], "headline": headline, "ope": result}
-    return Section(TITLE, blocks, data, [], terms, name=NAME, findings=found)
+    return Section(TITLE, blocks, data, [], terms, name=NAME, findings=found,
+                   decisions=[logged_decisions(res, logs, table)])
+
+
+def logged_decisions(res: Any, logs: Any, table: RoutingTable) -> Decisions:
+    """Each router's choice on each logged query, with the score it obtained where that is known: from the
+    table's full outcomes when it holds the logged queries, else the logged score when the router chose the
+    logged actor (NaN otherwise: what another actor would have scored is exactly what a log does not say)."""
+    ids = np.asarray(res.query_ids, dtype=str)
+    where = {q: i for i, q in enumerate(table.queries.ids.astype(str))}
+    rows = np.array([where.get(q, -1) for q in ids], dtype=np.intp)
+    action = np.asarray(logs.actor, dtype=np.intp)
+    logged_score = logs.table.score[np.arange(ids.size), action].astype(np.float64)
+    choices: dict[str, Any] = {}
+    scores: dict[str, Any] = {}
+    for r in res.results:
+        if r.choice is None:
+            continue
+        choice = np.asarray(r.choice, dtype=np.intp)
+        known = np.where(choice == action, logged_score, np.nan)
+        if (rows >= 0).all():
+            known = table.score[rows, choice].astype(np.float64)
+        choices[r.spec], scores[r.spec] = choice, known
+    return Decisions("off-policy", [str(q) for q in ids], list(table.actor_names), choices, scores)
