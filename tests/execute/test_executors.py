@@ -210,8 +210,11 @@ def test_ctrl_c_terminates_local_workers(tmp_path: Path) -> None:
     import time
 
     repo = Path(__file__).resolve().parents[2]
-    code = ("from routerlab.execute import LocalProcessExecutor\nfrom tests.execute import tasks\n"
+    # A job started in the background by a shell without job control inherits SIGINT *ignored* (CI may run us so):
+    # the driver takes the default handler back, as a terminal's foreground job has it.
+    code = ("import signal\nfrom routerlab.execute import LocalProcessExecutor\nfrom tests.execute import tasks\n"
             "if __name__ == '__main__':\n"
+            "    signal.signal(signal.SIGINT, signal.default_int_handler)\n"
             f"    ex = LocalProcessExecutor(2)\n"
             f"    list(ex.run(tasks.report_then_sleep, list(range(8)), shared={str(tmp_path)!r}))\n")
     script = tmp_path / "driver.py"
