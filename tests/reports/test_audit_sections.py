@@ -162,10 +162,12 @@ def test_quick_mode_runs_less(tmp_path: Path) -> None:
     ctx.options["quick"] = True
     assert lb.router_specs(ctx) == list(lb.QUICK_ROUTERS) and lb.n_boot(ctx) == 200 and rb._cap(ctx) == 100
     assert len(lb.QUICK_ROUTERS) < len(lb.DEFAULT_ROUTERS)
-    pool = RoutingTable.from_arrays(np.eye(4, lb.LARGE_POOL), actors=[f"m{i}" for i in range(lb.LARGE_POOL)],
+    # a large pool keeps linear: its fit is cheap since masked_ridge stopped sorting the mask (it was the best
+    # router of the RouterEval-scale quick audit, 0.985 against the best single actor's 0.960)
+    pool = RoutingTable.from_arrays(np.eye(4, 1000), actors=[f"m{i}" for i in range(1000)],
                                     split=["train", "train", "test", "test"])
     big = _context(pool, tmp_path / "big", {"quick": True})
-    assert "linear" not in lb.router_specs(big) and "knn" in lb.router_specs(big)
+    assert lb.router_specs(big) == list(lb.QUICK_ROUTERS)
     ctx.options["routers"] = ["oracle", "knn"]  # the user's routers win over the quick set
     assert lb.router_specs(ctx) == ["oracle", "knn"]
     sec = _run("diversity", ctx_table := demo(300, seed=2), _context(ctx_table, tmp_path / "d", {"quick": True}))

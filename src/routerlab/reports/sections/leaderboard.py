@@ -23,9 +23,6 @@ DEFAULT_ROUTERS = ("oracle", "random", "best-single", "smallest", "cheapest", "f
                    "cluster", "avenger", "mf", "hybrid")
 QUICK_ROUTERS = ("oracle", "random", "best-single", "knn", "linear")
 """A quick audit's routers (``--quick``): the three bounds and the two cheapest learned routers."""
-LARGE_POOL = 1000
-"""From this many actors a quick audit leaves ``linear`` out: its fit groups the actors by observation pattern,
-which costs minutes on a RouterEval-scale pool (8,500 actors x 36,000 queries: 6 min against 38 s for knn)."""
 FIXED = {"best-single", "largest", "smallest", "cheapest", "fastest"}
 BOUNDS = {"oracle", "oracle-p", "random"}
 TABLE_ID = "leaderboard-table"
@@ -39,8 +36,6 @@ def router_specs(ctx: AuditContext) -> list[str]:
     quick run)."""
     if "routers" in ctx.options:
         return [str(r) for r in ctx.options["routers"]]
-    if ctx.quick and ctx.train.n_actors >= LARGE_POOL:
-        return [r for r in QUICK_ROUTERS if r != "linear"]
     return list(QUICK_ROUTERS if ctx.quick else DEFAULT_ROUTERS)
 
 
@@ -139,9 +134,7 @@ def leaderboard_section(table: RoutingTable, ctx: AuditContext) -> Section:
                  f"{n_test} evaluated test queries as the bounds above.",
                  f"The best learned or fixed router here is `{best.spec}` with mu_o {best.metrics['mu_o']:.4f}."]
     if ctx.quick:
-        large = ("; `linear` is left out on a pool this large (its fit takes minutes here)"
-                 if "routers" not in ctx.options and ctx.train.n_actors >= LARGE_POOL else "")
-        sentences.insert(0, f"A quick run: {len(specs)} routers and {n_boot(ctx)} bootstrap resamples{large}.")
+        sentences.insert(0, f"A quick run: {len(specs)} routers and {n_boot(ctx)} bootstrap resamples.")
     if encoder == NO_TEXT_ENCODER:
         sentences.append("The table has no query text, so the learned routers see only each query's dataset "
                          "(one-hot): they can learn one choice per dataset, not per query.")
