@@ -223,12 +223,12 @@ def test_estimates_use_the_last_run_else_the_cost_model(small_demo: RoutingTable
         def __init__(self, n_queries: int, n_actors: int) -> None:
             self.n_queries, self.n_actors = n_queries, n_actors
 
-    # anchored on the two measured sizes: about 1.2 s quick on the demo, about 31 s on RouterEval scale
+    # anchored on the two measured sizes: about 1.2 s quick on the demo, about 37 s on RouterEval scale
     assert _estimate(None, "leaderboard", Shape(3000, 8), True) == pytest.approx(1.2)  # type: ignore[arg-type]
-    assert _estimate(None, "leaderboard", Shape(36000, 8500), True) == pytest.approx(31.0)  # type: ignore[arg-type]
+    assert _estimate(None, "leaderboard", Shape(36000, 8500), True) == pytest.approx(37.0)  # type: ignore[arg-type]
     whole = sum(_estimate(None, n, Shape(36000, 8500), True)  # type: ignore[arg-type]
                 for n in ("table", "bounds", "diversity", "scaling", "leaderboard", "partial", "robustness"))
-    assert 60 < whole < 300  # the measured quick audit at that scale took 123 s; the old linear model said 600 min
+    assert 60 < whole < 400  # the measured quick audit at that scale took 174 s; the old linear model said 600 min
     cache = audit_cache.SectionCache(tmp_path / "c")
     key = audit_cache.timing_key("bounds", 300, 8, False)
     assert cache.last_seconds(key) is None

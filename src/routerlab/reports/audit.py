@@ -371,9 +371,9 @@ def _run_sections(table: RoutingTable, ctx: AuditContext, registered: list[_Regi
 # table (36,000 x 8,500 = 306 million cells), joined by a power law in the number of cells (the sections cap
 # their work on large tables, so time grows far slower than the cells: exponents 0.1-0.9); the third number is
 # how much longer a full run takes than --quick, from the demo.
-_COST = {"table": (0.01, 5.8, 1.0), "bounds": (0.1, 1.4, 1.0), "diversity": (1.6, 12.0, 2.0),
-         "scaling": (1.5, 21.0, 4.0), "leaderboard": (1.2, 31.0, 5.0), "partial": (2.5, 30.0, 2.7),
-         "offpolicy": (1.9, 30.0, 1.5), "two-model": (2.6, 30.0, 2.5), "robustness": (2.9, 19.0, 1.5)}
+_COST = {"table": (0.01, 7.4, 1.0), "bounds": (0.1, 1.3, 1.0), "diversity": (1.6, 12.9, 2.0),
+         "scaling": (1.5, 29.0, 4.0), "leaderboard": (1.2, 37.0, 5.0), "partial": (2.5, 57.0, 2.7),
+         "offpolicy": (1.9, 30.0, 1.5), "two-model": (2.6, 30.0, 2.5), "robustness": (2.9, 26.0, 1.5)}
 _GENERIC_COST = (2.0, 30.0, 2.5)
 _SMALL_CELLS, _LARGE_CELLS = 3000 * 8, 36000 * 8500
 
