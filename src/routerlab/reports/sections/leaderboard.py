@@ -8,6 +8,7 @@ the features of a table without query text, and the per-query decisions of an ev
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -70,13 +71,21 @@ def audit_features(train: RoutingTable, test: RoutingTable, encoder: str) -> tup
 def decisions(protocol: str, ev: Evaluation, test: RoutingTable) -> Decisions:
     """Every router's per-query choice in ``ev`` and the score that choice obtained on ``test`` (the audit's
     evaluated test table; the mean of a router's scores is its mu_o)."""
-    ids = [str(q) for q in ev.test_ids.tolist()]
+    return routed_decisions(protocol, ev.test_ids, ev.actor_names, ev.results, test)
+
+
+def routed_decisions(protocol: str, test_ids: Any, actor_names: Sequence[str], results: Sequence[Any],
+                     test: RoutingTable) -> Decisions:
+    """Per-query decisions of ``results`` (each with ``spec`` and a ``choice`` per query of ``test_ids``, an index
+    into ``actor_names``, which are ``test``'s actors in order), with the score each choice obtained on ``test``."""
+    ids = [str(q) for q in np.asarray(test_ids).tolist()]
     pos = {str(q): i for i, q in enumerate(test.queries.ids.tolist())}
     rows = np.array([pos[q] for q in ids], dtype=np.intp)
     score = np.asarray(test.score, dtype=np.float64)[rows]
-    return Decisions(protocol, ids, list(ev.actor_names),
-                     {r.spec: np.asarray(r.choice, dtype=np.int64) for r in ev.results},
-                     {r.spec: score[np.arange(rows.size), r.choice] for r in ev.results})
+    n = np.arange(rows.size)
+    return Decisions(protocol, ids, list(actor_names),
+                     {r.spec: np.asarray(r.choice, dtype=np.int64) for r in results},
+                     {r.spec: score[n, r.choice] for r in results})
 
 
 def gain_finding(ev: Evaluation) -> tuple[Finding | None, dict[str, Any]]:

@@ -27,7 +27,7 @@ from routerlab.protocols.robustness import Robustness, robustness
 from routerlab.reports.audit import GLOSSARY, AuditContext, audit_section, display_name
 from routerlab.reports.blocks import Block, Decisions, Figure, Finding, Paragraph, Section, Table
 from routerlab.reports.robustness_plot import plot_accuracy_vs_rho, plot_rho_by_level
-from routerlab.reports.sections.leaderboard import has_text, n_boot, router_specs
+from routerlab.reports.sections.leaderboard import has_text, n_boot, routed_decisions, router_specs
 from routerlab.routers.base import get_router
 
 MAX_QUERIES = 300
@@ -191,12 +191,7 @@ def _decisions(rob: Robustness, test: RoutingTable) -> list[Decisions]:
     pos = {str(q): i for i, q in enumerate(test.queries.ids.tolist())}
     if any(q not in pos for q in ids) or any(len(r.choice) != len(ids) for r in rob.results):
         return []
-    rows = np.array([pos[q] for q in ids], dtype=np.intp)
-    score = np.asarray(test.score, dtype=np.float64)[rows]
-    n = np.arange(rows.size)
-    return [Decisions("robustness-originals", ids, list(rob.actor_names),
-                      {r.spec: np.asarray(r.choice, dtype=np.int64) for r in rob.results},
-                      {r.spec: score[n, r.choice] for r in rob.results})]
+    return [routed_decisions("robustness-originals", rob.test_ids, rob.actor_names, rob.results, test)]
 
 
 @audit_section("robustness", order=40, depends=("quick", "routers", "encoder", "robustness_levels"))

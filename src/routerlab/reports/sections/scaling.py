@@ -29,6 +29,7 @@ from routerlab.protocols.scaling import DEFAULT_P, ScalingCurve, scaling_curve
 from routerlab.reports.audit import GLOSSARY, AuditContext, audit_section, display_name
 from routerlab.reports.blocks import Block, Decisions, Figure, Finding, Paragraph, Section, Table
 from routerlab.reports.scaling_plot import plot_scaling
+from routerlab.reports.sections.leaderboard import decisions as evaluation_decisions
 
 NAME = "scaling"
 TITLE = "Scaling curve and candidate groups"
@@ -177,15 +178,6 @@ def group_findings(groups: list[dict[str, Any]], single: dict[str, Any]) -> list
     return out
 
 
-def _decisions(ctx: AuditContext, group: CandidateGroup, ev: Evaluation) -> Decisions:
-    cols = ctx.test.actor_index(group.actors)
-    rows = np.arange(ctx.test.n_queries)
-    score = ctx.test.score[:, cols]
-    return Decisions(f"group {group.kind} m={group.m}", [str(q) for q in ev.test_ids.tolist()], list(ev.actor_names),
-                     {r.spec: np.asarray(r.choice, dtype=np.int64) for r in ev.results},
-                     {r.spec: score[rows, r.choice].astype(np.float64) for r in ev.results})
-
-
 @audit_section(NAME, order=25, depends=("quick", "encoder"))
 def scaling_section(table: RoutingTable, ctx: AuditContext) -> Section:
     quick = ctx.quick
@@ -242,7 +234,7 @@ def scaling_section(table: RoutingTable, ctx: AuditContext) -> Section:
                 ev = evaluate(table.select_actors(g.actors), routers, split=ctx.split, features=feats, seed=ctx.seed,
                               n_boot=n_boot, skip_inapplicable=True)
                 groups_data.append(_group_rows(ctx, g, ev, n_boot))
-                decisions.append(_decisions(ctx, g, ev))
+                decisions.append(evaluation_decisions(f"group {g.kind} m={g.m}", ev, ctx.test.select_actors(g.actors)))
         except UsageError as exc:  # e.g. too few training queries for knn: reported, never fatal to the audit
             group_note = f"Candidate groups not evaluated: {str(exc).rstrip('.')}."
     group_seconds = time.perf_counter() - t1
