@@ -42,7 +42,7 @@ def test_a_finding_links_to_the_heading_of_the_section_that_holds_its_target() -
 
     parts = [
         Section("Findings", [Findings([Finding("A gains 6 points.", target="lb-table"),
-                                       Finding("Curve flattens.", target="fig-scaling_curve"),
+                                       Finding("Curve flattens.", target="fig-scaling-curve"),
                                        Finding("Unknown target.", target="nowhere")])], name="findings"),
         Section("Leaderboard (full observability)", [Table(["router"], [["knn"]], id="lb-table")], name="leaderboard"),
         Section("Scaling: curve", [], figures=[Figure("scaling_curve.png")], name="scaling"),

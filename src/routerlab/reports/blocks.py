@@ -8,7 +8,9 @@ renderer translates them for its format.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any
 
 
@@ -134,3 +136,18 @@ class Section:
     name: str = ""
     findings: list[Finding] = field(default_factory=list)
     decisions: list[Decisions] = field(default_factory=list)
+
+
+def slug(text: str) -> str:
+    """A lowercase anchor from ``text``: letters, digits and single dashes (``"95% CI"`` -> ``"95-ci"``)."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "x"
+
+
+def figure_id(figure: Figure) -> str:
+    """A figure's anchor: its ``id``, else ``fig-`` and a slug of its file name's stem (both renderers use it)."""
+    return figure.id or "fig-" + slug(PurePosixPath(figure.path).stem)
+
+
+def section_id(section: Section) -> str:
+    """A section's anchor: its registered ``name``, else a slug of its title (both renderers use it)."""
+    return section.name or slug(section.title)

@@ -28,6 +28,9 @@ from routerlab.reports.blocks import (
     Preformatted,
     Section,
     Table,
+    figure_id,
+    section_id,
+    slug,
 )
 
 TEMPLATE = "report.html.j2"
@@ -41,21 +44,6 @@ IMAGE_TYPES = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg
 _MARKS = re.compile(r"`(?P<code>[^`]+)`|\*\*(?P<bold>.+?)\*\*|\[(?P<label>[^\]]+)\]\(#(?P<anchor>[\w.:-]+)\)")
 _PLACEHOLDERS = {"", "-", "\u2013", "\u2014", "n/a", "na", "nan", "none", "?"}
 _LEADING_NUMBER = re.compile(r"^\s*[+\-\u2212]?(?:\d[\d,]*(?:\.\d*)?|\.\d+)(?:[eE][+\-]?\d+)?")
-
-
-def slug(text: str) -> str:
-    """A lowercase anchor from ``text``: letters, digits and single dashes (``"95% CI"`` -> ``"95-ci"``)."""
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "x"
-
-
-def figure_id(figure: Figure) -> str:
-    """A figure's anchor: its ``id``, else ``fig-`` and its file name's stem."""
-    return figure.id or "fig-" + slug(Path(figure.path).stem)
-
-
-def section_id(section: Section) -> str:
-    """A section's anchor: its registered ``name``, else a slug of its title."""
-    return section.name or slug(section.title)
 
 
 def is_numeric_cell(text: str) -> bool:

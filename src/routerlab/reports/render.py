@@ -17,6 +17,8 @@ from routerlab.reports.blocks import (
     Preformatted,
     Section,
     Table,
+    figure_id,
+    section_id,
 )
 
 
@@ -30,16 +32,15 @@ def render_markdown(sections: Iterable[Section]) -> str:
 
 
 def _headings(sections: list[Section]) -> dict[str, str]:
-    """Anchor (section name, table id, figure id or file stem) -> title of the section that holds it."""
+    """Anchor (the HTML page's own: section, table and figure ids) -> title of the section that holds it."""
     out: dict[str, str] = {}
     for sec in sections:
-        ids = [sec.name] if sec.name else []
+        ids = [section_id(sec)]
         for b in [*sec.blocks, *sec.figures]:
             if isinstance(b, Table) and b.id:
                 ids.append(b.id)
             if isinstance(b, Figure):
-                ids += [b.id] if b.id else []
-                ids.append("fig-" + b.path.rsplit("/", 1)[-1].rsplit(".", 1)[0])
+                ids.append(figure_id(b))
         for i in ids:
             out.setdefault(i, sec.title)
     return out
