@@ -322,9 +322,7 @@ def _run_sections(table: RoutingTable, ctx: AuditContext, registered: list[_Regi
         t0 = time.perf_counter()
         entry = cache.load(reg.name, bases[reg.name], options, producers)
         from_cache = entry is not None
-        for problem in cache.problems:
-            say(f"audit: {problem}")
-        cache.problems.clear()
+        _say_problems(cache, say)
         if entry is not None:
             for rel, data in entry.files.items():
                 (ctx.out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -351,12 +349,9 @@ def _run_sections(table: RoutingTable, ctx: AuditContext, registered: list[_Regi
                 seconds=seconds, base=bases[reg.name])
             cache.store(reg.name, entry)
             cache.record_seconds(tkeys[reg.name], seconds)
-            for problem in cache.problems:
-                say(f"audit: {problem}")
-            cache.problems.clear()
+            _say_problems(cache, say)
             say(f"{step} done in {_duration(seconds)}")
-        sec = entry.section
-        sec.name = sec.name or reg.name
+        sec = entry.section  # named when it was computed (above), before it was cached
         key = entry.effective_key()
         producers.update({k: key for k in entry.shared})
         out.append(sec)
@@ -364,6 +359,13 @@ def _run_sections(table: RoutingTable, ctx: AuditContext, registered: list[_Regi
                              "computed_seconds": round(entry.seconds, 3)}
     ctx.options, ctx.shared = dict(dict.items(options)), dict(dict.items(shared))
     return _Done(out, timings)
+
+
+def _say_problems(cache: SectionCache, say: Callable[[str], None]) -> None:
+    """Report (and forget) the cache entries the last load or store had to ignore."""
+    for problem in cache.problems:
+        say(f"audit: {problem}")
+    cache.problems.clear()
 
 
 # The cost model used when no run of a section on a table of this size is remembered yet: seconds under --quick
@@ -440,13 +442,15 @@ def write_decisions(out_dir: Path, done: list[Section]) -> list[str]:
 
     from routerlab.reports.files import write_parquet
 
+    schema = pa.schema([("protocol", pa.string()), ("router", pa.string()), ("query_id", pa.string()),
+                        ("actor", pa.string()), ("score", pa.float64())])
     written: list[str] = []
     for sec in done:
         for dec in sec.decisions:
-            names = np.asarray(list(dec.actor_names), dtype=object)
-            ids = [str(q) for q in dec.query_ids]
-            cols: dict[str, list[Any]] = {"protocol": [], "router": [], "query_id": [], "actor": [], "score": []}
-            for router, choice in dec.choices.items():
+            names = pa.array([str(a) for a in dec.actor_names], pa.string())
+            ids = pa.array([str(q) for q in dec.query_ids], pa.string())
+            parts = []
+            for router, choice in dec.choices.items():  # one column block per router, no Python loop per row
                 idx = np.asarray(choice, dtype=np.int64).reshape(-1)
                 if idx.size != len(ids):
                     raise ValueError(f"section {sec.name}: router {router} has {idx.size} decisions for "
@@ -454,17 +458,17 @@ def write_decisions(out_dir: Path, done: list[Section]) -> list[str]:
                 score = dec.scores.get(router)
                 vals = (np.full(idx.size, np.nan) if score is None
                         else np.asarray(score, dtype=np.float64).reshape(-1))
-                cols["protocol"] += [dec.protocol] * idx.size
-                cols["router"] += [str(router)] * idx.size
-                cols["query_id"] += ids
-                cols["actor"] += [None if i < 0 else str(names[i]) for i in idx.tolist()]
-                cols["score"] += [None if v != v else float(v) for v in vals.tolist()]
-            schema = pa.schema([("protocol", pa.string()), ("router", pa.string()), ("query_id", pa.string()),
-                                ("actor", pa.string()), ("score", pa.float64())])
+                parts.append(pa.table({
+                    "protocol": pa.array([dec.protocol] * idx.size, pa.string()),
+                    "router": pa.array([str(router)] * idx.size, pa.string()),
+                    "query_id": ids,
+                    "actor": names.take(pa.array(idx, mask=idx < 0)),  # -1 (no choice) -> null
+                    "score": pa.array(vals, mask=np.isnan(vals)),  # NaN (unknown) -> null
+                }, schema=schema))
             rel = f"decisions/{_file_part(sec.name)}-{_file_part(dec.protocol)}.parquet"
             if rel in written:
                 raise ValueError(f"section {sec.name} has two decision sets for protocol {dec.protocol!r}")
-            write_parquet(out_dir / rel, pa.table(cols, schema=schema))
+            write_parquet(out_dir / rel, pa.concat_tables(parts) if parts else schema.empty_table())
             written.append(rel)
     return written
 
