@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from routerlab._atomic import atomic_write
+from routerlab._paths import cache_dir
 from routerlab.llm.base import (
     GREEDY,
     Backend,
@@ -32,7 +33,6 @@ from routerlab.llm.base import (
     check_letters,
 )
 
-ENV_VAR = "ROUTERLAB_CACHE_DIR"
 FORMAT = 1
 
 
@@ -42,9 +42,7 @@ class CacheWarning(UserWarning):
 
 def default_cache_dir() -> Path:
     """``$ROUTERLAB_CACHE_DIR/llm`` if the variable is set, else ``~/.cache/routerlab/llm``."""
-    env = os.environ.get(ENV_VAR)
-    root = Path(env).expanduser() if env else Path.home() / ".cache" / "routerlab"
-    return root / "llm"
+    return cache_dir("llm")
 
 
 def call_key(kind: str, model_id: str, op: str, messages: Sequence[Message], params: Mapping[str, Any]) -> str:

@@ -34,8 +34,8 @@ import numpy as np
 
 from routerlab import __version__
 from routerlab._atomic import atomic_write
+from routerlab._paths import cache_dir
 
-ENV_VAR = "ROUTERLAB_CACHE_DIR"
 FORMAT = 1  # bump when CachedSection changes shape: older entries are then simply not found
 TIMINGS = "timings.json"
 KEEP = 8
@@ -45,9 +45,8 @@ MISSING = "<missing>"  # what an option a section read but was not given counts 
 
 def default_audit_cache_dir() -> Path:
     """``$ROUTERLAB_CACHE_DIR/audit`` if that variable is set, else ``~/.cache/routerlab/audit`` (the
-    features cache's convention, :func:`routerlab.features.cache.default_cache_dir`)."""
-    env = os.environ.get(ENV_VAR)
-    return (Path(env).expanduser() if env else Path.home() / ".cache" / "routerlab") / "audit"
+    LLM call cache's convention, :func:`routerlab._paths.cache_dir`)."""
+    return cache_dir("audit")
 
 
 def _sha(*parts: Any) -> str:
