@@ -11,7 +11,7 @@ import re
 from typing import TYPE_CHECKING
 
 from routerlab.errors import UsageError
-from routerlab.execute.base import Executor, SerialExecutor, TaskFn
+from routerlab.execute.base import Executor, SerialExecutor, TaskFn, check_count
 from routerlab.execute.local import LocalProcessExecutor, SharedArrays, name_task
 
 if TYPE_CHECKING:
@@ -51,8 +51,7 @@ def make_executor(backend: str, *, workers: int | None = None, scheduler: str | 
     processes listening on 127.0.0.1 only). Call ``close()`` (or use ``with``) when done."""
     if backend not in BACKENDS:
         raise UsageError(f"--backend: unknown executor {backend!r}; choose one of {', '.join(BACKENDS)}")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise UsageError(f"--workers: must be a whole number >= 1, got {workers!r}")
+    check_count(workers, "--workers", allow_none=True)
     if scheduler is not None and backend != "dask":
         raise UsageError(f"--scheduler: only the dask backend connects to a scheduler, not {backend!r}")
     if backend == "serial":

@@ -13,12 +13,23 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from routerlab.errors import UsageError
+
 T = TypeVar("T")
 R = TypeVar("R")
 
 TaskFn = Callable[[Any, Any], Any]
 """``fn(shared, item) -> result``: a module-level function (picklable by reference) for process and Dask
 executors."""
+
+
+def check_count(value: object, what: str, *, allow_none: bool = False) -> None:
+    """Refuse ``value`` unless it is a whole number >= 1 (or None when ``allow_none``): one UsageError line
+    naming ``what`` (``--workers``, ``local executor: workers``...). A bool is not a count."""
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(f"{what}: must be a whole number >= 1, got {value!r}")
 
 
 @runtime_checkable

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from routerlab.errors import UsageError
+from routerlab.execute.base import check_count
 from routerlab.execute.local import name_task
 
 T = TypeVar("T")
@@ -44,8 +45,7 @@ class DaskExecutor:
 
     def __init__(self, *, scheduler: str | None = None, workers: int | None = None, timeout_s: float = 30.0) -> None:
         distributed = _import_distributed()
-        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-            raise UsageError(f"dask executor: workers must be a whole number >= 1, got {workers!r}")
+        check_count(workers, "dask executor: workers", allow_none=True)
         self._cluster: Any = None
         self._shared_obj: Any = _UNSET
         self._shared_future: Any = None

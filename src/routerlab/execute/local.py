@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from routerlab.errors import RouterlabError, UsageError
+from routerlab.execute.base import check_count
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -116,14 +117,9 @@ class LocalProcessExecutor:
         threads_per_worker: int | None = 1,
         mp_context: multiprocessing.context.BaseContext | None = None,
     ) -> None:
-        n = (os.cpu_count() or 1) if workers is None else workers
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise UsageError(f"local executor: workers must be a whole number >= 1, got {workers!r}")
-        if threads_per_worker is not None and (
-            isinstance(threads_per_worker, bool) or not isinstance(threads_per_worker, int) or threads_per_worker < 1
-        ):
-            raise UsageError(f"local executor: threads_per_worker must be >= 1 or None, got {threads_per_worker!r}")
-        self.workers: int = n
+        check_count(workers, "local executor: workers", allow_none=True)
+        check_count(threads_per_worker, "local executor: threads_per_worker", allow_none=True)
+        self.workers: int = (os.cpu_count() or 1) if workers is None else workers
         self.threads_per_worker = threads_per_worker
         self._context = mp_context or default_context()
         self._pool: ProcessPoolExecutor | None = None
