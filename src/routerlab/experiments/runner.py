@@ -23,7 +23,7 @@ from typing import Any
 from routerlab.errors import RouterlabError, UsageError
 from routerlab.execute.base import Executor
 from routerlab.experiments.schema import Experiment, ProtocolSpec, TableSpec, canonical
-from routerlab.experiments.store import CellRecord, ResultStore, check_store_dir
+from routerlab.experiments.store import CellRecord, Outcome, ResultStore, check_store_dir
 
 
 @dataclass(frozen=True)
@@ -102,19 +102,6 @@ def plan(cells: list[Cell]) -> list[Task]:
                      for cs in by_protocol.values())
         tasks.append(Task(first.table, first.split, first.seed, dict(first.settings), runs))
     return tasks
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What a task returns for one cell: its metrics (name, value, 95% interval) or why it was skipped."""
-
-    cell_id: str
-    status: str
-    note: str
-    n_train: int
-    n_test: int
-    fit_seconds: float
-    metrics: tuple[tuple[str, float | None, float | None, float | None], ...]
 
 
 def _num(x: Any) -> float | None:
@@ -270,10 +257,8 @@ def run_experiment(exp: Experiment, store_dir: Path, *, executor: Executor | Cal
             for o in outcomes:
                 c = by_id[o.cell_id]
                 records.append(CellRecord(
-                    cell_id=o.cell_id, table_name=c.table, data_hash=c.data_hash, split=c.split,
-                    protocol=c.protocol.name, router=c.router, seed=c.seed, settings=c.settings_json,
-                    status=o.status, note=o.note, n_train=o.n_train, n_test=o.n_test,
-                    fit_seconds=o.fit_seconds, metrics=o.metrics))
+                    table_name=c.table, data_hash=c.data_hash, split=c.split, protocol=c.protocol.name,
+                    router=c.router, seed=c.seed, settings=c.settings_json, outcome=o))
                 rows += len(o.metrics)
                 skipped += o.status != "ok"
             store.write_cells(run_id, exp.name, __version__, records)

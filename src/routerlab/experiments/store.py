@@ -87,11 +87,23 @@ RUN_COLUMNS: tuple[tuple[str, str], ...] = (
 
 
 @dataclass(frozen=True)
-class CellRecord:
-    """A finished cell as the driver stores it: its ``cells`` row and its ``results`` rows (one per metric:
-    ``(metric, value, ci_low, ci_high)``)."""
+class Outcome:
+    """What a task returns for one cell: its metrics (name, value, 95% interval) or why it was skipped."""
 
     cell_id: str
+    status: str
+    note: str
+    n_train: int
+    n_test: int
+    fit_seconds: float
+    metrics: tuple[tuple[str, float | None, float | None, float | None], ...]
+
+
+@dataclass(frozen=True)
+class CellRecord:
+    """A finished cell as the driver stores it: what identifies it (its ``cells`` and ``results`` key columns)
+    and the task's :class:`Outcome` (the ``cells`` row's status and sizes, one ``results`` row per metric)."""
+
     table_name: str
     data_hash: str
     split: str
@@ -99,12 +111,7 @@ class CellRecord:
     router: str
     seed: int
     settings: str
-    status: str
-    note: str
-    n_train: int
-    n_test: int
-    fit_seconds: float
-    metrics: tuple[tuple[str, float | None, float | None, float | None], ...]
+    outcome: Outcome
 
 
 def _now() -> dt.datetime:
@@ -189,7 +196,6 @@ class ResultStore:
         with self._open() as con:
             for name, cols in (("results", RESULT_COLUMNS), ("cells", CELL_COLUMNS), ("runs", RUN_COLUMNS)):
                 con.execute(_create(name, cols))
-            for name, cols in (("results", RESULT_COLUMNS), ("cells", CELL_COLUMNS), ("runs", RUN_COLUMNS)):
                 have = {r[0] for r in con.execute(f"DESCRIBE {name}").fetchall()}
                 missing = [c for c, _ in cols if c not in have]
                 if missing:
@@ -230,20 +236,21 @@ class ResultStore:
         now = _now()
         with self._open() as con:
             for cell in cells:
+                o = cell.outcome
                 key = [cell.table_name, cell.data_hash, cell.split, cell.protocol, cell.router, cell.seed,
                        cell.settings]
                 con.execute("BEGIN TRANSACTION")
                 try:
-                    con.execute("DELETE FROM results WHERE cell_id = ?", [cell.cell_id])
-                    con.execute("DELETE FROM cells WHERE cell_id = ?", [cell.cell_id])
+                    con.execute("DELETE FROM results WHERE cell_id = ?", [o.cell_id])
+                    con.execute("DELETE FROM cells WHERE cell_id = ?", [o.cell_id])
                     con.execute("INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                                [cell.cell_id, run_id, experiment, *key, cell.status, cell.note, cell.n_train,
-                                 cell.n_test, cell.fit_seconds, version, now])
-                    if cell.metrics:
+                                [o.cell_id, run_id, experiment, *key, o.status, o.note, o.n_train,
+                                 o.n_test, o.fit_seconds, version, now])
+                    if o.metrics:
                         con.executemany(
                             "INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                            [[run_id, cell.cell_id, experiment, *key, m, _finite(v), _finite(lo), _finite(hi),
-                              version, now] for m, v, lo, hi in cell.metrics])
+                            [[run_id, o.cell_id, experiment, *key, m, _finite(v), _finite(lo), _finite(hi),
+                              version, now] for m, v, lo, hi in o.metrics])
                 except BaseException:
                     con.execute("ROLLBACK")
                     raise
