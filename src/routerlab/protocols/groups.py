@@ -47,6 +47,12 @@ def _draws(kind: str, eligible: npt.NDArray[np.intp], m: int, k: int, share: flo
     return [rng.choice(pool, size=m, replace=False) for _ in range(k)]
 
 
+def eligible_actors(train: RoutingTable, low: float = 0.1, high: float = 0.9) -> npt.NDArray[np.intp]:
+    """The actors a candidate group may hold: mean train score in [``low``, ``high``] (SPEC 4), in table order."""
+    means = actor_means(train.score)
+    return np.flatnonzero((means >= low) & (means <= high))
+
+
 def candidate_groups(
     train: RoutingTable, m_values: list[int], kinds: tuple[str, ...] = KINDS, draws: int = 1000, seed: int = 0,
     low: float = 0.1, high: float = 0.9, share: float = 0.2,
@@ -56,7 +62,7 @@ def candidate_groups(
     if unknown:
         raise UsageError(f"unknown group kinds {sorted(unknown)}; use {', '.join(KINDS)}")
     means = actor_means(train.score)
-    eligible = np.flatnonzero((means >= low) & (means <= high))
+    eligible = eligible_actors(train, low, high)
     eligible = eligible[np.argsort(-means[eligible], kind="stable")]
     if eligible.size == 0:
         raise UsageError(f"no actor has train performance in [{low}, {high}]")

@@ -22,9 +22,9 @@ import numpy as np
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.metrics.bootstrap import bootstrap_ci
-from routerlab.metrics.bounds import actor_means, best_single_actor
+from routerlab.metrics.bounds import best_single_actor
 from routerlab.protocols.full import Evaluation, evaluate, featurize
-from routerlab.protocols.groups import KINDS, CandidateGroup, candidate_groups
+from routerlab.protocols.groups import KINDS, CandidateGroup, candidate_groups, eligible_actors
 from routerlab.protocols.scaling import DEFAULT_P, ScalingCurve, scaling_curve
 from routerlab.reports.audit import GLOSSARY, AuditContext, audit_section, display_name
 from routerlab.reports.blocks import Block, Decisions, Figure, Finding, Paragraph, Section, Table
@@ -86,11 +86,6 @@ def plateau(curve: ScalingCurve, share: float = GAIN_SHARE) -> dict[str, Any]:
     k = next(i for i, v in enumerate(s["mean"]) if v >= target - 1e-12)
     return {"m": curve.m[k], "oracle": s["mean"][k], "band": [s["q05"][k], s["q95"][k]], "m_max": curve.m[-1],
             "oracle_max": last, "oracle_m1": first, "rest_gain": last - s["mean"][k], "share": share}
-
-
-def _eligible(ctx: AuditContext) -> int:
-    means = actor_means(ctx.train.score)
-    return int(((means >= 0.1) & (means <= 0.9)).sum())
 
 
 def _group_rows(ctx: AuditContext, group: CandidateGroup, ev: Evaluation | None, n_boot: int
@@ -216,7 +211,7 @@ def scaling_section(table: RoutingTable, ctx: AuditContext) -> Section:
 
     # candidate groups
     t1 = time.perf_counter()
-    n_eligible = _eligible(ctx)
+    n_eligible = int(eligible_actors(ctx.train).size)
     cap = n_eligible // 2  # larger groups would overlap so much that the three kinds say the same
     group_m = sorted({min(m, cap) for m in cfg["group_m"] if min(m, cap) >= 2})
     routers = list(cfg["routers"])
