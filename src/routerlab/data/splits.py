@@ -105,3 +105,24 @@ def make_split(table: RoutingTable, spec: str = "given", seed: int = 0) -> Split
             raise UsageError("bad split 'ood': name the held-out datasets, e.g. ood:gsm8k,mbpp")
         return ood_split(table, names)
     raise UsageError(f"unknown split {spec!r}; use given, random[:F] or ood:DS1,DS2")
+
+
+def check_split_spec(spec: str) -> None:
+    """Check a split spec's form (``given[:NAME]``, ``random[:F]`` with F in (0, 1), ``ood:DS1,DS2``) before any
+    table is read; whether the named splits or datasets exist is checked by :func:`make_split`."""
+    kind, _, arg = spec.partition(":")
+    if kind == "given":
+        return
+    if kind == "random":
+        try:
+            frac = float(arg) if arg else 0.2
+        except ValueError:
+            raise UsageError(f"bad split {spec!r}: 'random:F' needs a fraction, e.g. random:0.2") from None
+        if not 0.0 < frac < 1.0:
+            raise UsageError(f"bad split {spec!r}: the test fraction must be in (0, 1)")
+        return
+    if kind == "ood":
+        if not [s for s in arg.split(",") if s]:
+            raise UsageError("bad split 'ood': name the held-out datasets, e.g. ood:gsm8k,mbpp")
+        return
+    raise UsageError(f"unknown split {spec!r}; use given, random[:F] or ood:DS1,DS2")

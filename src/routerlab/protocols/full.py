@@ -35,6 +35,24 @@ from routerlab.metrics.latency import oracle_best_of_n
 from routerlab.metrics.registry import evaluate_choices
 from routerlab.metrics.selection import collapsed, selection_shares
 from routerlab.progress import task, track
+from routerlab.protocols.base import (
+    COMPARE_HELP,
+    ENCODER_HELP,
+    NBOOT,
+    NBOOT_HELP,
+    SKIP_HELP,
+    SPLIT_HELP,
+    MetricRecord,
+    Options,
+    Protocol,
+    ProtocolSettings,
+    Result,
+    RunContext,
+    check_encoder,
+    check_split,
+    register_protocol,
+    setting,
+)
 from routerlab.routers.base import Router, get_router
 
 
@@ -448,3 +466,90 @@ def _paired(results: list[RouterResult], test: RoutingTable, ref_spec: str | Non
         cmp = paired_bootstrap(test.score[rows, r.choice].astype(np.float64), base, n_boot=n_boot, seed=seed)
         r.paired = {"versus": ref.spec, "mu_o_difference": cmp.diff, "ci": list(interval(cmp.diff, cmp.lo, cmp.hi)),
                     "p_value": cmp.p_value}
+
+
+# -- the registered protocol ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EvaluationSettings(ProtocolSettings):
+    """What the full, cold-start and Voyager protocols share: the split, the encoder, the resamples, the paired
+    comparison and whether an inapplicable router stops the run."""
+
+    split: str = setting("given", SPLIT_HELP, check=check_split)
+    encoder: str = setting("tfidf", ENCODER_HELP, check=check_encoder)
+    n_boot: int = setting(1000, NBOOT_HELP, NBOOT)
+    compare_to: str = setting("auto", COMPARE_HELP)
+    skip_inapplicable: bool = setting(False, SKIP_HELP)
+
+
+SWEEP_HELP = "also sweep lambda in score - lambda * penalty: cost or latency (none = off)"
+
+
+@dataclass(frozen=True)
+class FullSettings(EvaluationSettings):
+    sweep: str | None = setting(None, SWEEP_HELP, Options({"cost", "latency"}))
+
+
+def router_records(results: Sequence[RouterResult | dict[str, Any]], bon: dict[str, float], slice: str = ""
+                   ) -> list[MetricRecord]:
+    """The metric records of one evaluation's routers (objects, or their ``to_dict`` form as Voyager keeps each
+    round): every metric with its interval, the paired difference against the reference router
+    (``mu_o_difference``), the sweep's AIQ, then Oracle(Best-of-N) without interval."""
+    out: list[MetricRecord] = []
+    for r in results:
+        d = r.to_dict() if isinstance(r, RouterResult) else r
+        for name, value in d["metrics"].items():
+            out.append(MetricRecord.of(d["spec"], name, value, d.get("ci", {}).get(name), slice))
+        if d.get("paired"):
+            p = d["paired"]
+            out.append(MetricRecord.of(d["spec"], "mu_o_difference", p["mu_o_difference"], p["ci"], slice))
+        if d.get("sweep"):
+            out.append(MetricRecord.of(d["spec"], "aiq", d["sweep"]["aiq"], None, slice))
+    out += [MetricRecord.of("oracle best-of-N", name, value, None, slice) for name, value in bon.items()]
+    return out
+
+
+def evaluation_result(name: str, ev: Evaluation, settings: ProtocolSettings) -> Result:
+    """A full / cold-start / Voyager :class:`Evaluation` as the protocol layer's :class:`Result`."""
+    records = router_records(ev.results, ev.oracle_best_of_n)
+    for rnd in ev.extra.get("rounds", []):
+        records += router_records(rnd["results"], rnd["oracle_best_of_n"], f"round={rnd['round']}")
+    n_train = int(ev.split.get("n_train", 0) or 0)
+    n_test = int(ev.split.get("n_test", 0) or 0) - int(ev.excluded_test_queries)
+    skipped = {str(k): str(v) for k, v in dict(ev.extra.get("skipped", {})).items()}
+    return Result(name, ev.provenance, settings, records, native=ev, skipped=skipped, n_train=n_train,
+                  n_test=n_test, notes=list(ev.extra.get("notes", [])))
+
+
+def shared_features(table: RoutingTable, settings: EvaluationSettings, seed: int, context: RunContext | None
+                    ) -> tuple[Split, tuple[Features, Features] | None]:
+    """The split and, when a caller shares a :class:`RunContext`, the features encoded once for every protocol
+    run on the same table, split, encoder and seed."""
+    sp = make_split(table, settings.split, seed)
+    if context is None:
+        return sp, None
+    key = (settings.split, settings.encoder, seed)
+    if key not in context.features:
+        train, test = sp.apply(table)
+        if context.encode is not None:
+            context.features[key] = context.encode(train, test, settings.encoder)
+        else:
+            context.features[key] = featurize(train, test, settings.encoder, context.cache_dir)
+    return sp, context.features[key]
+
+
+@register_protocol("full")
+class FullObservability(Protocol):
+    summary = "train on every training outcome, route the test split, every metric with a 95% CI"
+    spec = "SPEC 4, 5, 7"
+    Settings = FullSettings
+
+    def run(self, table: RoutingTable, settings: Any, seed: int = 0, routers: Sequence[Any] = (),
+            context: RunContext | None = None) -> Result:
+        s: FullSettings = settings
+        sp, features = shared_features(table, s, seed, context)
+        ev = evaluate(table, list(routers), split=sp, encoder=s.encoder, seed=seed, n_boot=s.n_boot,
+                      features=features, skip_inapplicable=s.skip_inapplicable, sweep=s.sweep,
+                      compare_to=s.compare_to, cache_dir=context.cache_dir if context else None)
+        return evaluation_result(self.name, ev, s)

@@ -45,20 +45,24 @@ from routerlab.errors import UsageError
 from routerlab.features.base import Features
 from routerlab.features.registry import Encoder
 from routerlab.progress import task, track
+from routerlab.protocols.base import Interval, Options, Protocol, Result, RunContext, register_protocol, setting
 from routerlab.protocols.full import (
     Bench,
     Evaluation,
+    EvaluationSettings,
     RouterLike,
     RouterResult,
     _class_path,
     applicable_routers,
     compare_and_bound,
+    evaluation_result,
     fit_router,
     make_bench,
     resolve_compare_to,
     router_label,
     run_routers,
     score_router,
+    shared_features,
 )
 from routerlab.protocols.policies import LoggingPolicy, parse_policy
 from routerlab.routers.base import Router
@@ -342,3 +346,59 @@ def _evaluation(table: RoutingTable, bench: Bench, seed: int, results: list[Rout
         test_ids=bench.test.queries.ids, actor_names=bench.test.actor_names, excluded_test_queries=bench.excluded,
         extra={**notes, **({"skipped": skipped} if skipped else {}), **extra},
     )
+
+
+# -- the registered protocols --------------------------------------------------------------------------------
+def _check_logging(spec: str) -> str:
+    parse_policy(spec)
+    return spec
+
+
+LOGGING_HELP = "the logging policy that draws the training log: uniform, eps-greedy:ROUTER:EPS, softmax:ROUTER:T or " \
+               "router:ROUTER"
+
+
+@dataclass(frozen=True)
+class ColdStartSettings(EvaluationSettings):
+    logging: str = setting("uniform", LOGGING_HELP, check=_check_logging)
+    sweep: str | None = setting(None, "also sweep lambda in score - lambda * penalty: cost or latency",
+                                Options({"cost", "latency"}))
+
+
+@dataclass(frozen=True)
+class VoyagerSettings(EvaluationSettings):
+    rounds: int = setting(5, "number of rounds T = chunks of the training split (>= 2)", Interval(int, 2, None))
+    order: str = setting("given", "chunk the training split in its given order or a seeded shuffle",
+                         Options(set(ORDERS)))
+
+
+@register_protocol("cold-start")
+class ColdStart(Protocol):
+    summary = "train on one logged outcome per training query (a logging policy's choice), evaluate on the full test"
+    spec = "SPEC 1, 5"
+    Settings = ColdStartSettings
+
+    def run(self, table: RoutingTable, settings: Any, seed: int = 0, routers: Sequence[Any] = (),
+            context: RunContext | None = None) -> Result:
+        s: ColdStartSettings = settings
+        sp, features = shared_features(table, s, seed, context)
+        ev = cold_start(table, list(routers), logging=s.logging, split=sp, encoder=s.encoder, seed=seed,
+                        n_boot=s.n_boot, features=features, skip_inapplicable=s.skip_inapplicable,
+                        compare_to=s.compare_to, sweep=s.sweep, cache_dir=context.cache_dir if context else None)
+        return evaluation_result(self.name, ev, s)
+
+
+@register_protocol("voyager")
+class Voyager(Protocol):
+    summary = "rounds of routing the next chunk of the training split, learning only the chosen outcomes"
+    spec = "SPEC 5"
+    Settings = VoyagerSettings
+
+    def run(self, table: RoutingTable, settings: Any, seed: int = 0, routers: Sequence[Any] = (),
+            context: RunContext | None = None) -> Result:
+        s: VoyagerSettings = settings
+        sp, features = shared_features(table, s, seed, context)
+        ev = voyager(table, list(routers), rounds=s.rounds, order=s.order, split=sp, encoder=s.encoder, seed=seed,
+                     n_boot=s.n_boot, features=features, skip_inapplicable=s.skip_inapplicable,
+                     compare_to=s.compare_to, cache_dir=context.cache_dir if context else None)
+        return evaluation_result(self.name, ev, s)
