@@ -32,12 +32,20 @@ from routerlab.data.splits import Split, given_split, random_split
 from routerlab.data.table import RoutingTable
 from routerlab.errors import RouterlabError, UsageError
 from routerlab.progress import mode as progress_mode
+from routerlab.protocols.base import RunContext
 from routerlab.reports.audit_cache import SectionCache
 from routerlab.reports.blocks import Definition, Definitions, Finding, Findings, Paragraph, Section
 from routerlab.reports.files import write_json, write_text
 from routerlab.reports.render import render_markdown
 
 SYNTHETIC_SUFFIX = " (synthetic demo benchmark)"
+
+
+def _audit_encode(train: RoutingTable, test: RoutingTable, encoder: str) -> Any:
+    """The audit's encoder for protocol runs: the named one on query text, else a one-hot of the dataset."""
+    from routerlab.reports.sections.leaderboard import audit_features
+
+    return audit_features(train, test, encoder)[0]
 
 
 @dataclass
@@ -59,6 +67,17 @@ class AuditContext:
     # results one section computes and a later one may reuse (the leaderboard's full-observability evaluation,
     # which the partial-observability section compares with), keyed by what they are
     shared: dict[str, Any] = field(default_factory=dict)
+    # what the sections' protocol runs share (features encoded once per split, encoder and seed; the audit's
+    # encoder, which falls back to a one-hot of the dataset on a table without text)
+    run_context: RunContext = field(default_factory=lambda: RunContext(encode=_audit_encode))
+
+    @property
+    def split_spec(self) -> str:
+        """The split spec that makes this audit's split (``given:test``, ``random:0.2``), for protocol settings:
+        a protocol run with it and :attr:`seed` evaluates the same test queries as every section."""
+        if self.split.kind == "given":
+            return f"given:{self.split.params['test_split']}"
+        return f"random:{self.split.params['test_fraction']!r}"
 
     @property
     def quick(self) -> bool:
