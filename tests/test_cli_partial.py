@@ -23,15 +23,18 @@ FAST = ["--routers", "random,best-single,knn", "--n-boot", "40"]
 
 BAD = [
     (["--protocol", "bandit"], "--protocol must be one of full, cold-start, voyager, got 'bandit'"),
-    (["--logging", "uniform"], "--logging applies to --protocol cold-start only (got --protocol full)"),
-    (["--protocol", "voyager", "--logging", "uniform"], "--logging applies to --protocol cold-start only"),
-    (["--rounds", "3"], "--rounds applies to --protocol voyager only (got --protocol full)"),
-    (["--protocol", "cold-start", "--rounds", "3"], "--rounds applies to --protocol voyager only"),
-    (["--protocol", "cold-start", "--order", "shuffle"], "--order applies to --protocol voyager only"),
-    (["--protocol", "voyager", "--rounds", "1"], "--rounds must be at least 2"),
-    (["--protocol", "voyager", "--rounds", "-4"], "--rounds must be at least 2"),
-    (["--protocol", "voyager", "--order", "sideways"], "--order must be one of given, shuffle, got 'sideways'"),
-    (["--protocol", "voyager", "--sweep", "cost"], "--sweep is not available with --protocol voyager"),
+    (["--logging", "uniform"], "--logging: applies to protocol cold-start only, not to full"),
+    (["--protocol", "voyager", "--logging", "uniform"],
+     "--logging: applies to protocol cold-start only, not to voyager"),
+    (["--rounds", "3"], "--rounds: applies to protocol voyager only, not to full"),
+    (["--protocol", "cold-start", "--rounds", "3"], "--rounds: applies to protocol voyager only, not to cold-start"),
+    (["--protocol", "cold-start", "--order", "shuffle"],
+     "--order: applies to protocol voyager only, not to cold-start"),
+    (["--protocol", "voyager", "--rounds", "1"], "--rounds: must be an integer >= 2, got 1"),
+    (["--protocol", "voyager", "--rounds", "-4"], "--rounds: must be an integer >= 2, got -4"),
+    (["--protocol", "voyager", "--order", "sideways"], "--order: must be one of given, shuffle, got 'sideways'"),
+    (["--protocol", "voyager", "--sweep", "cost"],
+     "--sweep: applies to protocol cold-start and full only, not to voyager"),
     (["--protocol", "cold-start", "--logging", "nope"], "--logging: unknown logging policy 'nope'"),
     (["--protocol", "voyager", "--rounds", "many"], "Invalid value for '--rounds'"),
     (["--protocol", "cold-start", "--logging", "eps-greedy:knn:2"], "--logging: logging policy 'eps-greedy:knn:2'"),
@@ -65,7 +68,11 @@ def test_full_is_unchanged_by_the_new_options(table_dir: str, capsys: pytest.Cap
     plain = json.loads(capsys.readouterr().out)
     assert main(["evaluate", table_dir, *FAST, "--json", "--protocol", "full"]) == 0
     explicit = json.loads(capsys.readouterr().out)
-    assert "protocol" not in plain and "rounds" not in plain
+    assert plain["protocol"] == "full" and "rounds" not in plain and "rounds" not in plain["settings"]
+    # the protocol layer's records carry the same numbers as the per-router results
+    mu = {r["router"]: r["value"] for r in plain["records"] if r["metric"] == "mu_o" and r["slice"] == ""}
+    assert mu == {r["spec"]: r["metrics"]["mu_o"] for r in plain["results"]} | {
+        "oracle best-of-N": plain["oracle_best_of_n"]["mu_o"]}
     for a, b in zip(plain["results"], explicit["results"], strict=True):
         assert a["metrics"] == b["metrics"] and a["ci"] == b["ci"]
 

@@ -65,12 +65,12 @@ CASES = [
     (["scaling", "T", "--m", "0"], "--m must be integers >= 1, got 0"),
     (["scaling", "T", "--m", "9"], "--m 9 larger than the table's 8 actors"),
     # evaluate
-    (["evaluate", "T", *FAST, "--n-boot", "0"], "Invalid value for '--n-boot'"),
-    (["evaluate", "T", *FAST, "--n-boot", "-5"], "Invalid value for '--n-boot'"),
-    (["evaluate", "T", *FAST, "--n-boot", "1"], "Invalid value for '--n-boot'"),
+    (["evaluate", "T", *FAST, "--n-boot", "0"], "--n-boot: must be an integer in [40, 1,000,000], got 0"),
+    (["evaluate", "T", *FAST, "--n-boot", "-5"], "--n-boot: must be an integer in [40, 1,000,000], got -5"),
+    (["evaluate", "T", *FAST, "--n-boot", "1"], "--n-boot: must be an integer in [40, 1,000,000], got 1"),
     (["evaluate", "T", *FAST, "--split", "random", "--seed", "-1"], "Invalid value for '--seed'"),
     (["evaluate", "T", *FAST, "--compare-to", "knn"], "--compare-to 'knn' is not a router of this run"),
-    (["evaluate", "T", *FAST, "--sweep", "speed"], "--sweep must be cost or latency"),
+    (["evaluate", "T", *FAST, "--sweep", "speed"], "--sweep: must be one of cost, latency, got 'speed'"),
     (["evaluate", "T", "--routers", ""], "--routers needs at least one router"),
     (["evaluate", "T", "--routers", "nosuch"], "unknown router 'nosuch'"),
     # society and audit

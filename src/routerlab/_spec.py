@@ -81,16 +81,20 @@ class Interval:
         self.kind, self.low, self.high, self.closed, self.allow_inf = kind, low, high, closed, allow_inf
 
     def describe(self) -> str:
-        """The range in words, e.g. ``an integer >= 1`` or ``a number in (0, 1]``."""
+        """The range in words, e.g. ``an integer >= 1``, ``a number in (0, 1]`` or ``an integer in [40,
+        1,000,000]``."""
+        def g(x: float) -> str:
+            return f"{int(x):,}" if float(x).is_integer() and abs(x) >= 10_000 else f"{x:g}"
+
         what = "an integer" if self.kind is int else "a finite number" if not self.allow_inf else "a number"
         left_in = self.closed in {"both", "left"}
         right_in = self.closed in {"both", "right"}
         if self.low is not None and self.high is not None:
-            return f"{what} in {'[' if left_in else '('}{self.low:g}, {self.high:g}{']' if right_in else ')'}"
+            return f"{what} in {'[' if left_in else '('}{g(self.low)}, {g(self.high)}{']' if right_in else ')'}"
         if self.low is not None:
-            return f"{what} {'>=' if left_in else '>'} {self.low:g}"
+            return f"{what} {'>=' if left_in else '>'} {g(self.low)}"
         if self.high is not None:
-            return f"{what} {'<=' if right_in else '<'} {self.high:g}"
+            return f"{what} {'<=' if right_in else '<'} {g(self.high)}"
         return what
 
     def accepts(self, value: Any) -> bool:

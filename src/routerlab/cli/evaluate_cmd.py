@@ -82,6 +82,10 @@ def router_specs(text: str) -> list[str]:
     return specs
 
 
+EVALUATION_PROTOCOLS = ("full", "cold-start", "voyager")
+"""The protocols ``routerlab evaluate --protocol`` runs (the others have their own commands)."""
+
+
 @app.command("evaluate")
 def evaluate_cmd(
     table_dir: Annotated[Path | None, typer.Argument(help=TABLE_HELP)] = None,
@@ -91,7 +95,7 @@ def evaluate_cmd(
     encoder: Annotated[str, typer.Option(help=ENCODER_HELP)] = "tfidf",
     split: Annotated[str, typer.Option(help=SPLIT_HELP)] = "given",
     seed: Annotated[int, seed_option()] = 0,
-    n_boot: Annotated[int, typer.Option("--n-boot", min=MIN_BOOT, max=MAX_BOOT, help=NBOOT_HELP)] = 1000,
+    n_boot: Annotated[int, typer.Option("--n-boot", help=NBOOT_HELP)] = 1000,
     sweep: Annotated[str | None, typer.Option(
         help="Also sweep lambda in score - lambda * penalty: cost or latency.")] = None,
     compare_to: Annotated[str, typer.Option(
@@ -115,73 +119,41 @@ def evaluate_cmd(
 
     --protocol cold-start trains on one logged outcome per training query; voyager runs T rounds in which each
     router routes the next chunk of the training split and learns only the outcomes it chose (SPEC 5)."""
-    from routerlab.protocols.full import evaluate, resolve_compare_to
+    from routerlab.protocols.base import get_protocol
+    from routerlab.protocols.full import resolve_compare_to
     from routerlab.reports.evaluation import leaderboard_text, write_evaluation
     from routerlab.reports.files import say_written
 
+    if protocol not in EVALUATION_PROTOCOLS:
+        raise UsageError(f"--protocol must be one of {', '.join(EVALUATION_PROTOCOLS)}, got {protocol!r} (every "
+                         "protocol: routerlab protocols)")
+    proto = get_protocol(protocol)
+    # one check of every setting, the same as from an experiment file or Python; an option of another
+    # protocol is an error naming it, not silently ignored
+    settings = proto.Settings.from_cli(split=split, encoder=encoder, n_boot=n_boot, sweep=sweep,
+                                       compare_to=compare_to, logging=logging, rounds=rounds, order=order)
     specs = router_specs(routers)
-    reference = resolve_compare_to(compare_to, specs, option="--compare-to")
-    if sweep is not None and sweep not in {"cost", "latency"}:
-        raise UsageError(f"--sweep must be cost or latency, got {sweep!r}")
-    _check_protocol_options(protocol, logging, rounds, order, sweep)
+    resolve_compare_to(compare_to, specs, option="--compare-to")
     if output is not None:
         check_output_dir(output)
     table = open_table(table_dir)
-    if protocol == "full":
-        result = evaluate(table, specs, split=split, encoder=encoder, seed=seed, n_boot=n_boot,
-                          sweep=sweep, compare_to=reference)
-    elif protocol == "cold-start":
-        from routerlab.protocols.partial import cold_start
-
-        result = cold_start(table, specs, logging=logging or "uniform", split=split, encoder=encoder, seed=seed,
-                            n_boot=n_boot, sweep=sweep, compare_to=reference)
-    else:
-        from routerlab.protocols.partial import voyager
-
-        result = voyager(table, specs, rounds=5 if rounds is None else rounds, order=order or "given", split=split,
-                         encoder=encoder, seed=seed, n_boot=n_boot, compare_to=reference)
-    written = write_evaluation(result, output) if output is not None else []
+    result = proto.run(table, settings, seed, specs)
+    ev = result.native
+    written = write_evaluation(ev, output) if output is not None else []
     if output is not None and protocol == "voyager":
         from routerlab.reports.voyager_plot import plot_voyager, write_curves
 
-        written += write_curves(result, output)
-        plot_voyager(result, output / "voyager.png")
+        written += write_curves(ev, output)
+        plot_voyager(ev, output / "voyager.png")
         written.append("voyager.png")
     if as_json:
-        print_json(result.to_dict())
+        print_json({**ev.to_dict(), "protocol": protocol, "settings": settings.to_dict(),
+                    "records": [r.to_dict() for r in result.records]})
     else:
-        typer.echo(leaderboard_text(result))
+        typer.echo(leaderboard_text(ev))
         if protocol != "full":
-            typer.echo(_protocol_text(result))
+            typer.echo(_protocol_text(ev))
     say_written([output / f for f in written] if output is not None else [], to_stderr=as_json)
-
-
-def _check_protocol_options(protocol: str, logging: str | None, rounds: int | None, order: str | None,
-                            sweep: str | None) -> None:
-    """Each protocol's own options, checked before any data is loaded: an option of another protocol is an
-    error, not silently ignored."""
-    from routerlab.protocols.partial import ORDERS, PROTOCOLS
-
-    if protocol not in PROTOCOLS:
-        raise UsageError(f"--protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
-    if logging is not None and protocol != "cold-start":
-        raise UsageError(f"--logging applies to --protocol cold-start only (got --protocol {protocol})")
-    if (rounds is not None or order is not None) and protocol != "voyager":
-        which = "--rounds" if rounds is not None else "--order"
-        raise UsageError(f"{which} applies to --protocol voyager only (got --protocol {protocol})")
-    if sweep is not None and protocol == "voyager":
-        raise UsageError("--sweep is not available with --protocol voyager; sweep the full or cold-start protocol")
-    if rounds is not None and rounds < 2:
-        raise UsageError(f"--rounds must be at least 2 (chunk 1 logged uniformly, then routed chunks), got {rounds}")
-    if order is not None and order not in ORDERS:
-        raise UsageError(f"--order must be one of {', '.join(ORDERS)}, got {order!r}")
-    if logging is not None:
-        from routerlab.protocols.policies import parse_policy
-
-        try:
-            parse_policy(logging)
-        except UsageError as exc:
-            raise UsageError(f"--logging: {exc}") from None
 
 
 def _protocol_text(ev: Evaluation) -> str:

@@ -37,6 +37,19 @@ def _check_metric(metric: str) -> None:
         raise UsageError(f"--metric {metric!r}: unknown metric; known: {', '.join(known)}")
 
 
+def _table_overrides(items: list[str]) -> dict[str, str]:
+    """``--table NAME=PATH`` options as {name: path}; a malformed or repeated one is an error."""
+    out: dict[str, str] = {}
+    for item in items:
+        name, eq, path = item.partition("=")
+        if not eq or not name.strip() or not path.strip():
+            raise UsageError(f"--table {item!r}: write NAME=PATH, e.g. --table demo=tables/llmrouter")
+        if name.strip() in out:
+            raise UsageError(f"--table {name.strip()}: given twice")
+        out[name.strip()] = path.strip()
+    return out
+
+
 @app.command("run")
 def run_cmd(
     experiment: Annotated[Path, typer.Argument(help="The experiment file (TOML; see the README's "
@@ -51,6 +64,9 @@ def run_cmd(
                                                   "cluster (default: start one on 127.0.0.1).")] = None,
     metric: Annotated[str, typer.Option("--metric", help="The metric of the leaderboard printed at the end.")] = (
         "mu_o"),
+    table: Annotated[list[str] | None, typer.Option(
+        "--table", help="NAME=PATH: run the experiment on another table in place of its table NAME (a table "
+                        "directory, or demo); repeat for several.")] = None,
     as_json: Annotated[bool, json_option("Print the run summary and leaderboard as JSON.")] = False,
 ) -> None:
     """Run every table x protocol x router x seed x settings cell of EXPERIMENT into the results store; a rerun
@@ -64,7 +80,9 @@ def run_cmd(
     _check_backend(backend, workers, scheduler)
     _check_metric(metric)
     check_store_dir(store)
-    exp = load_experiment(experiment)
+    exp = load_experiment(experiment, tables=_table_overrides(table or []))
+    for note in exp.notes:
+        typer.echo(f"{exp.name}: note: {note}", err=True)
 
     def say_reused(reused: int, total: int) -> None:
         typer.echo(f"{exp.name}: {reused} of {total} cells reused", err=as_json)

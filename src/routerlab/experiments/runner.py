@@ -3,16 +3,18 @@ executor, and store each finished cell at once.
 
 A cell is table x protocol x router x seed x settings; its id is the sha256 of its canonical JSON, the table's
 content hash and the routerlab version, so a rerun (or another experiment naming the same cell) reuses it and a
-changed table or version does not. Cells are grouped into tasks of one table x seed x settings: a task
-splits and encodes the table once and runs every protocol with the routers still missing, so featurization is
-never redone per router, while the store keeps one row per router and metric. Tables are loaded once, in the
-driver, and handed to the executor as its ``shared`` input (sent to each worker once, not per task).
+changed table or version does not. A protocol that takes no routers (``society``, ``scaling``) has one cell per
+table x seed x settings, router ``""``; a cell's settings are only those its protocol reads, so sweeping the
+encoder does not repeat a society cell. Cells are grouped into tasks of one table x seed x settings: a task
+splits and encodes the table once (a :class:`~routerlab.protocols.base.RunContext` shared by its protocols)
+and runs every protocol with the routers still missing, through the protocol layer's ``run`` as the CLI and
+the audit do, while the store keeps one row per metric record (router, metric, slice). Tables are loaded once,
+in the driver, and handed to the executor as its ``shared`` input (sent to each worker once, not per task).
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 import time
 import uuid
 from collections.abc import Callable
@@ -60,15 +62,22 @@ def cell_id(table: TableSpec, data_hash: str, protocol: ProtocolSpec, router: st
 
 def expand(exp: Experiment, hashes: dict[str, str], version: str) -> list[Cell]:
     """Every cell of ``exp`` in a fixed order (table, settings, seed, protocol, router); ``hashes`` maps a
-    table name to its content hash."""
-    cells = []
+    table name to its content hash. A cell's settings are the experiment settings its protocol reads."""
+    from routerlab.protocols.base import get_protocol
+
+    cells: list[Cell] = []
+    seen: set[str] = set()
     for t in exp.tables:
-        for settings in exp.settings_grid:
+        for grid in exp.settings_grid:
             for seed in exp.seeds:
                 for p in exp.protocols:
-                    for r in exp.routers:
+                    proto = get_protocol(p.name)
+                    settings = {k: v for k, v in grid.items() if k in proto.Settings.names()}
+                    for r in (exp.routers if proto.uses_routers else [""]):
                         cid = cell_id(t, hashes[t.name], p, r, seed, settings, version)
-                        cells.append(Cell(cid, t.name, hashes[t.name], t.split, p, r, seed, dict(settings)))
+                        if cid not in seen:
+                            seen.add(cid)
+                            cells.append(Cell(cid, t.name, hashes[t.name], t.split, p, r, seed, settings))
     return cells
 
 
@@ -104,62 +113,49 @@ def plan(cells: list[Cell]) -> list[Task]:
     return tasks
 
 
-def _num(x: Any) -> float | None:
-    v = float(x)
-    return v if math.isfinite(v) else None
+def protocol_settings(protocol: ProtocolSpec, split: str, settings: dict[str, Any]) -> Any:
+    """The settings a cell's protocol runs with: its TOML options, the table's split, the experiment's settings
+    it reads, and no paired comparison (a cell's numbers must not depend on the routers run beside it)."""
+    from routerlab.protocols.base import get_protocol
+
+    cls = get_protocol(protocol.name).Settings
+    names = cls.names()
+    injected = {"split": split, **settings, "compare_to": "none"}
+    return cls.from_mapping({**{k: v for k, v in injected.items() if k in names}, **protocol.options})
 
 
 def run_task(shared: dict[str, Any], task: Task) -> list[Outcome]:
-    """The executor's task function: split and encode the table once, then every protocol of the task.
+    """The executor's task function: every protocol of the task through the protocol layer, sharing one
+    :class:`RunContext` (the split's features encoded once per encoder).
 
     Module-level (picklable by reference); deterministic in the task alone, so every executor gives the
     same outcomes. A router or protocol error names the cell's table, protocol and seed."""
-    from routerlab.data.splits import make_split
-    from routerlab.protocols.full import evaluate, featurize
+    from routerlab.protocols.base import RunContext, get_protocol
 
     table = shared[task.table]
-    encoder = task.settings["encoder"]
     where = f"table {task.table!r}, seed {task.seed}"
-    try:
-        sp = make_split(table, task.split, task.seed)
-        train, test = sp.apply(table)
-        features = featurize(train, test, encoder)
-    except RouterlabError as exc:
-        raise UsageError(f"{where}: {exc}") from None
-    common: dict[str, Any] = {"split": sp, "encoder": encoder, "seed": task.seed, "n_boot": task.settings["n_boot"],
-                              "features": features, "skip_inapplicable": task.settings["skip_inapplicable"],
-                              "compare_to": None}
+    context = RunContext()
     out: list[Outcome] = []
     for protocol, routers, ids in task.runs:
+        proto = get_protocol(protocol.name)
         try:
-            if protocol.name == "full":
-                ev = evaluate(table, list(routers), **common)
-            elif protocol.name == "cold-start":
-                from routerlab.protocols.partial import cold_start
-
-                ev = cold_start(table, list(routers), logging=protocol.options.get("logging", "uniform"), **common)
-            else:
-                from routerlab.protocols.partial import voyager
-
-                ev = voyager(table, list(routers), rounds=protocol.options.get("rounds", 5),
-                             order=protocol.options.get("order", "given"), **common)
+            settings = protocol_settings(protocol, task.split, task.settings)
+            result = proto.run(table, settings, task.seed, list(routers) if proto.uses_routers else [], context)
         except RouterlabError as exc:
             raise UsageError(f"{where}, protocol {protocol.label}: {exc}") from None
-        by_spec = {r.spec: r for r in ev.results}
-        skipped: dict[str, str] = {str(k): str(v) for k, v in dict(ev.extra.get("skipped", {})).items()}
-        n_train = int(ev.split.get("n_train", 0) or 0)
-        n_test = int(ev.split.get("n_test", 0) or 0) - int(ev.excluded_test_queries)
+        fit = result.native.results if hasattr(result.native, "results") else []
+        fit_seconds = {getattr(r, "spec", ""): float(getattr(r, "fit_seconds", 0.0)) for r in fit}
         for router, cid in zip(routers, ids, strict=True):
-            res = by_spec.get(router)
-            if res is None:
-                out.append(Outcome(cid, "skipped", skipped.get(router, "not applicable to this table or protocol"),
-                                   n_train, n_test, 0.0, ()))
+            if not proto.uses_routers:
+                records = result.records
+            else:
+                records = [rec for rec in result.records if rec.router == router]
+            if proto.uses_routers and (router in result.skipped or not records):
+                note = result.skipped.get(router, "not applicable to this table or protocol")
+                out.append(Outcome(cid, "skipped", note, result.n_train, result.n_test, 0.0, ()))
                 continue
-            metrics = []
-            for name, value in res.metrics.items():
-                lo, hi = res.ci.get(name, (math.nan, math.nan))
-                metrics.append((name, _num(value), _num(lo), _num(hi)))
-            out.append(Outcome(cid, "ok", "", n_train, n_test, float(res.fit_seconds), tuple(metrics)))
+            rows = tuple((rec.router, rec.metric, rec.value, rec.ci_low, rec.ci_high, rec.slice) for rec in records)
+            out.append(Outcome(cid, "ok", "", result.n_train, result.n_test, fit_seconds.get(router, 0.0), rows))
     return out
 
 

@@ -14,11 +14,13 @@ import itertools
 import json
 import math
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from routerlab.errors import RouterlabError, UsageError
+from routerlab.protocols.base import get_protocol, protocol_names
 
 SEED_MAX = 2**32 - 1
 MIN_BOOT = 40
@@ -26,12 +28,11 @@ MAX_BOOT = 1_000_000
 DEMO = "demo"
 """``path = "demo"`` names the embedded demo benchmark (write ``"./demo"`` for a directory called demo)."""
 
-PROTOCOLS = ("full", "cold-start", "voyager")
-_PROTOCOL_KEYS: dict[str, tuple[str, ...]] = {
-    "full": ("name",),
-    "cold-start": ("name", "logging"),
-    "voyager": ("name", "rounds", "order"),
-}
+INJECTED = {"split": "[[tables]] split / test_fraction", "encoder": "[settings] encoder",
+            "n_boot": "[settings] n_boot", "skip_inapplicable": "[settings] skip_inapplicable",
+            "compare_to": "nowhere: a cell's numbers must not depend on the other routers run beside it"}
+"""Protocol settings an experiment sets in one place for every protocol, never in a protocol's own table: where
+each is set instead."""
 _TOP_KEYS = ("name", "description", "tables", "routers", "protocols", "seeds", "settings")
 _TABLE_KEYS = ("name", "path", "n_queries", "seed", "split", "test_fraction")
 _SETTING_KEYS = ("encoder", "n_boot", "skip_inapplicable")
@@ -66,8 +67,9 @@ class TableSpec:
 
 @dataclass(frozen=True)
 class ProtocolSpec:
-    """An evaluation protocol (SPEC 5) and its options: cold-start's ``logging`` policy, Voyager's
-    ``rounds`` and ``order``."""
+    """A registered protocol (``routerlab protocols``) and the settings its TOML table gives (``rounds = 3``),
+    checked by the protocol's settings class when the file is read; the experiment's split, encoder, n_boot and
+    skip_inapplicable are added per cell (:data:`INJECTED`)."""
 
     name: str
     options: dict[str, Any] = field(default_factory=dict)
@@ -94,10 +96,19 @@ class Experiment:
     protocols: list[ProtocolSpec]
     seeds: list[int]
     settings_grid: list[dict[str, Any]]
+    notes: list[str] = field(default_factory=list)
 
     @property
     def n_cells(self) -> int:
-        return len(self.tables) * len(self.protocols) * len(self.routers) * len(self.seeds) * len(self.settings_grid)
+        """Cells per table and seed, summed over protocols: its routers (one cell for a protocol that takes none)
+        x the distinct combinations of the settings it reads."""
+        total = 0
+        for p in self.protocols:
+            proto = get_protocol(p.name)
+            reads = set(proto.Settings.names())
+            combos = {canonical({k: v for k, v in g.items() if k in reads}) for g in self.settings_grid}
+            total += len(combos) * (len(self.routers) if proto.uses_routers else 1)
+        return total * len(self.tables) * len(self.seeds)
 
 
 def _did_you_mean(key: str, known: tuple[str, ...]) -> str:
@@ -163,8 +174,9 @@ def file_hash(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def load_experiment(path: Path) -> Experiment:
-    """Read and check an experiment file (see the module docstring); nothing is loaded or trained yet."""
+def load_experiment(path: Path, tables: dict[str, str] | None = None) -> Experiment:
+    """Read and check an experiment file (see the module docstring); nothing is loaded or trained yet.
+    ``tables`` maps a table's name to a path that replaces the file's (``routerlab run --table NAME=PATH``)."""
     path = Path(path)
     if not path.exists():
         raise UsageError(f"{path}: no such file")
@@ -180,32 +192,54 @@ def load_experiment(path: Path) -> Experiment:
         raise UsageError(f"{path}: not UTF-8 text, so not a TOML experiment file") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: not valid TOML: {exc}") from None
-    return parse_experiment(data, path, hashlib.sha256(raw).hexdigest())
+    return parse_experiment(data, path, hashlib.sha256(raw).hexdigest(), tables)
 
 
-def parse_experiment(data: dict[str, Any], source: Path, digest: str = "") -> Experiment:
-    """Check a decoded TOML document; ``source`` names it in errors and anchors relative paths."""
+def parse_experiment(data: dict[str, Any], source: Path, digest: str = "", tables: dict[str, str] | None = None
+                     ) -> Experiment:
+    """Check a decoded TOML document; ``source`` names it in errors and anchors relative paths; ``tables``
+    replaces tables' paths by name (relative to the working directory)."""
     r = _Reader(source)
     r.check_keys("", data, _TOP_KEYS)
-    for key in ("name", "tables", "routers", "protocols", "seeds"):
+    for key in ("name", "tables", "protocols", "seeds"):
         if key not in data:
-            raise r.fail(key, "missing (required: name, tables, routers, protocols, seeds)")
+            raise r.fail(key, "missing (required: name, tables, protocols, seeds; routers for protocols that "
+                              "evaluate routers)")
     name = r.string("name", data["name"])
     description = r.string("description", data["description"]) if "description" in data else ""
-    tables = _tables(r, data["tables"], source.parent)
-    routers = _routers(r, data["routers"])
-    protocols = _protocols(r, data["protocols"])
+    table_specs = _tables(r, data["tables"], source.parent, tables or {})
+    protocols = _protocols(r, data["protocols"], source.parent)
+    with_routers = [p.name for p in protocols if get_protocol(p.name).uses_routers]
+    notes: list[str] = []
+    if "routers" in data:
+        routers = _routers(r, data["routers"])
+        without = [p.name for p in protocols if not get_protocol(p.name).uses_routers]
+        if without:
+            notes.append(f"{', '.join(dict.fromkeys(without))} take{'s' if len(set(without)) == 1 else ''} no "
+                         "routers: the experiment's router list is ignored for "
+                         f"{'it' if len(set(without)) == 1 else 'them'}")
+    elif with_routers:
+        raise r.fail("routers", f"missing: protocol {with_routers[0]} evaluates routers, e.g. routers = "
+                                '["oracle", "best-single", "knn"]')
+    else:
+        routers = []
     seeds = _seeds(r, data["seeds"])
     grid = _settings(r, data.get("settings", {}))
-    return Experiment(name=name, description=description, source=source, file_hash=digest, tables=tables,
-                      routers=routers, protocols=protocols, seeds=seeds, settings_grid=grid)
+    return Experiment(name=name, description=description, source=source, file_hash=digest, tables=table_specs,
+                      routers=routers, protocols=protocols, seeds=seeds, settings_grid=grid, notes=notes)
 
 
-def _tables(r: _Reader, value: Any, base: Path) -> list[TableSpec]:
+def _tables(r: _Reader, value: Any, base: Path, overrides: dict[str, str]) -> list[TableSpec]:
     if isinstance(value, dict):
         raise r.fail("tables", "must be an array of tables: write [[tables]], not [tables]")
     items = r.array("tables", value)
     out: list[TableSpec] = []
+    names = [str(item.get("name", "")) for item in items if isinstance(item, dict)]
+    for name in overrides:
+        if name not in names and not any(Path(str(it.get("path", ""))).name == name or it.get("path") == name
+                                         for it in items if isinstance(it, dict) and "name" not in it):
+            raise UsageError(f"--table {name}=...: the experiment has no table {name!r} (its tables: "
+                             f"{', '.join(_table_names(items)) or 'none'})")
     for i, item in enumerate(items, start=1):
         where = f"[[tables]][{i}]"
         if not isinstance(item, dict):
@@ -214,6 +248,16 @@ def _tables(r: _Reader, value: Any, base: Path) -> list[TableSpec]:
         if "path" not in item:
             raise r.fail(f"{where}.path", 'missing: a table directory or "demo"')
         raw_path = r.string(f"{where}.path", item["path"])
+        own_name = str(item["name"]) if isinstance(item.get("name"), str) else _default_name(raw_path)
+        if own_name in overrides:  # --table NAME=PATH: a path relative to the working directory
+            raw_path = overrides[own_name].strip()
+            if not raw_path:
+                raise UsageError(f"--table {own_name}=: the path is empty")
+            where = f"--table {own_name}"
+            item = {k: v for k, v in item.items() if k not in ("n_queries", "seed") or raw_path == DEMO}
+            if raw_path != DEMO:
+                raw_path = str(Path(raw_path).expanduser().resolve())
+            item["name"] = own_name
         demo_options: dict[str, int] = {}
         table_path: Path | None = None
         if raw_path == DEMO:
@@ -241,6 +285,15 @@ def _tables(r: _Reader, value: Any, base: Path) -> list[TableSpec]:
             raise r.fail(f"[[tables]][{i}].name", f"{t.name!r} is used by an earlier table; names must be unique")
         seen.add(t.name)
     return out
+
+
+def _default_name(raw_path: str) -> str:
+    return DEMO if raw_path == DEMO else Path(raw_path).expanduser().name
+
+
+def _table_names(items: list[Any]) -> list[str]:
+    return [str(it["name"]) if isinstance(it.get("name"), str) else _default_name(str(it.get("path", "")))
+            for it in items if isinstance(it, dict)]
 
 
 def _split(r: _Reader, where: str, item: dict[str, Any]) -> str:
@@ -278,7 +331,11 @@ def _routers(r: _Reader, value: Any) -> list[str]:
     return out
 
 
-def _protocols(r: _Reader, value: Any) -> list[ProtocolSpec]:
+def _protocols(r: _Reader, value: Any, base: Path) -> list[ProtocolSpec]:
+    """Each item a registered protocol's name, or a table ``{ name = ..., SETTING = value }`` whose keys are the
+    protocol's settings (its command's long options with dashes as underscores), checked by the protocol's own
+    settings class, the same checks and messages as on the command line."""
+    known = protocol_names()
     items = r.array("protocols", value)
     out: list[ProtocolSpec] = []
     for i, item in enumerate(items, start=1):
@@ -288,23 +345,19 @@ def _protocols(r: _Reader, value: Any) -> list[ProtocolSpec]:
         if not isinstance(item, dict):
             raise r.fail(where, f"must be a protocol name or a table with name = ..., got {_kind(item)}")
         if "name" not in item:
-            raise r.fail(f"{where}.name", f"missing: one of {', '.join(PROTOCOLS)}")
+            raise r.fail(f"{where}.name", f"missing: one of {', '.join(known)}")
         name = r.string(f"{where}.name", item["name"])
-        if name not in PROTOCOLS:
-            close = difflib.get_close_matches(name, PROTOCOLS, n=1)
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise r.fail(f"{where}.name", f"unknown protocol {name!r} (known: {', '.join(PROTOCOLS)}){hint}")
-        r.check_keys(where, item, _PROTOCOL_KEYS[name])
-        options: dict[str, Any] = {}
-        if "logging" in item:
-            options["logging"] = _logging(r, f"{where}.logging", item["logging"])
-        if "rounds" in item:
-            options["rounds"] = r.integer(f"{where}.rounds", item["rounds"], 2, 10_000)
-        if "order" in item:
-            order = r.string(f"{where}.order", item["order"])
-            if order not in ("given", "shuffle"):
-                raise r.fail(f"{where}.order", f"must be 'given' or 'shuffle', got {order!r}")
-            options["order"] = order
+            raise r.fail(f"{where}.name", f"unknown protocol {name!r} (known: {', '.join(known)}){hint}")
+        settings_cls = get_protocol(name).Settings
+        options = {k: v for k, v in item.items() if k != "name"}
+        for key in options:
+            if key in INJECTED and key in settings_cls.names():
+                raise r.fail(f"{where}.{key}", f"set for every protocol in one place: {INJECTED[key]}")
+        options = _anchor_paths(settings_cls, options, base)
+        settings_cls.from_mapping(options, where=_locate(r.source, where))
         spec = ProtocolSpec(name=name, options=options)
         if spec in out:
             raise r.fail(where, f"{spec.label} is listed twice")
@@ -312,15 +365,20 @@ def _protocols(r: _Reader, value: Any) -> list[ProtocolSpec]:
     return out
 
 
-def _logging(r: _Reader, key: str, value: Any) -> str:
-    from routerlab.protocols.policies import parse_policy
+def _locate(source: Path, where: str) -> Callable[[str], str]:
+    return lambda key: f"{source}: {where}.{key}"
 
-    spec = r.string(key, value)
-    try:
-        parse_policy(spec)
-    except RouterlabError as exc:
-        raise r.fail(key, str(exc)) from None
-    return spec
+
+def _anchor_paths(settings_cls: Any, options: dict[str, Any], base: Path) -> dict[str, Any]:
+    """Settings declared as paths (``logs = "logs/test.csv"``) made relative to the experiment file's directory."""
+    infos = settings_cls.settings_info()
+    out = dict(options)
+    for key, value in options.items():
+        info = infos.get(key)
+        if info is not None and info.path and isinstance(value, str) and value.strip():
+            p = Path(value.strip()).expanduser()
+            out[key] = str(p if p.is_absolute() else base / p)
+    return out
 
 
 def _seeds(r: _Reader, value: Any) -> list[int]:

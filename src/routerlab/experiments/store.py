@@ -44,6 +44,7 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("seed", "BIGINT"),
     ("settings", "VARCHAR"),
     ("metric", "VARCHAR"),
+    ("slice", "VARCHAR"),
     ("value", "DOUBLE"),
     ("ci_low", "DOUBLE"),
     ("ci_high", "DOUBLE"),
@@ -88,7 +89,8 @@ RUN_COLUMNS: tuple[tuple[str, str], ...] = (
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a task returns for one cell: its metrics (name, value, 95% interval) or why it was skipped."""
+    """What a task returns for one cell: its metric records (router or actor set, metric, value, 95% interval,
+    slice) or why it was skipped."""
 
     cell_id: str
     status: str
@@ -96,7 +98,7 @@ class Outcome:
     n_train: int
     n_test: int
     fit_seconds: float
-    metrics: tuple[tuple[str, float | None, float | None, float | None], ...]
+    metrics: tuple[tuple[str, str, float | None, float | None, float | None, str], ...]
 
 
 @dataclass(frozen=True)
@@ -197,6 +199,9 @@ class ResultStore:
             for name, cols in (("results", RESULT_COLUMNS), ("cells", CELL_COLUMNS), ("runs", RUN_COLUMNS)):
                 con.execute(_create(name, cols))
                 have = {r[0] for r in con.execute(f"DESCRIBE {name}").fetchall()}
+                if name == "results" and "slice" not in have and "metric" in have:  # a store from before slices
+                    con.execute("ALTER TABLE results ADD COLUMN slice VARCHAR DEFAULT ''")
+                    have.add("slice")
                 missing = [c for c, _ in cols if c not in have]
                 if missing:
                     raise UsageError(f"--store {self.directory}: table {name} of {self.path} lacks columns "
@@ -247,10 +252,12 @@ class ResultStore:
                                 [o.cell_id, run_id, experiment, *key, o.status, o.note, o.n_train,
                                  o.n_test, o.fit_seconds, version, now])
                     if o.metrics:
+                        # by column name: a store from before the slice column holds it last
                         con.executemany(
-                            "INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                            [[run_id, o.cell_id, experiment, *key, m, _finite(v), _finite(lo), _finite(hi),
-                              version, now] for m, v, lo, hi in o.metrics])
+                            f"INSERT INTO results ({', '.join(c for c, _ in RESULT_COLUMNS)}) VALUES "
+                            f"({', '.join('?' * len(RESULT_COLUMNS))})",
+                            [[run_id, o.cell_id, experiment, *key[:4], router, *key[5:], m, sl, _finite(v),
+                              _finite(lo), _finite(hi), version, now] for router, m, v, lo, hi, sl in o.metrics])
                 except BaseException:
                     con.execute("ROLLBACK")
                     raise
@@ -320,14 +327,15 @@ LEADERBOARD_SQL = """
 SELECT table_name, data_hash, split, protocol, settings, router, count(DISTINCT seed) AS seeds, avg(value) AS mean,
        min(value) AS seed_min, max(value) AS seed_max, avg(ci_low) AS ci_low, avg(ci_high) AS ci_high
 FROM results
-WHERE metric = ? {extra}
+WHERE metric = ? AND slice = '' {extra}
 GROUP BY table_name, data_hash, split, protocol, settings, router
 ORDER BY table_name, data_hash, split, protocol, settings, mean DESC NULLS LAST, router
 """
 
 
 def leaderboard(directory: Path, metric: str, *, cell_ids: Sequence[str] | None = None) -> list[BoardRow]:
-    """Every router x table x protocol x settings of the store (or of ``cell_ids``): the mean of ``metric``
+    """Every router x table x protocol x settings of the store (or of ``cell_ids``), on the whole test set (slice
+    ``''``): the mean of ``metric``
     over seeds, its range over seeds, and the seeds' mean 95% interval bounds. A table is its name, content
     hash and split together, so rows of an edited table are never averaged with the old ones."""
     params: list[Any] = [metric]

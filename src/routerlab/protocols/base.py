@@ -61,12 +61,13 @@ class Setting:
     rule: Constraint | None = None
     check: Check | None = None
     option: str | None = None  # the CLI's long option when it is not --<name with dashes>
+    path: bool = False  # a file or directory: relative to the experiment file when it comes from one
 
 
 def setting(default: Any, help: str, rule: Constraint | None = None, *, check: Check | None = None,
-            option: str | None = None) -> Any:
+            option: str | None = None, path: bool = False) -> Any:
     """A settings field: ``rounds: int = setting(5, "number of rounds", Interval(int, 2, 10_000))``."""
-    meta = {"setting": Setting(help, rule, check, option)}
+    meta = {"setting": Setting(help, rule, check, option, path)}
     if isinstance(default, list):
         default = tuple(default)
     return field(default=default, metadata=meta)
@@ -233,9 +234,13 @@ class ProtocolSettings:
         known = cls.names()
         for key in values:
             if key not in known:
+                owner = f"protocol {cls.protocol_name}" if cls.protocol_name else cls.__name__
+                others = [n for n, p in PROTOCOLS.items() if key in p.Settings.names()]
+                if others:
+                    raise UsageError(f"{loc(key)}: applies to protocol {' and '.join(others)} only, not to "
+                                     f"{owner.removeprefix('protocol ')}")
                 close = difflib.get_close_matches(key, known, n=1)
                 hint = f"did you mean {close[0]!r}?" if close else f"its settings: {', '.join(known) or 'none'}"
-                owner = f"protocol {cls.protocol_name}" if cls.protocol_name else cls.__name__
                 raise UsageError(f"{loc(key)}: not a setting of {owner}; {hint}")
         try:
             return cls(**dict(values))
