@@ -15,7 +15,8 @@ import numpy as np
 
 from routerlab.data.table import RoutingTable
 from routerlab.features.base import Features
-from routerlab.protocols.full import Evaluation, evaluate, featurize
+from routerlab.protocols.base import run_protocol
+from routerlab.protocols.full import Evaluation, featurize
 from routerlab.reports.audit import AuditContext, audit_section, display_name
 from routerlab.reports.blocks import Decisions, Figure, Finding, Paragraph, Section
 from routerlab.reports.evaluation import leaderboard_table, metric_columns, plot_evaluation
@@ -38,6 +39,13 @@ def router_specs(ctx: AuditContext) -> list[str]:
     if "routers" in ctx.options:
         return [str(r) for r in ctx.options["routers"]]
     return list(QUICK_ROUTERS if ctx.quick else DEFAULT_ROUTERS)
+
+
+def evaluation_settings(ctx: AuditContext) -> dict[str, Any]:
+    """The settings of the audit's full and cold-start runs: its split, encoder and resamples; a router that
+    cannot fit the table is listed as skipped, not an error."""
+    return {"split": ctx.split_spec, "encoder": str(ctx.options.get("encoder", "tfidf")), "n_boot": n_boot(ctx),
+            "skip_inapplicable": True}
 
 
 def n_boot(ctx: AuditContext) -> int:
@@ -127,9 +135,8 @@ def gain_finding(ev: Evaluation) -> tuple[Finding | None, dict[str, Any]]:
 @audit_section("leaderboard", order=30, depends=("quick", "routers", "encoder"))
 def leaderboard_section(table: RoutingTable, ctx: AuditContext) -> Section:
     specs = router_specs(ctx)
-    features, encoder = audit_features(*ctx.split.apply(table), str(ctx.options.get("encoder", "tfidf")))
-    ev = evaluate(table, specs, split=ctx.split, encoder=encoder, seed=ctx.seed, features=features,
-                  skip_inapplicable=True, n_boot=n_boot(ctx))
+    ev = run_protocol("full", table, evaluation_settings(ctx), ctx.seed, specs, ctx.run_context).native
+    encoder = ev.encoder
     ctx.shared["full_evaluation"] = ev  # the partial-observability and robustness sections compare with it
     files = plot_evaluation(ev, ctx.out_dir, display_name(table))
     captions = {"leaderboard.png": ("mu_o of every router with its 95% bootstrap interval", FIGURE_ID),

@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 
 from routerlab.data.table import RoutingTable
-from routerlab.protocols.full import Evaluation, RouterResult, evaluate
-from routerlab.protocols.partial import cold_start
+from routerlab.protocols.base import run_protocol
+from routerlab.protocols.full import Evaluation, RouterResult
 from routerlab.reports.audit import AuditContext, audit_section
 from routerlab.reports.blocks import Block, Finding, Paragraph, Section, Table
-from routerlab.reports.sections.leaderboard import audit_features, decisions, n_boot, router_specs
+from routerlab.reports.sections.leaderboard import decisions, evaluation_settings, n_boot, router_specs
 
 BOUNDS = {"oracle", "oracle-p", "random"}
 """Routers whose test choices do not depend on training feedback: shown, but not counted in the findings."""
@@ -208,14 +208,11 @@ def collapse_findings(table: RoutingTable, test: RoutingTable, c: dict[str, Any]
 @audit_section("partial", order=35, depends=("quick", "routers", "encoder"))
 def partial_section(table: RoutingTable, ctx: AuditContext) -> Section:
     specs = router_specs(ctx)
-    train, test = ctx.split.apply(table)
-    features, encoder = audit_features(train, test, str(ctx.options.get("encoder", "tfidf")))  # one encoding
+    settings = evaluation_settings(ctx)  # the features are encoded once, in ctx.run_context
     full = ctx.shared.get("full_evaluation")  # the leaderboard's run: same routers, split, encoder and seed
     if not isinstance(full, Evaluation):
-        full = evaluate(table, specs, split=ctx.split, encoder=encoder, seed=ctx.seed, features=features,
-                        skip_inapplicable=True, n_boot=n_boot(ctx))
-    cold = cold_start(table, specs, split=ctx.split, encoder=encoder, seed=ctx.seed, features=features,
-                      skip_inapplicable=True, n_boot=n_boot(ctx))
+        full = run_protocol("full", table, settings, ctx.seed, specs, ctx.run_context).native
+    cold = run_protocol("cold-start", table, settings, ctx.seed, specs, ctx.run_context).native
     cmp = compare(full, cold)
     cols = cmp["metrics"]
     head = ["router", *[f"{LABELS[k]} full → cold" for k in cols],
