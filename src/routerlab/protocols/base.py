@@ -460,8 +460,19 @@ class Protocol(ABC):
             raise UsageError(f"protocol {self.name} needs at least one router, e.g. oracle,knn,best-single")
 
 
+def _plugin_protocol(name: str, loaded: Any, ep: Any) -> type[Protocol]:
+    """A plugin's entry point must load a :class:`Protocol` subclass; it takes the entry point's name."""
+    if not (isinstance(loaded, type) and issubclass(loaded, Protocol)):
+        raise UsageError(f"protocol plugin {name!r} ({ep.value}) is not a Protocol subclass")
+    loaded.name = name
+    if "protocol_name" not in loaded.Settings.__dict__:
+        loaded.Settings.protocol_name = name
+    return loaded
+
+
 PROTOCOLS: Registry[type[Protocol]] = Registry("protocol", package="routerlab.protocols",
-                                               group="routerlab.protocols", skip=("base",))
+                                               group="routerlab.protocols", skip=("base",),
+                                               from_plugin=_plugin_protocol)
 
 P = TypeVar("P", bound=type[Protocol])
 
