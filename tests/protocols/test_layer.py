@@ -197,7 +197,7 @@ def test_a_plugin_protocol_joins_through_its_entry_point(monkeypatch: pytest.Mon
     assert "first-actor" in protocol_names()
     result = run_protocol("first-actor", table, {"actor": 2})
     assert result.records[0].value == pytest.approx(float(np.nanmean(table.score[:, 2])))
-    with pytest.raises(UsageError, match="^actor: must be an integer >= 0, got -1$"):
+    with pytest.raises(UsageError, match=r"^actor: must be an integer >= 0, got -1$"):
         run_protocol("first-actor", table, {"actor": -1})
     assert main(["protocols", "--json"]) == 0
     listed = {d["name"]: d for d in json.loads(capsys.readouterr().out)}
