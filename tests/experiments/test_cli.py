@@ -139,3 +139,52 @@ def test_show_keeps_table_versions_and_settings_apart(tmp_path: Path, capsys: py
     labels = {line.split()[0] for line in lines[2:]}
     assert len(labels) == 2 and all(label.startswith("demo@") for label in labels)
     assert sum("n_boot=50" in line for line in lines) == 1
+
+
+def test_table_option_runs_the_same_experiment_on_another_table(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from routerlab.datasets import demo
+    from routerlab.experiments.store import query
+
+    other = tmp_path / "other"
+    demo(n_queries=240, seed=5).save(other)
+    exp = write_experiment(tmp_path, routers='"best-single"', seeds="0")
+    store = tmp_path / "store"
+    assert main(["run", str(exp), "--store", str(store), "--backend", "serial"]) == 0
+    assert main(["run", str(exp), "--store", str(store), "--backend", "serial", "--table", f"demo={other}"]) == 0
+    assert "0 of 2 cells reused" in capsys.readouterr().out  # another table: other cells
+    _, rows = query(store, "SELECT DISTINCT table_name, data_hash FROM cells ORDER BY data_hash")
+    assert len(rows) == 2 and {r[0] for r in rows} == {"demo"}
+    _, sizes = query(store, "SELECT DISTINCT n_train + n_test FROM cells ORDER BY 1")
+    assert [s[0] for s in sizes] == [240, 300]
+
+
+@pytest.mark.parametrize("value,needle", [
+    ("demo", "--table 'demo': write NAME=PATH"),
+    ("nosuch=demo", "--table nosuch=...: the experiment has no table 'nosuch' (its tables: demo)"),
+    ("demo=", "--table 'demo=': write NAME=PATH"),
+    ("demo=/no/such/dir", "no such directory (/no/such/dir)"),
+])
+def test_bad_table_options_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str,
+                                        needle: str) -> None:
+    exp = write_experiment(tmp_path)
+    _one_line_error(capsys, main(["run", str(exp), "--store", str(tmp_path / "s"), "--table", value]), needle)
+
+
+def test_a_store_from_before_slices_gains_the_column(tmp_path: Path) -> None:
+    import duckdb
+
+    from routerlab.experiments.store import RESULT_COLUMNS, query
+
+    store = tmp_path / "old"
+    store.mkdir()
+    old = [(c, t) for c, t in RESULT_COLUMNS if c != "slice"]
+    con = duckdb.connect(str(store / "results.duckdb"))
+    con.execute(f"CREATE TABLE results ({', '.join(f'{c} {t}' for c, t in old)})")
+    con.execute(f"INSERT INTO results ({', '.join(c for c, _ in old)}) VALUES ('r', 'c', 'e', 't', 'h', 'given', "
+                "'full', 'knn', 0, '{}', 'mu_o', 0.5, 0.4, 0.6, '0', now())")
+    con.close()
+    exp = write_experiment(tmp_path, routers='"best-single"', seeds="0")
+    assert main(["run", str(exp), "--store", str(store), "--backend", "serial"]) == 0
+    _, rows = query(store, "SELECT slice, count(*) FROM results GROUP BY slice ORDER BY slice")
+    assert rows[0][0] == "" and rows[0][1] > 1  # the old row and the new ones, all on the whole test set
