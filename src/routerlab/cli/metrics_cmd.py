@@ -17,12 +17,13 @@ def metrics_cmd(
     protocol: Annotated[str | None, typer.Option(
         "--protocol", help=f"Only the metrics this protocol produces: {', '.join(PROTOCOLS)}.")] = None,
     terms: Annotated[bool, typer.Option(
-        "--terms", help="Also list the report's glossary terms that are not metrics (protocols, bounds, "
+        "--terms", metavar="", help="Also list the report's glossary terms that are not metrics (protocols, bounds, "
                         "flags).")] = False,
     as_json: Annotated[bool, json_option(
         "Print a JSON list of objects, each with name, label, unit, direction, spec, protocols and meaning "
         "(with --terms, an object with 'metrics' and 'terms').")] = False,
-    verbose: Annotated[bool, typer.Option("--meaning", help="Print each metric's meaning under it.")] = False,
+    verbose: Annotated[bool, typer.Option(
+        "--meaning", metavar="", help="Print each metric's meaning under it.")] = False,
 ) -> None:
     """List the metrics every result may hold: name (as results and the store hold it), label, unit, whether higher
     or lower is better, the SPEC section that defines it and the protocols that produce it."""
