@@ -13,7 +13,7 @@ Two kinds of entries:
 This module declares; it computes nothing. How a per-query metric is *computed* is
 :mod:`routerlab.metrics.registry` (``@metric(name, needs=...)``), and a registered computation must have an entry
 here (a test checks it). The catalog never changes once built: importing a module cannot add or alter an entry
-(the old ``GLOSSARY.setdefault`` pattern is gone); a plugin declares its metrics through the ``routerlab.metrics``
+(the glossary is a read-only view of it). A plugin declares its metrics through the ``routerlab.metrics``
 entry-point group, each entry point naming a :class:`Metric` or :class:`Term`, read once on first use.
 """
 
@@ -375,11 +375,13 @@ _TERMS: tuple[Term, ...] = (
 def _from_plugin(name: str, loaded: Any, ep: EntryPoint) -> Entry:
     """A ``routerlab.metrics`` entry point names a :class:`Metric` or :class:`Term` whose name is the entry
     point's."""
+    where = f"metric plugin {name!r} ({ep.value})"
     if not isinstance(loaded, Metric | Term):
-        raise TypeError(f"it must name a routerlab.metrics.catalog Metric or Term, got {type(loaded).__name__}")
+        raise UsageError(f"{where} must name a routerlab.metrics.catalog Metric or Term, not a "
+                         f"{type(loaded).__name__}")
     own = loaded.name if isinstance(loaded, Metric) else loaded.key
     if own != name:
-        raise TypeError(f"it names the entry {own!r}; the entry point must be called the same")
+        raise UsageError(f"{where} names the entry {own!r}; the entry point must have the same name")
     return loaded
 
 
