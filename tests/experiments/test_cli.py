@@ -73,6 +73,12 @@ def test_results_show_leaderboard(built_store: Path, capsys: pytest.CaptureFixtu
     assert full[0]["router"] == "oracle"  # ranked by the mean, best first
     assert main(["results", "show", "--store", str(store)]) == 0
     assert "mu_o mean" in capsys.readouterr().out
+    # a lower-is-better metric (its direction in the metric catalog) ranks lowest first
+    assert main(["results", "show", "--store", str(store), "--metric", "mean_cost", "--json"]) == 0
+    cost_board = json.loads(capsys.readouterr().out)
+    for protocol in ("full", "cold-start"):
+        costs = [r["mean"] for r in cost_board if r["protocol"] == protocol]
+        assert len(costs) == 3 and costs == sorted(costs) and costs[0] < costs[-1]
     code = main(["results", "show", "--store", str(store), "--metric", "nope"])
     _one_line_error(capsys, code, "--metric 'nope'", "mu_o")
 

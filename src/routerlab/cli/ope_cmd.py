@@ -16,6 +16,7 @@ from routerlab.cli import app
 from routerlab.cli._io import check_output_dir, emit_record, json_option, open_table, seed_option
 from routerlab.cli.evaluate_cmd import ENCODER_HELP, MAX_BOOT, MIN_BOOT, NBOOT_HELP, router_specs
 from routerlab.errors import UsageError
+from routerlab.metrics.catalog import label
 
 if TYPE_CHECKING:
     from routerlab.protocols.ope import OPEResult
@@ -102,7 +103,7 @@ def ope_text(result: OPEResult) -> str:
         lines.append("")
         lines.append(f"{r.spec}  ({r.policy}; agrees with the log on {d.n_agree} of {d.n}; ESS {d.ess:.1f}, "
                      f"max weight {_num(d.max_weight)})")
-        header = ["metric"] + [e.upper() for e in result.estimators] + (["truth"] if r.truth is not None else [])
+        header = ["metric", *(label(e) for e in result.estimators), *(["truth"] if r.truth is not None else [])]
         rows = [header]
         for metric in result.metrics:
             cells = [metric]

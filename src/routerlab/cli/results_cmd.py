@@ -15,11 +15,15 @@ import typer
 from routerlab.cli import app
 from routerlab.cli._io import json_option, print_json
 from routerlab.experiments.store import DEFAULT_STORE
+from routerlab.metrics.catalog import all_metrics, metrics_for
 
 if TYPE_CHECKING:
     from routerlab.experiments.store import BoardRow
 
 STORE_HELP = "The results store directory (holding results.duckdb)."
+METRIC_HELP = ("The metric to rank by, best first by its direction (lowest first for "
+               + ", ".join(m.name for m in all_metrics() if m.direction == "lower") + "). Evaluation metrics: "
+               + ", ".join(m.name for m in metrics_for("full")) + "; 'routerlab metrics' lists every protocol's.")
 
 results_app = typer.Typer(
     name="results", help="Query the results store that 'routerlab run' writes (DuckDB, read-only).",
@@ -144,8 +148,7 @@ def query_cmd(
 @results_app.command("show")
 def show_cmd(
     store: Annotated[Path, typer.Option("--store", help=STORE_HELP)] = DEFAULT_STORE,
-    metric: Annotated[str, typer.Option("--metric", help="The metric to rank by (SPEC 7 names, e.g. mu_o, "
-                                        "acc_at_1, mean_cost).")] = "mu_o",
+    metric: Annotated[str, typer.Option("--metric", help=METRIC_HELP)] = "mu_o",
     as_json: Annotated[bool, json_option("Print the leaderboard as a JSON array.")] = False,
 ) -> None:
     """Leaderboard across every run in the store: router x table x protocol, the mean over seeds with the

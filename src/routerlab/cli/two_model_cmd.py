@@ -17,10 +17,9 @@ from routerlab.cli import app
 from routerlab.cli._io import check_output_dir, json_option, open_table, print_json, seed_option
 from routerlab.cli.evaluate_cmd import ENCODER_HELP, MAX_BOOT, MIN_BOOT, router_specs
 from routerlab.errors import UsageError
+from routerlab.metrics.catalog import label
 
 SHOWN_METRICS = ("auroc", "lpm", "hcr")
-LABELS = {"auroc": "AUROC", "lpm": "LPM", "mpm": "MPM", "hcr": "HCR", "auc": "AUC", "apgr": "APGR",
-          "perf_small": "Perf_S", "perf_large": "Perf_L"}
 
 
 def dataset_list(text: str | None, option: str) -> list[str]:
@@ -68,7 +67,7 @@ def results_text(result: dict[str, Any], metrics: tuple[str, ...] = SHOWN_METRIC
     for metric in metrics:
         widths = [max(len(c), 6) for c in columns]
         lines.append("")
-        lines.append(f"{LABELS[metric]:<{width}}  " + "  ".join(f"{c:>{w}}" for c, w in zip(columns, widths,
+        lines.append(f"{label(metric):<{width}}  " + "  ".join(f"{c:>{w}}" for c, w in zip(columns, widths,
                                                                                              strict=True)))
         for r in result["results"]:
             cells = []

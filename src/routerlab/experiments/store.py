@@ -329,21 +329,25 @@ SELECT table_name, data_hash, split, protocol, settings, router, count(DISTINCT 
 FROM results
 WHERE metric = ? AND slice = '' {extra}
 GROUP BY table_name, data_hash, split, protocol, settings, router
-ORDER BY table_name, data_hash, split, protocol, settings, mean DESC NULLS LAST, router
+ORDER BY table_name, data_hash, split, protocol, settings, mean {order} NULLS LAST, router
 """
 
 
 def leaderboard(directory: Path, metric: str, *, cell_ids: Sequence[str] | None = None) -> list[BoardRow]:
     """Every router x table x protocol x settings of the store (or of ``cell_ids``), on the whole test set (slice
-    ``''``): the mean of ``metric``
-    over seeds, its range over seeds, and the seeds' mean 95% interval bounds. A table is its name, content
-    hash and split together, so rows of an edited table are never averaged with the old ones."""
+    ``''``): the mean of ``metric`` over seeds, its range over seeds, and the seeds' mean 95% interval bounds,
+    best first by the metric's direction in the catalog (lowest first for a lower-is-better one such as
+    mean_cost). A table is its name, content hash and split together, so rows of an edited table are never
+    averaged with the old ones."""
+    from routerlab.metrics.catalog import all_metrics
+
+    lower = any(m.name == metric and m.direction == "lower" for m in all_metrics())
     params: list[Any] = [metric]
     extra = ""
     if cell_ids is not None:
         extra = "AND list_contains(?, cell_id)"
         params.append(list(cell_ids))
-    _, rows = query(directory, LEADERBOARD_SQL.format(extra=extra), params)
+    _, rows = query(directory, LEADERBOARD_SQL.format(extra=extra, order="ASC" if lower else "DESC"), params)
     if not rows:
         known = [r[0] for r in query(directory, "SELECT DISTINCT metric FROM results ORDER BY metric")[1]]
         if metric not in known:

@@ -31,6 +31,7 @@ from routerlab.data.provenance import Provenance
 from routerlab.data.splits import Split, given_split, random_split
 from routerlab.data.table import RoutingTable
 from routerlab.errors import RouterlabError, UsageError
+from routerlab.metrics import catalog
 from routerlab.progress import mode as progress_mode
 from routerlab.protocols.base import RunContext
 from routerlab.reports.audit_cache import SectionCache
@@ -104,66 +105,10 @@ class _Registered:
 
 _SECTIONS: Registry[_Registered] = Registry("audit section", package="routerlab.reports.sections")
 
-GLOSSARY: dict[str, tuple[str, str]] = {
-    "full observability": ("full observability", "routers are trained on every actor's score for every training "
-                           "query, and evaluated on the test queries' full (hidden) scores; a protocol, not a "
-                           "number (SPEC 1)"),
-    "cold-start": ("cold-start", "routers are trained on one outcome per training query, of the actor a logging "
-                   "policy (uniform random unless stated) chose, and evaluated on the full test outcomes; a "
-                   "protocol, not a number (SPEC 1, 5; routerworld.txt 3.3)"),
-    "shift": ("Δ (shift)", "a metric under cold-start minus the same metric under full observability, same router "
-              "and test queries, in that metric's unit: Acc@1 up with L-DCG down is routerworld.txt's risk-aversion "
-              "(SPEC 5)"),
-    "held up": ("held up", "a router whose cold-start L-DCG (mu_o without latency) is at or above the lower end of "
-                "its full-observability 95% interval; yes or no (SPEC 5, 7)"),
-    "oracle": ("oracle", "mean over the test queries of the best actor's score, in [0, 1]: what a perfect "
-               "router would reach (SPEC 4)"),
-    "best single actor": ("best single actor", "the actor with the highest mean score on the training split, "
-                          "always called; its mean test score, in [0, 1], is the baseline a router must beat "
-                          "(SPEC 4)"),
-    "random": ("random", "mean over the test queries of the mean actor score, in [0, 1]: a uniformly random "
-               "choice, in expectation (SPEC 4)"),
-    "mu_o": ("mu_o", "mean score of the actors a router chose, over the test queries; scores are in [0, 1], "
-             "higher is better (SPEC 4)"),
-    "95% CI": ("95% CI", "percentile bootstrap interval over 1,000 resamples of the test queries, in the "
-               "unit of the number it brackets (SPEC 7)"),
-    "paired difference": ("paired difference", "a router's mu_o minus the best single actor's on the same test "
-                          "queries, in score points (-1 to 1), with a paired bootstrap 95% interval; a router "
-                          "'beats' the best single actor only when the whole interval is above 0 (SPEC 7)"),
-    "v_b": ("V_B", "mu_o divided by the best single actor's mean score on the same test queries (that actor "
-            "picked on train), a ratio without unit; above 1 beats always calling it (SPEC 4)"),
-    "e_p": ("E_p", "mean entropy, in bits, of the router's selection distribution per query: 0 = certain of "
-            "one actor, log2(m) = uniform over m actors (SPEC 4)"),
-    "acc_at_1": ("Acc@1", "share of test queries, in [0, 1], where the chosen actor is correct, i.e. scores "
-                 ">= 0.5 (SPEC 5)"),
-    "acc_at_1_l": ("Acc@1-L", "share of test queries, in [0, 1], where the chosen actor is the fastest correct "
-                   "one (SPEC 5)"),
-    "dcg": ("DCG", "1 / log2(r + 1) for the chosen actor's rank r among the correct actors ordered by "
-            "latency (fastest = 1), 0 when it is wrong; mean over test queries, in [0, 1] (SPEC 5)"),
-    "l_dcg": ("L-DCG", "DCG times the fastest correct actor's latency over the chosen actor's latency: right "
-              "and fastest scores 1; mean over test queries, in [0, 1] (SPEC 5)"),
-    "mean_cost": ("mean cost", "mean cost of the chosen actors' answers, in USD per query (SPEC 1)"),
-    "mean_latency": ("mean latency", "mean latency of the chosen actors' answers, in seconds per query "
-                     "(SPEC 1: TTFT + (output tokens - 1) * ITL when derived from tokens)"),
-    "collapsed": ("collapsed", "yes when one actor takes >= 99% of the test queries; expected of fixed "
-                  "routers such as best-single, a warning sign for a learned one (SPEC 5)"),
-    "oracle best-of-N": ("oracle best-of-N", "per query, the best actor among those picked by the evaluated "
-                         "routers that do not read test outcomes, mean score in [0, 1]: what combining them "
-                         "could reach (SPEC 5)"),
-    "hse": ("HSE", "hierarchic social entropy: the area under H(h), the entropy in bits of the actors' "
-            "cluster sizes at distance level h; in bits x distance units, 0 = identical actors (SPEC 2)"),
-    "hse_normalized": ("normalised HSE", "HSE / (log2(N) * largest possible distance), in [0, 1]; 1 = every "
-                       "pair of the N actors maximally different (SPEC 2)"),
-    "coreset": ("coreset", "the greedy max-HSE subset; its 90% / 95% sizes are the first sizes whose HSE "
-                "reaches that share of the whole pool's; sizes are numbers of actors (SPEC 2)"),
-    "specialists": ("specialists", "one perfect binary expert per dataset (1 on its dataset, 0 elsewhere): "
-                    "the most complementary pool of that size; its HSE is in bits x distance units (SPEC 2)"),
-    "duplicates": ("duplicates", "number of queries whose text repeats an earlier query's text (SPEC 1)"),
-    "leaks": ("leaks", "evaluated test queries whose exact text also occurs in the training split: a learned "
-              "router's score on them is optimistic; a number of queries (SPEC 1, 7)"),
-}
-"""Every term the report may show (key -> label, meaning with unit and SPEC section); the report's
-glossary lists those its sections used, in order of appearance."""
+GLOSSARY = catalog.GLOSSARY
+"""Every term the report may show (key -> label, meaning with unit and SPEC section), read from the metric catalog
+(:mod:`routerlab.metrics.catalog`, read-only: a section declares no term of its own); the report's glossary lists
+those its sections used, in order of appearance."""
 
 
 def audit_section(name: str, order: int, depends: tuple[str, ...] = ()) -> Callable[[SectionFn], SectionFn]:

@@ -7,30 +7,21 @@ from typing import Any
 
 import numpy as np
 
+from routerlab.metrics import catalog
 from routerlab.protocols.full import Evaluation, RouterResult
 from routerlab.reports.blocks import Table
 from routerlab.reports.files import save_figure, write_json, write_parquet
 
 __all__ = ["groups_text", "leaderboard_table", "leaderboard_text", "write_evaluation", "write_json"]
 
-_COLUMNS = ("mu_o", "v_b", "e_p", "acc_at_1", "acc_at_1_l", "dcg", "l_dcg", "mean_cost", "mean_latency")
-LABELS = {"mu_o": "mu_o", "v_b": "V_B", "e_p": "E_p (bits)", "acc_at_1": "Acc@1", "acc_at_1_l": "Acc@1-L",
-          "dcg": "DCG", "l_dcg": "L-DCG", "mean_cost": "mean cost (USD/query)", "mean_latency": "mean latency (s)"}
-"""Column headings of the report's leaderboard table, with units (the report's glossary explains each)."""
-
-
 def _fmt(v: float | None, key: str) -> str:
-    if v is None or v != v:
-        return "-"
-    if key == "mean_cost":
-        return f"{v:.2e}"
-    return f"{v:.4f}"
+    return catalog.format_value(key, v)
 
 
 def metric_columns(ev: Evaluation) -> list[str]:
     """The metrics the leaderboard shows for this run, in column order (those every router lacks are left out)."""
     present = set().union(*(r.metrics for r in ev.results)) if ev.results else set()
-    return [c for c in _COLUMNS if c in present]
+    return [m.name for m in catalog.metrics_for("full") if m.name in present]
 
 
 _columns = metric_columns
@@ -74,7 +65,8 @@ def leaderboard_text(ev: Evaluation) -> str:
            f"{sp['n_train']} train / {sp['n_test']} test, encoder {ev.encoder}, seed {ev.seed}")
     if ev.excluded_test_queries:
         top += f"; {ev.excluded_test_queries} test queries with unobserved cells left out"
-    return "\n".join([top, line(head), *(line(r) for r in rows), *_extras(ev)])
+    legend = f"legend  {catalog.legend(_columns(ev))} (see routerlab metrics)"
+    return "\n".join([top, line(head), *(line(r) for r in rows), legend, *_extras(ev)])
 
 
 def _extras(ev: Evaluation) -> list[str]:
@@ -98,8 +90,7 @@ def leaderboard_table(ev: Evaluation, id: str = "") -> Table:
     """The leaderboard as a sortable report table block (headings with units, each linked to its glossary
     entry), best router first; ``id`` is its anchor in the report."""
     keys = _header(ev)
-    head = [LABELS.get(h, h) for h in keys]
-    head[1] = "mu_o [95% CI]"
+    head = [keys[0], keys[1], *[catalog.header(k) for k in keys[2:-1]], keys[-1]]
     terms: list[str | None] = [None, "mu_o", *keys[2:]]  # the glossary keys: metric names and "collapsed"
     return Table(head, leaderboard_rows(ev), terms=terms, sortable=True, id=id)
 

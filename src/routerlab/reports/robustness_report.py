@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from routerlab.metrics.catalog import label
 from routerlab.protocols.robustness import UNTESTED_NOTE, Robustness, RobustnessResult
 from routerlab.reports.blocks import Figure, Paragraph, Section, Table
 from routerlab.reports.files import write_json, write_text
@@ -62,7 +63,9 @@ def ranked(result: Robustness) -> list[RobustnessResult]:
 
 def _rows(result: Robustness, *, full: bool) -> tuple[list[str], list[list[str]]]:
     levels = list(result.levels)
-    head = ["router", "accuracy [95% CI]", "rho [95% CI]", *[f"rho {lv}" for lv in levels], "weakest level"]
+    rho = label("rho")
+    head = ["router", f"{label('accuracy')} [95% CI]", f"{rho} [95% CI]", *[f"{rho} {lv}" for lv in levels],
+            "weakest level"]
     if full:
         head.append("invariance")
     rows = []
@@ -121,8 +124,8 @@ def invariance_table(result: Robustness) -> Table | None:
     and every router's rho on the invariant ones; None when the check is untested."""
     if not result.invariance_tested or not result.results:
         return None
-    head = ["level", "variants", "with outcomes", "optimal actor changed [95% CI]", "changed (argmax)",
-            *[f"rho invariant: {r.spec}" for r in result.results]]
+    head = ["level", "variants", "with outcomes", f"{label('changed_share')} [95% CI]", label("changed_share_argmax"),
+            *[f"{label('rho_invariant')}: {r.spec}" for r in result.results]]
     first = result.results[0].invariance
     rows = []
     for lv in [*first["by_level"], "all"]:

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from routerlab.metrics import catalog
 from routerlab.reports.blocks import Block, Figure, Paragraph, Section, Table
 from routerlab.reports.files import save_figure, write_text
 from routerlab.reports.render import block_markdown, render_markdown
@@ -27,10 +28,6 @@ from routerlab.reports.render import block_markdown, render_markdown
 METRICS: tuple[str, ...] = ("auroc", "lpm", "mpm", "hcr", "auc", "apgr")
 """The per-dataset metrics with a bootstrap interval, in the order the CSV lists them."""
 
-LABELS = {"auroc": "AUROC (router ability)", "lpm": "LPM (low-band performance mean)",
-          "mpm": "MPM (mid-band performance mean)", "hcr": "HCR (high-band call rate)",
-          "auc": "AUC of Phi", "apgr": "APGR (average performance gap recovered)"}
-SHORT = {"auroc": "AUROC", "lpm": "LPM", "mpm": "MPM", "hcr": "HCR", "auc": "AUC", "apgr": "APGR"}
 CSV_FIELDS = ("router", "dataset", "domain", "metric", "value", "lo", "hi")
 ID_AVG, OOD_AVG = "ID avg", "OOD avg"
 
@@ -153,7 +150,7 @@ def table_blocks(result: dict[str, Any], metrics: Sequence[str] = ("auroc", "lpm
     blocks: list[Block] = [Paragraph(convention_line(result, percent))]
     unit = " (%)" if percent else " (0-1)"
     for m in metrics:
-        blocks.append(Paragraph(f"**{LABELS[m]}{unit}**"))
+        blocks.append(Paragraph(f"**{catalog.metric_info(m).long_label}{unit}**"))
         blocks.append(metric_table(result, m, percent))
     return blocks
 

@@ -12,13 +12,12 @@ import io
 from pathlib import Path
 from typing import Any
 
+from routerlab.metrics.catalog import label
 from routerlab.protocols.full import Evaluation
 from routerlab.reports.files import save_figure, write_json, write_text
 
 CURVE_FIELDS = ("mu_o", "acc_at_1", "acc_at_1_l", "dcg", "l_dcg")
 """The metrics the curve data carries for every round and router (those the run computed)."""
-
-LABELS = {"mu_o": "mu_o", "acc_at_1": "Acc@1", "acc_at_1_l": "Acc@1-L", "dcg": "DCG", "l_dcg": "L-DCG"}
 
 
 def _rounds(ev: Evaluation) -> list[dict[str, Any]]:
@@ -74,7 +73,7 @@ def rounds_text(ev: Evaluation) -> str:
     widths = [max(len(str(x)) for x in col) for col in zip(head, *body, strict=True)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip() for cells in [head, *body]]
     sizes = ", ".join(str(rd["n_train"]) for rd in rounds)
-    return "\n".join([f"Voyager {LABELS[key]} per round (training queries logged: {sizes}; * = collapsed)",
+    return "\n".join([f"Voyager {label(key)} per round (training queries logged: {sizes}; * = collapsed)",
                       *lines])
 
 
@@ -123,7 +122,7 @@ def plot_voyager(ev: Evaluation, path: Path, title: str = "") -> Path:
                 ax.scatter(*zip(*hollow, strict=True), s=70, facecolors="white", edgecolors=color, zorder=3)
         ax.set_xticks(xs)
         ax.set_xlabel("Voyager round (trained on chunks 1..t)")
-        ax.set_ylabel(f"{LABELS[key]} on test")
+        ax.set_ylabel(f"{label(key)} on test")
         ax.grid(alpha=0.3)
     axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
                    title="hollow = collapsed", title_fontsize=7)

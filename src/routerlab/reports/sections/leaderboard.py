@@ -198,7 +198,7 @@ def leaderboard_section(table: RoutingTable, ctx: AuditContext) -> Section:
     data = {**ev.to_dict(), "headline": headline, "quick": ctx.quick, "n_boot": n_boot(ctx),
             "gain_over_best_single": gain_data, "oracle_headroom": headroom,
             "n_collapsed": len(collapsed)}
-    terms = ["full observability", "mu_o", "95% CI", "paired difference",
+    terms = ["full observability", "mu_o", "95% CI", "mu_o_difference",
              *[c for c in metric_columns(ev) if c != "mu_o"], "collapsed", "oracle best-of-N"]
     return Section("Leaderboard (full observability)",
                    [leaderboard_table(ev, TABLE_ID), Paragraph(" ".join(sentences))], data, figures, terms,

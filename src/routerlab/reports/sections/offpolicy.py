@@ -23,7 +23,8 @@ import numpy as np
 from routerlab.data.splits import Split
 from routerlab.data.table import RoutingTable
 from routerlab.errors import DataError, UsageError
-from routerlab.reports.audit import GLOSSARY, AuditContext, audit_section
+from routerlab.metrics.catalog import label
+from routerlab.reports.audit import AuditContext, audit_section
 from routerlab.reports.blocks import Block, Decisions, Finding, Paragraph, Section, Table
 from routerlab.routers.base import get_router
 
@@ -35,27 +36,9 @@ DEFAULT_ROUTERS = ("best-single", "knn", "linear")
 MAX_ROUTERS = {False: 4, True: 2}
 N_BOOT = {False: 1000, True: 200}
 ESTIMATORS = ("ips", "snips", "dr")
-LABELS = {"ips": "IPS", "snips": "SNIPS", "dr": "DR"}
 SKIP_TEXT = ("Skipped: no logs were given. Pass `--logs LOGS` (a log file, one row per query with the logged actor, "
              "its score and the logging policy's propensity; docs/logs.md) to estimate routers from logs alone; "
              "`routerlab log TABLE --part test -o logs.csv` simulates one from this table.")
-
-GLOSSARY.setdefault("ips", ("IPS", "inverse propensity scoring: mean over logged queries of the importance weight "
-                            "pi(a|x) / p times the logged reward; unbiased when the propensities are right, high "
-                            "variance with large weights; same unit as the metric (SPEC 1, docs/off-policy.md)"))
-GLOSSARY.setdefault("snips", ("SNIPS", "self-normalised IPS: the weighted rewards divided by the sum of the "
-                                "weights instead of n; slightly biased, within the rewards' range, usually of lower "
-                                "variance; same unit as the metric (docs/off-policy.md)"))
-GLOSSARY.setdefault("dr", ("DR", "doubly robust: a cross-fitted reward model's prediction for the router's choice "
-                             "plus the importance-weighted error of that model on the logged actor; unbiased when the "
-                             "propensities are right; same unit as the metric (docs/off-policy.md)"))
-GLOSSARY.setdefault("ess", ("ESS", "Kish's effective sample size of the importance weights, (sum w)^2 / sum w^2, in "
-                              "logged queries: how many queries the estimate effectively rests on; below 30 no "
-                              "interval can be trusted (docs/off-policy.md)"))
-GLOSSARY.setdefault("propensity", ("propensity", "the logging policy's probability of the actor it logged, in "
-                                   "(0, 1]; importance weights divide by it (SPEC 1, docs/logs.md)"))
-GLOSSARY.setdefault("truth", ("truth", "the router's actual mu_o on the logged queries, from the table's full "
-                              "outcomes; shown only when the table holds them (docs/off-policy.md)"))
 
 
 def _skipped() -> Section:
@@ -161,7 +144,7 @@ def findings(result: dict[str, Any], rows: list[dict[str, Any]]) -> list[Finding
         x = next((y for y in mine if y["estimator"] == "dr"), mine[0])
         lo, hi = x["ci"]
         ci = "" if math.isnan(lo) else f" [{lo:.3f}, {hi:.3f}]"
-        text = f"{LABELS[x['estimator']]} estimates `{x['router']}`'s mu_o at {x['value']:.3f}{ci}"
+        text = f"{label(x['estimator'])} estimates `{x['router']}`'s mu_o at {x['value']:.3f}{ci}"
         values: dict[str, float | int | str] = {"estimate": x["value"]}
         if x["truth"] is not None:
             where = "inside" if x["inside"] else "outside"
@@ -220,11 +203,11 @@ def offpolicy_section(table: RoutingTable, ctx: AuditContext) -> Section:
                   "outcomes." if any(r["truth"] is not None for r in rows) else
                   f" The truth is unknown: {res.truth_note or 'the table lacks the logged queries full outcomes'}.")
     head = ["router", "estimator", "mu_o estimate [95% CI]", "truth", "truth inside"]
-    body = [[x["router"], LABELS[x["estimator"]],
+    body = [[x["router"], label(x["estimator"]),
              f"{x['value']:.3f}" + ("" if math.isnan(x["ci"][0]) else f" [{x['ci'][0]:.3f}, {x['ci'][1]:.3f}]"),
              _fmt(x["truth"]), "-" if x["inside"] is None else ("yes" if x["inside"] else "no")] for x in rows]
     estimates = Table(head, body, [None, None, "mu_o", "truth", "95% CI"], sortable=True, id=ESTIMATES_ID)
-    whead = ["router", "policy", "agreeing logged queries", "ESS", "largest weight", "smallest propensity"]
+    whead = ["router", "policy", *[label(k) for k in ("n_agree", "ess", "max_weight", "min_propensity")]]
     wbody = [[r["router"], r["policy"], f"{r['diagnostics']['n_agree']} of {r['diagnostics']['n']}",
               f"{r['diagnostics']['ess']:.1f}", f"{r['diagnostics']['max_weight']:.2f}",
               f"{r['diagnostics']['min_propensity']:.4f}"] for r in result["results"]]

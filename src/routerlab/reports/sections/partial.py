@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from routerlab.data.table import RoutingTable
+from routerlab.metrics.catalog import label as metric_label
 from routerlab.protocols.base import run_protocol
 from routerlab.protocols.full import Evaluation, RouterResult
 from routerlab.reports.audit import AuditContext, audit_section
@@ -23,7 +24,6 @@ from routerlab.reports.sections.leaderboard import decisions, evaluation_setting
 BOUNDS = {"oracle", "oracle-p", "random"}
 """Routers whose test choices do not depend on training feedback: shown, but not counted in the findings."""
 
-LABELS = {"mu_o": "mu_o", "acc_at_1": "Acc@1", "acc_at_1_l": "Acc@1-L", "dcg": "DCG", "l_dcg": "L-DCG"}
 TABLE_ID = "partial-table"
 
 
@@ -121,7 +121,7 @@ def findings(cmp: dict[str, Any], full: Evaluation, cold: Evaluation) -> list[st
                    f"{100 * c['mean_acc_shift']:+.1f} pp Acc@1): {verdict(c)}.{unchanged}")
     held = sorted(k for k, v in rows.items() if v["held_up"])
     fell = sorted(k for k, v in rows.items() if not v["held_up"])
-    label = LABELS[eff]
+    label = metric_label(eff)
     if held:
         out.append(f"Held up (cold-start {label} at or above the lower end of its full-observability 95% interval): "
                    f"{_names(held)}.")
@@ -215,8 +215,9 @@ def partial_section(table: RoutingTable, ctx: AuditContext) -> Section:
     cold = run_protocol("cold-start", table, settings, ctx.seed, specs, ctx.run_context).native
     cmp = compare(full, cold)
     cols = cmp["metrics"]
-    head = ["router", *[f"{LABELS[k]} full → cold" for k in cols],
-            *[f"Δ{LABELS[k]}" for k in ("acc_at_1", cmp["efficiency_metric"]) if k in cols], "collapsed (full, cold)"]
+    head = ["router", *[f"{metric_label(k)} full → cold" for k in cols],
+            *[f"Δ{metric_label(k)}" for k in ("acc_at_1", cmp["efficiency_metric"]) if k in cols],
+            "collapsed (full, cold)"]
     body = []
     for spec, row in cmp["routers"].items():
         deltas = [f"{row['shift'][k]:+.4f}" for k in ("acc_at_1", cmp["efficiency_metric"]) if k in cols]
@@ -238,11 +239,11 @@ def partial_section(table: RoutingTable, ctx: AuditContext) -> Section:
     shift = Finding(
         f"Trained on one logged outcome per query instead of every outcome, Acc@1 rose for {len(c['acc_up'])} of "
         f"the {c['n']} routers the log changed (mean shift {100 * c['mean_acc_shift']:+.1f} points) and "
-        f"{LABELS[c['efficiency_metric']]} fell for {len(c['eff_down'])}: {verdict(c)}.", TABLE_ID,
+        f"{metric_label(c['efficiency_metric'])} fell for {len(c['eff_down'])}: {verdict(c)}.", TABLE_ID,
         {"n_changed": c["n"], "n_acc_up": len(c["acc_up"]), "n_eff_down": len(c["eff_down"]),
          "mean_acc_shift_points": 100 * c["mean_acc_shift"]}) if c["n"] else None
     headline = (f"cold-start vs full: Acc@1 up for {len(c['acc_up'])} of {c['n']} routers the log changed, "
-                f"{LABELS[c['efficiency_metric']]} down for {len(c['eff_down'])}: {verdict(c)}"
+                f"{metric_label(c['efficiency_metric'])} down for {len(c['eff_down'])}: {verdict(c)}"
                 + (f"; collapsed only under cold-start: {', '.join(c['newly_collapsed'])}" if c["newly_collapsed"]
                    else ""))
     data = {**cmp, "logging": lg, "findings": sentences, "headline": headline, "quick": ctx.quick,

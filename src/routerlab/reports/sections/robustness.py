@@ -21,10 +21,11 @@ import numpy as np
 from routerlab.data.splits import Split
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
+from routerlab.metrics.catalog import label
 from routerlab.perturb.base import OFFLINE_LEVELS, PerturbationSet, level_class, perturb
 from routerlab.protocols.full import Evaluation
 from routerlab.protocols.robustness import Robustness, robustness
-from routerlab.reports.audit import GLOSSARY, AuditContext, audit_section, display_name
+from routerlab.reports.audit import AuditContext, audit_section, display_name
 from routerlab.reports.blocks import Block, Decisions, Figure, Finding, Paragraph, Section, Table
 from routerlab.reports.robustness_plot import plot_accuracy_vs_rho, plot_rho_by_level
 from routerlab.reports.sections.leaderboard import has_text, n_boot, routed_decisions, router_specs
@@ -43,16 +44,6 @@ P = 2
 LEARNED = ("knn", "linear", "mlp")
 RHO_PLOT = "robustness_rho_by_level.png"
 ACCURACY_PLOT = "robustness_accuracy_vs_rho.png"
-
-GLOSSARY.setdefault("rho", ("rho", "routing robustness: share of a query's meaning-preserving variants routed to "
-                            "the same actor as the query itself, averaged over queries; 1 for a fixed router, 1/N "
-                            "in expectation for a uniform random one over N actors (SPEC 3)"))
-GLOSSARY.setdefault("perturbation level", ("perturbation level", "how a variant differs from its query: "
-                                           "character (typos), word (synonyms), syntax (reordering), paraphrase, "
-                                           "rambling, in increasing semantic distance (SPEC 3)"))
-GLOSSARY.setdefault("invariance check", ("invariance check", "whether a variant keeps its query's optimal actor "
-                                         "(set of actors within 95% of the best score), measured from outcomes of "
-                                         "the variants; rho assumes it does (SPEC 3)"))
 
 
 def _levels(levels: list[str], ids: list[str], texts: list[str], seed: int
@@ -238,7 +229,8 @@ def robustness_section(table: RoutingTable, ctx: AuditContext) -> Section:
              f"(1/N) in expectation for a uniform random one."
              + (f" A quick run: at most {MAX_QUERIES_QUICK} queries and {n_boot(ctx)} bootstrap resamples."
                 if ctx.quick else ""))
-    head = ["router", "rho [95% CI]", *[f"rho {lv}" for lv in rob.levels], "weakest level", "breaks at"]
+    rho = label("rho")
+    head = ["router", f"{rho} [95% CI]", *[f"{rho} {lv}" for lv in rob.levels], "weakest level", "breaks at"]
     body = [[k, f"{v['rho']:.3f} [{v['rho_ci'][0]:.3f}, {v['rho_ci'][1]:.3f}]",
              *[f"{v['rho_by_level'][lv]:.3f}" for lv in rob.levels], str(v["weakest_level"]),
              v["breaks_at"] or "-"] for k, v in rows.items()]

@@ -23,10 +23,11 @@ from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.metrics.bootstrap import bootstrap_ci
 from routerlab.metrics.bounds import best_single_actor
+from routerlab.metrics.catalog import label
 from routerlab.protocols.full import Evaluation, evaluate, featurize
 from routerlab.protocols.groups import KINDS, CandidateGroup, candidate_groups, eligible_actors
 from routerlab.protocols.scaling import DEFAULT_P, ScalingCurve, scaling_curve
-from routerlab.reports.audit import GLOSSARY, AuditContext, audit_section, display_name
+from routerlab.reports.audit import AuditContext, audit_section, display_name
 from routerlab.reports.blocks import Block, Decisions, Figure, Finding, Paragraph, Section, Table
 from routerlab.reports.scaling_plot import plot_scaling
 from routerlab.reports.sections.leaderboard import decisions as evaluation_decisions
@@ -49,17 +50,6 @@ SETTINGS: dict[bool, dict[str, Any]] = {
 MIN_SAMPLES = 5
 GAIN_SHARE = 0.9
 """The plateau finding: the smallest pool size whose mean oracle reaches this share of the whole pool's gain."""
-
-GLOSSARY.setdefault("oracle-p", ("r_o(p)", "the oracle router with probability p, a uniformly random actor "
-                                 "otherwise; its mu_o is p * oracle + (1 - p) * random, in expectation; r_o(1) is "
-                                 "the oracle, r_o(0) random (SPEC 4)"))
-GLOSSARY.setdefault("pool size m", ("pool size m", "number of candidate actors a router chooses among; the scaling "
-                                    "curve draws random m-actor pools and shows the mean and the 5-95% band over "
-                                    "pools (SPEC 4)"))
-GLOSSARY.setdefault("candidate group", ("candidate group", "an m-actor pool picked on the training split among "
-                                        "actors with train score in [0.1, 0.9]: all-strong from the top 20%, "
-                                        "all-weak from the bottom 20%, strong-to-weak one from each of m slices "
-                                        "of the ranking; the draw with the highest train oracle is kept (SPEC 4)"))
 
 
 def pool_sizes(n_actors: int, quick: bool) -> list[int]:
@@ -179,7 +169,7 @@ def scaling_section(table: RoutingTable, ctx: AuditContext) -> Section:
     cfg = SETTINGS[quick]
     n, n_test = table.n_actors, int(ctx.split.test.size)
     terms = ["oracle-p", "pool size m", "best single actor", "oracle", "candidate group", "mu_o", "95% CI",
-             "paired difference"]
+             "mu_o_difference"]
     t0 = time.perf_counter()
     m_values = pool_sizes(n, quick)
     samples = subsets_per_m(n_test, m_values, quick)
@@ -238,7 +228,8 @@ def scaling_section(table: RoutingTable, ctx: AuditContext) -> Section:
     blocks: list[Block] = [Paragraph(intro), curve_table]
     if groups_data:
         shown = [r for r in routers if any(r in g["routers"] for g in groups_data)]
-        ghead = ["group", "m", "actors", "train oracle", "test oracle [95% CI]", *[f"{r} mu_o [95% CI]" for r in shown]]
+        ghead = ["group", "m", "actors", label("train_oracle"), "test oracle [95% CI]",
+                 *[f"{r} mu_o [95% CI]" for r in shown]]
         grows = [[g["kind"], str(g["m"]), ", ".join(g["actors"]) if len(g["actors"]) <= 8 else _names(g["actors"], 8),
                   f"{g['train_oracle']:.3f}", _fmt_ci(g["test_oracle"], g["test_oracle_ci"]),
                   *[_fmt_ci(g["routers"][r]["mu_o"], g["routers"][r]["ci"]) if r in g["routers"] else "-"

@@ -28,7 +28,7 @@ from routerlab.data.join import two_model_pair
 from routerlab.data.splits import Split
 from routerlab.data.table import RoutingTable
 from routerlab.errors import DataError, UsageError
-from routerlab.reports.audit import GLOSSARY, AuditContext, audit_section
+from routerlab.reports.audit import AuditContext, audit_section
 from routerlab.reports.blocks import Block, Decisions, Figure, Finding, Paragraph, Section, Table
 from routerlab.reports.two_model_report import cell_values, is_bound, plot_call_rate_curves, table_blocks
 from routerlab.routers.base import get_router
@@ -43,17 +43,6 @@ MAX_PLOTS = {False: 8, True: 1}
 """Call-rate figures drawn at most (the datasets with the most test queries), full and ``--quick``."""
 PLOT_PREFIX = "two_model_call_rate_"
 TITLE = "Two-model routing (small model unless escalated)"
-
-GLOSSARY.setdefault("call-rate curve", ("call-rate curve", "Phi(x): mean score of the answers when the share x of "
-                                        "the queries the router trusts least goes to the large model; Phi(0) = "
-                                        "Perf_S (small model alone), Phi(1) = Perf_L (SPEC 6)"))
-GLOSSARY.setdefault("auroc", ("AUROC", "router ability: area under the ROC curve of the router's score for the "
-                              "label 'the small model is good enough'; 0.5 = chance, 1 = perfect (SPEC 6)"))
-GLOSSARY.setdefault("lpm", ("LPM", "low-band performance mean: mean of Phi over the call rates of the low band "
-                            "(default [0.25, 0.30]) (SPEC 6)"))
-GLOSSARY.setdefault("hcr", ("HCR", "high-band call rate: 1 - mean call rate over the points where Phi reaches "
-                            "relative performance [0.85, 0.95] of the gap from Perf_S to Perf_L; higher = the "
-                            "target is reached calling the large model less (SPEC 6)"))
 
 
 def _skipped(reason: str) -> Section:

@@ -1,0 +1,525 @@
+"""The metric catalog: what every number routerlab reports *is* (label, unit, direction, SPEC section, meaning,
+the protocols that produce it), declared once. The report's glossary and tables, the CLI's tables, legends and
+``--help``, and ``routerlab metrics`` all read it.
+
+Two kinds of entries:
+
+- :class:`Metric`: a number a result holds under ``name`` (a key of the result's JSON, the ``metric`` column of
+  the results store). Its ``direction`` says whether higher or lower is better (``none``: descriptive, or it
+  follows another metric, as an off-policy estimate follows the metric it estimates).
+- :class:`Term`: a word the report uses that is not a number of its own (a protocol, a bound, an interval, a
+  flag), with its meaning; no direction, no unit.
+
+This module declares; it computes nothing. How a per-query metric is *computed* is
+:mod:`routerlab.metrics.registry` (``@metric(name, needs=...)``), and a registered computation must have an entry
+here (a test checks it). The catalog never changes once built: importing a module cannot add or alter an entry
+(the glossary is a read-only view of it). A plugin declares its metrics through the ``routerlab.metrics``
+entry-point group, each entry point naming a :class:`Metric` or :class:`Term`, read once on first use.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint
+from typing import Any, Literal, get_args
+
+from routerlab._registry import Registry
+from routerlab.errors import UsageError
+
+Direction = Literal["higher", "lower", "none"]
+DIRECTIONS: tuple[str, ...] = get_args(Direction)
+
+PROTOCOLS: tuple[str, ...] = ("full", "cold-start", "voyager", "ope", "robustness", "two-model", "scaling",
+                              "groups", "society")
+"""The built-in protocols, by the names ``routerlab protocols`` lists."""
+
+_SPEC_SECTION = re.compile(r"[1-9][0-9]*")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One reported number: ``name`` as results hold it, ``label`` as tables show it, ``unit`` in words,
+    ``direction`` (higher / lower is better, or none), the ``spec`` section that defines it, a one-sentence
+    ``meaning`` (with its unit and ``SPEC <spec>``), and the ``protocols`` that produce it. ``symbol`` is the
+    unit as a table heading adds it (``E_p (bits)``; empty: the label alone), ``title`` a longer name for
+    titles (``AUROC (router ability)``), ``digits`` the format a plain table prints it with."""
+
+    name: str
+    label: str
+    unit: str
+    direction: Direction
+    spec: str
+    meaning: str
+    protocols: tuple[str, ...] = ()
+    symbol: str = ""
+    title: str = ""
+    digits: str = ".4f"
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", self.name):
+            problems.append("its name must be lower-case letters, digits and underscores")
+        if self.direction not in DIRECTIONS:
+            problems.append(f"direction must be one of {', '.join(DIRECTIONS)}, got {self.direction!r}")
+        if not _SPEC_SECTION.fullmatch(self.spec):
+            problems.append(f"spec must be a SPEC section number, got {self.spec!r}")
+        if not self.label or not self.unit or not self.meaning:
+            problems.append("label, unit and meaning must not be empty")
+        if problems:
+            raise ValueError(f"metric {self.name!r}: {'; '.join(problems)}")
+
+    @property
+    def header(self) -> str:
+        """The table heading: the label with its unit symbol, e.g. ``mean cost (USD/query)``."""
+        return f"{self.label} ({self.symbol})" if self.symbol else self.label
+
+    @property
+    def long_label(self) -> str:
+        """The label with its longer name, for titles: ``LPM (low-band performance mean)``."""
+        return f"{self.label} ({self.title})" if self.title else self.label
+
+    def to_dict(self) -> dict[str, Any]:
+        """The entry as ``routerlab metrics --json`` prints it."""
+        return {"name": self.name, "label": self.label, "unit": self.unit, "direction": self.direction,
+                "spec": self.spec, "protocols": list(self.protocols), "meaning": self.meaning}
+
+
+@dataclass(frozen=True)
+class Term:
+    """A glossary word that is not a number of its own (a protocol, a bound, an interval, a flag)."""
+
+    key: str
+    label: str
+    spec: str
+    meaning: str
+
+    def __post_init__(self) -> None:
+        if not _SPEC_SECTION.fullmatch(self.spec):
+            raise ValueError(f"term {self.key!r}: spec must be a SPEC section number, got {self.spec!r}")
+        if not self.key or not self.label or not self.meaning:
+            raise ValueError(f"term {self.key!r}: key, label and meaning must not be empty")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "label": self.label, "spec": self.spec, "meaning": self.meaning}
+
+
+Entry = Metric | Term
+
+# --------------------------------------------------------------------------------------------------- metrics
+_EVAL = ("full", "cold-start", "voyager", "groups")
+"""The protocols whose result is an evaluation of routers on the full test outcomes (``protocols.full``)."""
+_EVAL_OPE = (*_EVAL, "ope")
+
+_BASE: tuple[Metric, ...] = (
+    # SPEC 4-5: one router's choices on the test queries (evaluate, cold-start, Voyager, candidate groups; ope
+    # estimates those with a per-query reward)
+    Metric("mu_o", "mu_o", "score in [0, 1]", "higher", "4",
+           "mean score of the actors a router chose, over the test queries; scores are in [0, 1], higher is better "
+           "(SPEC 4)", _EVAL_OPE),
+    Metric("v_b", "V_B", "ratio", "higher", "4",
+           "mu_o divided by the best single actor's mean score on the same test queries (that actor picked on "
+           "train), a ratio without unit; above 1 beats always calling it (SPEC 4)", _EVAL),
+    Metric("v_r", "V_R", "ratio", "higher", "4",
+           "mu_o divided by a given reference performance Perf(reference), a ratio without unit; above 1 beats "
+           "the reference (SPEC 4; computed when a reference is given, which no protocol does yet)"),
+    Metric("e_p", "E_p", "bits", "none", "4",
+           "mean entropy, in bits, of the router's selection distribution per query: 0 = certain of one actor, "
+           "log2(m) = uniform over m actors (SPEC 4)", _EVAL, symbol="bits"),
+    Metric("acc_at_1", "Acc@1", "share in [0, 1]", "higher", "5",
+           "share of test queries, in [0, 1], where the chosen actor is correct, i.e. scores >= 0.5 (SPEC 5)",
+           _EVAL),
+    Metric("acc_at_1_l", "Acc@1-L", "share in [0, 1]", "higher", "5",
+           "share of test queries, in [0, 1], where the chosen actor is the fastest correct one (SPEC 5)",
+           _EVAL_OPE),
+    Metric("dcg", "DCG", "gain in [0, 1]", "higher", "5",
+           "1 / log2(r + 1) for the chosen actor's rank r among the correct actors ordered by latency (fastest = "
+           "1), 0 when it is wrong; mean over test queries, in [0, 1] (SPEC 5)", _EVAL_OPE),
+    Metric("l_dcg", "L-DCG", "gain in [0, 1]", "higher", "5",
+           "DCG times the fastest correct actor's latency over the chosen actor's latency: right and fastest "
+           "scores 1; mean over test queries, in [0, 1] (SPEC 5)", _EVAL_OPE),
+    Metric("mean_cost", "mean cost", "USD per query", "lower", "1",
+           "mean cost of the chosen actors' answers, in USD per query (SPEC 1)", _EVAL_OPE, symbol="USD/query",
+           digits=".2e"),
+    Metric("mean_latency", "mean latency", "seconds per query", "lower", "1",
+           "mean latency of the chosen actors' answers, in seconds per query (SPEC 1: TTFT + (output tokens - 1) "
+           "* ITL when derived from tokens)", _EVAL_OPE, symbol="s"),
+    Metric("mu_o_difference", "paired difference", "score points in [-1, 1]", "higher", "7",
+           "a router's mu_o minus the reference router's (the best single actor unless --compare-to names "
+           "another) on the same test queries, in score points (-1 to 1), with a paired bootstrap 95% interval; a "
+           "router 'beats' the reference only when the whole interval is above 0 (SPEC 7)", _EVAL),
+    Metric("p_value", "p", "probability in [0, 1]", "none", "7",
+           "two-sided paired bootstrap p-value of 'no difference' between a router's mu_o and the reference "
+           "router's, a probability in [0, 1]; its smallest value is about 1 / resamples (SPEC 7)", _EVAL,
+           digits=".3f"),
+    Metric("aiq", "AIQ", "score in [0, 1]", "higher", "6",
+           "average improvement in quality of a lambda sweep (score - lambda * cost or latency): the area under "
+           "the router's non-decreasing convex quality-vs-cost hull divided by the largest cost, in score units "
+           "[0, 1] (SPEC 6, RouterBench's convention)", ("full", "cold-start")),
+    Metric("train_oracle", "train oracle", "score in [0, 1]", "higher", "4",
+           "a candidate group's oracle performance on the training split (mean of the row maxima), in [0, 1]: "
+           "the draw with the highest one is kept (SPEC 4)", ("groups",)),
+    # SPEC 4: the scaling curve (per pool size m, over random m-actor pools)
+    Metric("oracle_p", "mu_o of r_o(p)", "score in [0, 1]", "higher", "4",
+           "mu_o of the oracle router r_o(p) on a random m-actor pool, in expectation p * oracle + (1 - p) * "
+           "random; mean, std and 5-95% band over the pools drawn per m, in [0, 1] (SPEC 4)", ("scaling",)),
+    Metric("best_single", "best single actor", "score in [0, 1]", "higher", "4",
+           "mean test score, in [0, 1], of the actor with the highest mean train score (always called); on the "
+           "scaling curve per random m-actor pool, with mean, std and 5-95% band over the pools (SPEC 4)",
+           ("scaling",)),
+    # SPEC 1 (logged observability): off-policy evaluation
+    Metric("ips", "IPS", "unit of the estimated metric", "none", "1",
+           "inverse propensity scoring: mean over logged queries of the importance weight pi(a|x) / p times the "
+           "logged reward; unbiased when the propensities are right, high variance with large weights; same unit "
+           "as the metric (SPEC 1, docs/off-policy.md)", ("ope",)),
+    Metric("snips", "SNIPS", "unit of the estimated metric", "none", "1",
+           "self-normalised IPS: the weighted rewards divided by the sum of the weights instead of n; slightly "
+           "biased, within the rewards' range, usually of lower variance; same unit as the metric (SPEC 1, "
+           "docs/off-policy.md)", ("ope",)),
+    Metric("dr", "DR", "unit of the estimated metric", "none", "1",
+           "doubly robust: a cross-fitted reward model's prediction for the router's choice plus the "
+           "importance-weighted error of that model on the logged actor; unbiased when the propensities are "
+           "right; same unit as the metric (SPEC 1, docs/off-policy.md)", ("ope",)),
+    Metric("truth", "truth", "unit of the estimated metric", "none", "1",
+           "the router's actual value of the estimated metric (mu_o, ...) on the logged queries, from the table's "
+           "full outcomes, in that metric's unit; shown only when the table holds them (SPEC 1, "
+           "docs/off-policy.md)", ("ope",)),
+    Metric("ess", "ESS", "logged queries", "higher", "1",
+           "Kish's effective sample size of the importance weights, (sum w)^2 / sum w^2, in logged queries: how "
+           "many queries the estimate effectively rests on; below 30 no interval can be trusted (SPEC 1, "
+           "docs/off-policy.md)", ("ope",), digits=".1f"),
+    Metric("n_agree", "agreeing logged queries", "logged queries", "none", "1",
+           "logged queries whose logged actor the router's policy could choose (importance weight > 0), a number "
+           "of queries: only they carry IPS and SNIPS (SPEC 1, docs/off-policy.md)", ("ope",), digits="d"),
+    Metric("max_weight", "largest weight", "ratio", "none", "1",
+           "the largest importance weight pi(a|x) / p over the logged queries, a ratio without unit: one large "
+           "weight lets a single query carry the estimate (SPEC 1, docs/off-policy.md)", ("ope",)),
+    Metric("min_propensity", "smallest propensity", "probability in (0, 1]", "none", "1",
+           "the smallest propensity of a logged actor, a probability in (0, 1]; below 0.1 / m routerlab warns "
+           "(SPEC 1, docs/off-policy.md)", ("ope",)),
+    # SPEC 3: routing robustness
+    Metric("rho", "rho", "share in [0, 1]", "higher", "3",
+           "routing robustness: share of a query's meaning-preserving variants routed to the same actor as the "
+           "query itself, averaged over queries; 1 for a fixed router, 1/N in expectation for a uniform random "
+           "one over N actors (SPEC 3)", ("robustness",)),
+    Metric("accuracy", "accuracy", "score in [0, 1]", "higher", "3",
+           "mean score of the actor the router chose for each original test query it was checked on (its mu_o "
+           "there), in [0, 1] (SPEC 3)", ("robustness",)),
+    Metric("perturbed_accuracy", "perturbed accuracy", "score in [0, 1]", "higher", "3",
+           "mean score of the actor the router chose for each variant whose outcomes are known, in [0, 1]; its "
+           "drop from accuracy is what the perturbations cost (SPEC 3)", ("robustness",)),
+    Metric("changed_share", "optimal actor changed", "share in [0, 1]", "none", "3",
+           "invariance check: share of the variants with known outcomes whose optimal actor set (actors within "
+           "95% of the best score) differs from the original query's, in [0, 1]; the control level's must exceed "
+           "every meaning-preserving level's (SPEC 3)", ("robustness",)),
+    Metric("changed_share_argmax", "changed (argmax)", "share in [0, 1]", "none", "3",
+           "the invariance check's changed share with the single best actor (oracle tie-break) in place of the "
+           "set, in [0, 1] (SPEC 3)", ("robustness",)),
+    Metric("rho_all", "rho on all", "share in [0, 1]", "higher", "3",
+           "rho over the variants with known outcomes, the invariance check's baseline for rho_invariant, a share "
+           "in [0, 1] (SPEC 3)", ("robustness",)),
+    Metric("rho_invariant", "rho invariant", "share in [0, 1]", "higher", "3",
+           "rho on the variants whose optimal actor set is unchanged, where rho's assumption holds, a share in "
+           "[0, 1] (SPEC 3)", ("robustness",)),
+    # SPEC 6: two-model routing, per dataset and the ID / OOD means
+    Metric("auroc", "AUROC", "area in [0, 1]", "higher", "6",
+           "router ability: area under the ROC curve of the router's score for the label 'the small model is "
+           "good enough'; 0.5 = chance, 1 = perfect (SPEC 6)", ("two-model",), title="router ability"),
+    Metric("lpm", "LPM", "score in [0, 1]", "higher", "6",
+           "low-band performance mean: mean of Phi over the call rates of the low band (default [0.25, 0.30]), a "
+           "score in [0, 1] (SPEC 6)", ("two-model",), title="low-band performance mean"),
+    Metric("mpm", "MPM", "score in [0, 1]", "higher", "6",
+           "mid-band performance mean: mean of Phi over the grid points with Phi(d_hi) < Phi(x) < tau_1 (0 where "
+           "there are none), a score in [0, 1] (SPEC 6)", ("two-model",), title="mid-band performance mean"),
+    Metric("hcr", "HCR", "share in [0, 1]", "higher", "6",
+           "high-band call rate: 1 - mean call rate over the points where Phi reaches relative performance "
+           "[0.85, 0.95] of the gap from Perf_S to Perf_L, in [0, 1]; higher = the target is reached calling the "
+           "large model less (SPEC 6)", ("two-model",), title="high-band call rate"),
+    Metric("auc", "AUC", "score in [0, 1]", "higher", "6",
+           "area under the call-rate curve Phi over call rates 0 to 1, in score units [0, 1] (SPEC 6)",
+           ("two-model",), title="area under Phi"),
+    Metric("apgr", "APGR", "ratio", "higher", "6",
+           "average performance gap recovered, (AUC - Perf_S) / (Perf_L - Perf_S), a ratio without unit: 0.5 for "
+           "random routing in expectation, 1 for the whole gap (SPEC 6)", ("two-model",),
+           title="average performance gap recovered"),
+    Metric("perf_small", "Perf_S", "score in [0, 1]", "none", "6",
+           "Phi(0): mean score of the small model alone on the dataset, in [0, 1] (SPEC 6)", ("two-model",)),
+    Metric("perf_large", "Perf_L", "score in [0, 1]", "none", "6",
+           "Phi(1): mean score of the large model alone on the dataset, in [0, 1] (SPEC 6)", ("two-model",)),
+    # SPEC 2: society diversity
+    Metric("hse", "HSE", "bits x distance units", "none", "2",
+           "hierarchic social entropy: the area under H(h), the entropy in bits of the actors' cluster sizes at "
+           "distance level h; in bits x distance units, 0 = identical actors (SPEC 2)", ("society",), digits=".3f"),
+    Metric("hse_normalized", "normalised HSE", "share in [0, 1]", "none", "2",
+           "HSE / (log2(N) * largest possible distance), in [0, 1]; 1 = every pair of the N actors maximally "
+           "different (SPEC 2)", ("society",), digits=".3f"),
+    Metric("max_hse", "largest HSE", "bits x distance units", "none", "2",
+           "the largest HSE the pool's N actors could have under the distance, log2(N) * d_max, in bits x "
+           "distance units: normalised HSE = HSE / this (SPEC 2)", ("society",), digits=".3f"),
+    Metric("d_max", "largest distance", "distance units", "none", "2",
+           "the largest distance the metric allows between behaviour vectors in [0, 1]^L (cosine 1, correlation "
+           "2, euclidean sqrt(L), manhattan L), in distance units (SPEC 2)", ("society",)),
+    Metric("full_hse", "pool HSE", "bits x distance units", "none", "2",
+           "the whole pool's HSE that the coreset curve is measured against (the pool's hse), in bits x distance "
+           "units (SPEC 2)", ("society",), digits=".3f"),
+    Metric("full_hse_normalized", "pool normalised HSE", "share in [0, 1]", "none", "2",
+           "the whole pool's normalised HSE that the coreset curve is measured against, in [0, 1] (SPEC 2)",
+           ("society",), digits=".3f"),
+    Metric("size_90", "90% coreset size", "actors", "none", "2",
+           "the smallest size of the greedy max-HSE coreset whose HSE reaches 90% of the whole pool's, a number "
+           "of actors; none when the greedy stops before (SPEC 2)", ("society",), digits="d"),
+    Metric("size_95", "95% coreset size", "actors", "none", "2",
+           "the smallest size of the greedy max-HSE coreset whose HSE reaches 95% of the whole pool's, a number "
+           "of actors; none when the greedy stops before (SPEC 2)", ("society",), digits="d"),
+    Metric("oracle_accuracy", "coreset oracle accuracy", "score in [0, 1]", "higher", "2",
+           "mean over the items of the best score among a coreset's actors (its oracle performance), in [0, 1], "
+           "per size of the greedy curve (SPEC 2)", ("society",)),
+    Metric("objective", "joint criterion", "score in [0, 1]", "higher", "2",
+           "the coreset's joint criterion alpha * normalised HSE + (1 - alpha) * oracle_accuracy, in [0, 1], per "
+           "size of the greedy curve (SPEC 2)", ("society",)),
+)
+
+PAIRED_TWO_MODEL: tuple[str, ...] = ("auroc", "lpm", "mpm", "hcr", "auc", "apgr")
+"""The two-model metrics whose paired difference from a reference router (``--compare-to``) a result holds, as
+``<metric>_diff``."""
+
+
+def _difference(base: Metric) -> Metric:
+    """``<metric>_diff``: a router's metric minus the reference router's, over the same resampled queries."""
+    unit = base.unit.split(" in ")[0]
+    return Metric(f"{base.name}_diff", f"Δ{base.label}", f"difference in {unit}", base.direction, base.spec,
+                  f"{base.label} of the router minus that of the reference router (--compare-to) on the same "
+                  f"queries, a difference in {unit} with a paired bootstrap 95% interval; a whole interval above 0 "
+                  f"= better (SPEC {base.spec}, 7)", base.protocols)
+
+
+_METRICS: tuple[Metric, ...] = tuple(
+    m for base in _BASE for m in ((base, _difference(base)) if base.name in PAIRED_TWO_MODEL else (base,)))
+
+# --------------------------------------------------------------------------------------------------- terms
+_TERMS: tuple[Term, ...] = (
+    Term("full observability", "full observability", "1",
+         "routers are trained on every actor's score for every training query, and evaluated on the test queries' "
+         "full (hidden) scores; a protocol, not a number (SPEC 1)"),
+    Term("cold-start", "cold-start", "1",
+         "routers are trained on one outcome per training query, of the actor a logging policy (uniform random "
+         "unless stated) chose, and evaluated on the full test outcomes; a protocol, not a number (SPEC 1, 5; "
+         "routerworld.txt 3.3)"),
+    Term("voyager", "Voyager", "5",
+         "the training split in T ordered chunks: chunk 1 logged by the uniform policy, then each round a router "
+         "is trained on the chunks so far, routes the next one and sees only the chosen outcomes; evaluated every "
+         "round on the same test split; a protocol, not a number (SPEC 5)"),
+    Term("shift", "Δ (shift)", "5",
+         "a metric under cold-start minus the same metric under full observability, same router and test "
+         "queries, in that metric's unit: Acc@1 up with L-DCG down is routerworld.txt's risk-aversion (SPEC 5)"),
+    Term("held up", "held up", "5",
+         "a router whose cold-start L-DCG (mu_o without latency) is at or above the lower end of its "
+         "full-observability 95% interval; yes or no (SPEC 5, 7)"),
+    Term("oracle", "oracle", "4",
+         "mean over the test queries of the best actor's score, in [0, 1]: what a perfect router would reach "
+         "(SPEC 4)"),
+    Term("best single actor", "best single actor", "4",
+         "the actor with the highest mean score on the training split, always called; its mean test score, in "
+         "[0, 1], is the baseline a router must beat (SPEC 4)"),
+    Term("random", "random", "4",
+         "mean over the test queries of the mean actor score, in [0, 1]: a uniformly random choice, in "
+         "expectation (SPEC 4)"),
+    Term("oracle-p", "r_o(p)", "4",
+         "the oracle router with probability p, a uniformly random actor otherwise; its mu_o is p * oracle + "
+         "(1 - p) * random, in expectation; r_o(1) is the oracle, r_o(0) random (SPEC 4)"),
+    Term("pool size m", "pool size m", "4",
+         "number of candidate actors a router chooses among; the scaling curve draws random m-actor pools and "
+         "shows the mean and the 5-95% band over pools (SPEC 4)"),
+    Term("candidate group", "candidate group", "4",
+         "an m-actor pool picked on the training split among actors with train score in [0.1, 0.9]: all-strong "
+         "from the top 20%, all-weak from the bottom 20%, strong-to-weak one from each of m slices of the "
+         "ranking; the draw with the highest train oracle is kept (SPEC 4)"),
+    Term("95% CI", "95% CI", "7",
+         "percentile bootstrap interval over 1,000 resamples of the test queries, in the unit of the number it "
+         "brackets (SPEC 7)"),
+    Term("collapsed", "collapsed", "5",
+         "yes when one actor takes >= 99% of the test queries; expected of fixed routers such as best-single, a "
+         "warning sign for a learned one (SPEC 5)"),
+    Term("oracle best-of-N", "oracle best-of-N", "5",
+         "per query, the best actor among those picked by the evaluated routers that do not read test outcomes, "
+         "mean score in [0, 1]: what combining them could reach (SPEC 5)"),
+    Term("propensity", "propensity", "1",
+         "the logging policy's probability of the actor it logged, in (0, 1]; importance weights divide by it "
+         "(SPEC 1, docs/logs.md)"),
+    Term("perturbation level", "perturbation level", "3",
+         "how a variant differs from its query: character (typos), word (synonyms), syntax (reordering), "
+         "paraphrase, rambling, in increasing semantic distance (SPEC 3)"),
+    Term("invariance check", "invariance check", "3",
+         "whether a variant keeps its query's optimal actor (set of actors within 95% of the best score), "
+         "measured from outcomes of the variants; rho assumes it does (SPEC 3)"),
+    Term("call-rate curve", "call-rate curve", "6",
+         "Phi(x): mean score of the answers when the share x of the queries the router trusts least goes to the "
+         "large model; Phi(0) = Perf_S (small model alone), Phi(1) = Perf_L (SPEC 6)"),
+    Term("coreset", "coreset", "2",
+         "the greedy max-HSE subset; its 90% / 95% sizes are the first sizes whose HSE reaches that share of the "
+         "whole pool's; sizes are numbers of actors (SPEC 2)"),
+    Term("specialists", "specialists", "2",
+         "one perfect binary expert per dataset (1 on its dataset, 0 elsewhere): the most complementary pool of "
+         "that size; its HSE is in bits x distance units (SPEC 2)"),
+    Term("duplicates", "duplicates", "1",
+         "number of queries whose text repeats an earlier query's text (SPEC 1)"),
+    Term("leaks", "leaks", "1",
+         "evaluated test queries whose exact text also occurs in the training split: a learned router's score "
+         "on them is optimistic; a number of queries (SPEC 1, 7)"),
+)
+
+
+# --------------------------------------------------------------------------------------------------- plugins
+def _from_plugin(name: str, loaded: Any, ep: EntryPoint) -> Entry:
+    """A ``routerlab.metrics`` entry point names a :class:`Metric` or :class:`Term` whose name is the entry
+    point's."""
+    where = f"metric plugin {name!r} ({ep.value})"
+    if not isinstance(loaded, Metric | Term):
+        raise UsageError(f"{where} must name a routerlab.metrics.catalog Metric or Term, not a "
+                         f"{type(loaded).__name__}")
+    own = loaded.name if isinstance(loaded, Metric) else loaded.key
+    if own != name:
+        raise UsageError(f"{where} names the entry {own!r}; the entry point must have the same name")
+    return loaded
+
+
+_PLUGINS: Registry[Entry] = Registry("metric", group="routerlab.metrics", from_plugin=_from_plugin)
+
+
+def _builtin_keys() -> dict[str, Entry]:
+    out: dict[str, Entry] = {}
+    entries: tuple[Entry, ...] = (*_METRICS, *_TERMS)
+    for entry in entries:
+        key = entry.name if isinstance(entry, Metric) else entry.key
+        if key in out:  # a typo in this file; a test imports it
+            raise ValueError(f"the metric catalog declares {key!r} twice")
+        out[key] = entry
+    return out
+
+
+_BUILTIN = _builtin_keys()
+
+
+def _entries() -> dict[str, Entry]:
+    """Every entry by key: the built-ins in catalog order, then the plugins' in name order. A plugin may not
+    take a built-in's key."""
+    plugins = dict(_PLUGINS.items())
+    taken = sorted(set(plugins) & set(_BUILTIN))
+    if taken:
+        raise UsageError(f"metric plugin(s) {', '.join(map(repr, taken))} take the name of a built-in entry")
+    return {**_BUILTIN, **plugins}
+
+
+# --------------------------------------------------------------------------------------------------- lookups
+def all_metrics() -> tuple[Metric, ...]:
+    """Every metric, in catalog order (the order tables show them in)."""
+    return tuple(e for e in _entries().values() if isinstance(e, Metric))
+
+
+def all_terms() -> tuple[Term, ...]:
+    """Every glossary term that is not a metric."""
+    return tuple(e for e in _entries().values() if isinstance(e, Term))
+
+
+def metric_names() -> tuple[str, ...]:
+    return tuple(m.name for m in all_metrics())
+
+
+def _unknown(what: str, name: str, known: list[str]) -> UsageError:
+    close = difflib.get_close_matches(name, known, n=5, cutoff=0.5)
+    hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(known)}"
+    return UsageError(f"unknown {what} {name!r}; {hint} ('routerlab metrics' lists every metric)")
+
+
+def metric_info(name: str) -> Metric:
+    """The catalog entry of metric ``name``; an unknown name is a UsageError naming the closest ones."""
+    entry = _entries().get(name)
+    if isinstance(entry, Metric):
+        return entry
+    raise _unknown("metric", name, list(metric_names()))
+
+
+def metrics_for(protocol: str) -> tuple[Metric, ...]:
+    """The metrics ``protocol`` produces, in catalog order; an unknown protocol is a UsageError."""
+    metrics = all_metrics()
+    known = list(dict.fromkeys([*PROTOCOLS, *(p for m in metrics for p in m.protocols)]))
+    if protocol not in known:
+        raise UsageError(f"unknown protocol {protocol!r}; known: {', '.join(known)}")
+    return tuple(m for m in metrics if protocol in m.protocols)
+
+
+def glossary_entry(key: str) -> Entry:
+    """The metric or term the report's glossary explains under ``key``; a UsageError when there is none."""
+    entries = _entries()
+    if key in entries:
+        return entries[key]
+    raise _unknown("glossary term", key, list(entries))
+
+
+def label(name: str) -> str:
+    """The metric's label (``V_B`` for ``v_b``)."""
+    return metric_info(name).label
+
+
+def header(name: str) -> str:
+    """The metric's table heading, with its unit symbol when it has one (``E_p (bits)``)."""
+    return metric_info(name).header
+
+
+def format_value(name: str, value: float | None) -> str:
+    """``value`` as plain tables print metric ``name`` (its ``digits``: 4 decimals unless declared otherwise, e.g.
+    ``mean_cost`` as 6.26e-05); ``-`` for a missing or NaN value."""
+    if value is None or value != value:  # NaN, numpy's float32 included
+        return "-"
+    fmt = metric_info(name).digits
+    return format(int(value) if fmt == "d" else value, fmt)
+
+
+def legend(names: list[str]) -> str:
+    """One line saying which of ``names`` are better high, which low, and the units of those with a symbol:
+    ``higher is better: mu_o, v_b; lower is better: mean_cost (USD/query); descriptive: e_p (bits)``."""
+    groups: dict[str, list[str]] = {"higher": [], "lower": [], "none": []}
+    for name in names:
+        m = metric_info(name)
+        groups[m.direction].append(f"{name} ({m.symbol})" if m.symbol else name)
+    words = {"higher": "higher is better", "lower": "lower is better", "none": "descriptive"}
+    return "; ".join(f"{words[d]}: {', '.join(v)}" for d, v in groups.items() if v)
+
+
+class Glossary(Mapping[str, tuple[str, str]]):
+    """The report's glossary, read from the catalog: key -> (label, meaning). Read-only: no module can add or
+    change a term (declare it in the catalog instead)."""
+
+    def __getitem__(self, key: str) -> tuple[str, str]:
+        entry = _entries()[key]
+        return entry.label, entry.meaning
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_entries())
+
+    def __len__(self) -> int:
+        return len(_entries())
+
+    def __repr__(self) -> str:
+        return f"Glossary({len(self)} entries)"
+
+
+GLOSSARY = Glossary()
+"""Every term the report may show (key -> label, meaning with unit and SPEC section), metrics and terms alike."""
+
+
+def check_catalog() -> list[str]:
+    """What is wrong with the catalog, in words (empty when nothing): a built-in metric naming an unknown
+    protocol, or whose meaning does not cite its own SPEC section."""
+    problems = []
+    for m in all_metrics():
+        if f"SPEC {m.spec}" not in m.meaning:
+            problems.append(f"{m.name}: its meaning does not cite SPEC {m.spec}")
+        if m.name in _BUILTIN:
+            problems += [f"{m.name}: unknown protocol {p!r}" for p in m.protocols if p not in PROTOCOLS]
+    for t in all_terms():
+        if f"SPEC {t.spec}" not in t.meaning:
+            problems.append(f"{t.key}: its meaning does not cite SPEC {t.spec}")
+    return problems

@@ -1,0 +1,144 @@
+"""Every number a protocol's result holds under a metric name is in the metric catalog, listed for that protocol:
+each protocol runs once on small inputs (the demo, and the robustness and two-model tests' own tables), and the
+names its result carries are compared with ``metrics_for(protocol)``. Where a run produces every metric the
+catalog promises (the inputs hold latency, cost, outcomes of the variants, a reference router), the two sets are
+equal, so a stale catalog entry fails too."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable
+from typing import Any
+
+import pytest
+
+from routerlab.data.table import RoutingTable
+from routerlab.datasets import demo
+from routerlab.metrics.catalog import metrics_for
+from routerlab.metrics.registry import registered_metrics
+from tests.protocols.test_robustness import KeywordRouter, _outcomes, _tiny
+from tests.protocols.test_two_model import synthetic
+
+ROUTERS = ["oracle", "random", "best-single", "knn:k=5"]
+N_BOOT = 40
+
+
+def catalogued(protocol: str) -> set[str]:
+    return {m.name for m in metrics_for(protocol)}
+
+
+@pytest.fixture(scope="module")
+def table() -> RoutingTable:
+    return demo(300, seed=2)
+
+
+def evaluation_names(record: dict[str, Any]) -> set[str]:
+    """The metric names of an evaluation record (full, cold-start, a Voyager round, a group's evaluation): each
+    router's metrics, its paired comparison and its sweep's AIQ, and Oracle(Best-of-N)'s metrics."""
+    names: set[str] = set(record.get("oracle_best_of_n", {}))
+    for r in record["results"]:
+        names |= set(r["metrics"]) | set(r["ci"])
+        names |= {k for k in r.get("paired") or {} if k not in ("versus", "ci")}
+        names |= {"aiq"} if r.get("sweep") else set()
+    return names
+
+
+def test_full(table: RoutingTable) -> None:
+    from routerlab.protocols.full import evaluate
+
+    names = evaluation_names(evaluate(table, ROUTERS, n_boot=N_BOOT, sweep="cost").to_dict())
+    # the demo has latency and cost, the run a sweep and a paired comparison: every metric the catalog promises
+    assert names == catalogued("full")
+    assert set(registered_metrics()) - names == {"v_r"}  # computed only when a reference is given
+
+
+def test_cold_start_and_voyager(table: RoutingTable) -> None:
+    from routerlab.protocols.partial import cold_start, voyager
+
+    cold = cold_start(table, ROUTERS, n_boot=N_BOOT, sweep="latency").to_dict()
+    assert evaluation_names(cold) == catalogued("cold-start")
+    vg = voyager(table, ROUTERS, rounds=2, n_boot=N_BOOT).to_dict()
+    names = evaluation_names(vg)
+    for round_ in vg["rounds"]:
+        names |= evaluation_names(round_)
+    assert names == catalogued("voyager") - {"aiq"} and "aiq" in catalogued("cold-start")  # voyager has no sweep
+
+
+def test_groups(table: RoutingTable) -> None:
+    from routerlab.protocols.groups_eval import evaluate_groups
+
+    record = evaluate_groups(table, [3], ROUTERS, draws=5, n_boot=N_BOOT)
+    names = {"train_oracle"} & set(record["groups"][0])
+    for g in record["groups"]:
+        names |= evaluation_names(g["evaluation"])
+    assert names == catalogued("groups")
+
+
+def test_scaling(table: RoutingTable) -> None:
+    from routerlab.data.splits import make_split
+    from routerlab.protocols.scaling import scaling_curve
+
+    curve = scaling_curve(table, make_split(table, "given", 0), [2, 3], samples=3).to_dict()
+    assert {k for k, v in curve.items() if isinstance(v, dict) and k != "split"} == catalogued("scaling")
+
+
+def test_ope() -> None:
+    from routerlab.protocols.ope import OffPolicyWarning, off_policy_evaluate
+    from routerlab.protocols.policies import simulate_logs
+
+    t = demo(400, seed=3)
+    logs = simulate_logs(t, "uniform", part="test", seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OffPolicyWarning)
+        result = off_policy_evaluate(t, logs, ["knn", "linucb"], encoder="tfidf:dim=32", n_boot=N_BOOT).to_dict()
+    names: set[str] = set(result["metrics"]) | set(result["unavailable"])
+    for r in result["results"]:
+        names |= set(r["estimates"]) | {m for by in r["estimates"].values() for m in by}
+        names |= {"truth"} if "truth" in r else set()
+        names |= set(r["truth"]) if "truth" in r else set()
+        names |= {k for k, v in r["diagnostics"].items() if k not in ("n", "warnings") and isinstance(v, int | float)}
+    assert names == catalogued("ope")
+
+
+def test_robustness() -> None:
+    from routerlab.protocols.robustness import robustness
+
+    t, variants = _tiny()
+    record = robustness(t, [KeywordRouter()], variants, outcomes=_outcomes(), n_boot=N_BOOT).to_dict()
+    skip = {"tested", "optimal", "by_level", "note", "n_perturbations", "n_known"}
+    names: set[str] = set()
+    for r in record["results"]:
+        names |= {k for k in ("rho", "accuracy", "perturbed_accuracy") if r.get(k) is not None}
+        names |= {k for k in r["invariance"] if k not in skip and not k.endswith("_ci")}
+        for block in r["invariance"]["by_level"].values():
+            names |= {k for k in block if k not in skip and not k.endswith("_ci")}
+    assert names == catalogued("robustness")
+
+
+def _cell_names(cells: Iterable[dict[str, Any] | None]) -> set[str]:
+    return {k for c in cells if c for k in c if k != "n" and not k.endswith("_ci")}
+
+
+def test_two_model() -> None:
+    from routerlab.protocols.two_model import run_two_model
+
+    record = run_two_model(synthetic(), "S", "L", ["best-single", "knn:k=5"], ood_datasets=["c"], split="given",
+                           n_boot=N_BOOT, compare_to="best-single").to_dict()
+    names: set[str] = set()
+    for r in record["results"]:
+        names |= _cell_names([*r["datasets"].values(), r["id_mean"], r["ood_mean"]])
+        if r.get("versus"):
+            v = r["versus"]
+            names |= _cell_names([*v["datasets"].values(), v["id_mean"], v["ood_mean"]])
+    assert names == catalogued("two-model")
+
+
+def test_society(table: RoutingTable) -> None:
+    from routerlab.cli.society_cmd import society_report
+
+    record = society_report(table, coreset_k=3, alpha=0.5)
+    names = {k for k in ("hse", "hse_normalized", "max_hse", "d_max") if k in record}
+    core = record["coreset"]
+    names |= {k for k in ("size_90", "size_95", "full_hse", "full_hse_normalized") if k in core}
+    names |= {k for point in core["curve"] for k in point if k != "size"}
+    assert names == catalogued("society")
