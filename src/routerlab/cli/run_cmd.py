@@ -29,12 +29,13 @@ def _check_backend(backend: str, workers: int | None, scheduler: str | None) -> 
 
 
 def _check_metric(metric: str) -> None:
-    """``--metric`` names a registered metric (SPEC 7), checked before anything runs."""
-    from routerlab.metrics.registry import registered_metrics
+    """``--metric`` names a metric of the catalog (any protocol's), checked before anything runs."""
+    from routerlab.metrics.catalog import metric_info
 
-    known = registered_metrics()
-    if metric not in known:
-        raise UsageError(f"--metric {metric!r}: unknown metric; known: {', '.join(known)}")
+    try:
+        metric_info(metric)
+    except UsageError as exc:
+        raise UsageError(f"--metric: {exc}") from None
 
 
 def _table_overrides(items: list[str]) -> dict[str, str]:
