@@ -223,8 +223,10 @@ def finding_sections(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def first(table: RoutingTable, ctx: AuditContext) -> Section:
         ids = [str(q) for q in ctx.test.queries.ids[:3]]
+        # r2 samples its distribution when deployed: its rows hold its argmax, its expected scores beside them
         dec = Decisions("full", ids, list(table.actor_names), {"r1": np.array([0, -1, 2]), "r2": np.array([1, 1, 1])},
-                        {"r1": np.array([1.0, np.nan, 0.5])})
+                        {"r1": np.array([1.0, np.nan, 0.5])}, {"r2": "distribution"},
+                        {"r2": np.array([0.25, 0.5, 0.75])})
         return Section("First", [Table(["a"], [["1"]], id="first-table")], {"n": 3},
                        findings=[Finding("3 things happened (95% CI [1, 5])", "first-table", {"n": 3}, (1.0, 5.0))],
                        decisions=[dec])
@@ -258,11 +260,16 @@ def test_findings_lead_the_report_and_decisions_are_parquet(small_demo: RoutingT
     ids = [str(q) for q in small_demo.select_queries(audit.evaluable_split(
         small_demo, audit.audit_split(small_demo, 0))[0].test).queries.ids[:3]]
     names = small_demo.actor_names
+    argmax, dist = {"policy": "argmax"}, {"policy": "distribution"}
     assert rows == [
-        {"protocol": "full", "router": "r1", "query_id": ids[0], "actor": names[0], "score": 1.0},
-        {"protocol": "full", "router": "r1", "query_id": ids[1], "actor": None, "score": None},
-        {"protocol": "full", "router": "r1", "query_id": ids[2], "actor": names[2], "score": 0.5},
-        *({"protocol": "full", "router": "r2", "query_id": q, "actor": names[1], "score": None} for q in ids)]
+        {"protocol": "full", "router": "r1", "query_id": ids[0], "actor": names[0], "score": 1.0, **argmax,
+         "deployed_score": 1.0},
+        {"protocol": "full", "router": "r1", "query_id": ids[1], "actor": None, "score": None, **argmax,
+         "deployed_score": None},
+        {"protocol": "full", "router": "r1", "query_id": ids[2], "actor": names[2], "score": 0.5, **argmax,
+         "deployed_score": 0.5},
+        *({"protocol": "full", "router": "r2", "query_id": q, "actor": names[1], "score": None, **dist,
+           "deployed_score": d} for q, d in zip(ids, (0.25, 0.5, 0.75), strict=True))]
     html = (tmp_path / "a" / "report.html").read_text()
     order = [html.index(f'<section id="{name}"') for name in ("findings", "first", "second")]
     assert order == sorted(order) and html.index("3 things happened") < order[1] and 'href="#first-table"' in html

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,14 @@ from routerlab.reports.files import save_figure, write_json, write_parquet
 
 __all__ = ["groups_text", "leaderboard_table", "leaderboard_text", "write_evaluation", "write_json"]
 
-_COLUMNS = ("mu_o", "v_b", "e_p", "acc_at_1", "acc_at_1_l", "dcg", "l_dcg", "mean_cost", "mean_latency")
-LABELS = {"mu_o": "mu_o", "v_b": "V_B", "e_p": "E_p (bits)", "acc_at_1": "Acc@1", "acc_at_1_l": "Acc@1-L",
-          "dcg": "DCG", "l_dcg": "L-DCG", "mean_cost": "mean cost (USD/query)", "mean_latency": "mean latency (s)"}
-"""Column headings of the report's leaderboard table, with units (the report's glossary explains each)."""
+_COLUMNS = ("mu_o", "mu_o_greedy", "v_b", "e_p", "acc_at_1", "acc_at_1_l", "dcg", "l_dcg", "mean_cost",
+            "mean_latency")
+LABELS = {"mu_o": "mu_o", "mu_o_greedy": "mu_o (greedy)", "v_b": "V_B", "e_p": "E_p (bits)", "acc_at_1": "Acc@1",
+          "acc_at_1_l": "Acc@1-L", "dcg": "DCG", "l_dcg": "L-DCG", "mean_cost": "mean cost (USD/query)",
+          "mean_latency": "mean latency (s)"}
+"""Column headings of the report's leaderboard table, with units (the report's glossary explains each). Every
+number is a router's value as deployed (an exploring router's expectation under the distribution it samples);
+``mu_o (greedy)`` is an exploring router's mu_o at its argmax, shown only when the run has such a router."""
 
 
 def _fmt(v: float | None, key: str) -> str:
@@ -105,8 +110,10 @@ def leaderboard_table(ev: Evaluation, id: str = "") -> Table:
 
 
 def write_evaluation(ev: Evaluation, out_dir: Path, name: str | None = None) -> list[str]:
-    """Write evaluation.json, choices.parquet (one row per test query, one column per router) and plots;
-    returns the names of the files written."""
+    """Write evaluation.json, choices.parquet (one row per test query, one column per router: the actor it picks,
+    its argmax; for an exploring router, which draws from its distribution when deployed, that is its greedy
+    pick, as the file's metadata ``routerlab.policies`` says per router) and plots; returns the names of the
+    files written."""
     import pyarrow as pa
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -115,7 +122,11 @@ def write_evaluation(ev: Evaluation, out_dir: Path, name: str | None = None) -> 
     names = np.asarray(ev.actor_names, dtype=object)
     for r in ev.results:
         cols[r.spec] = pa.array(names[r.choice].tolist())
-    write_parquet(out_dir / "choices.parquet", pa.table(cols))
+    policies = {r.spec: ("argmax" if r.policy == "argmax" else "argmax (greedy) pick of a router that samples its "
+                         "distribution when deployed; its metrics are expectations under that distribution")
+                for r in ev.results}
+    table = pa.table(cols).replace_schema_metadata({"routerlab.policies": json.dumps(policies)})
+    write_parquet(out_dir / "choices.parquet", table)
     return ["evaluation.json", "choices.parquet", *plot_evaluation(ev, out_dir, name)]
 
 
