@@ -183,7 +183,8 @@ class Router(ABC):
 
     def route(self, features: Features) -> Routing:
         """Scores, choice and selection distribution of the queries of ``features`` from one scoring pass:
-        what every metric reads (the choice for mu_o and latency metrics, the distribution for E_p)."""
+        what every metric reads (the distribution for E_p; for mu_o and the latency metrics the choice of a router
+        that acts by its argmax, the expectation under ``Routing.policy`` for one that ``explores``)."""
         s = self.scores(features)
         p = self._checked(self._distribution(features, s), s, "selection distribution")
         acting = self._acting_distribution(features, s) if self.explores else None
