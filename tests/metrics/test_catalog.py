@@ -66,9 +66,12 @@ def test_spec_sections_exist_in_spec_md(shared_data: Path) -> None:
 def test_every_computed_metric_is_in_the_catalog() -> None:
     names = {m.name for m in all_metrics()}
     assert set(registered_metrics()) <= names
-    # the leaderboard's columns are the full protocol's per-query metrics, in catalog order
+    # the leaderboard's columns are the full protocol's per-query metrics, in catalog order, each choice metric
+    # followed by its greedy twin (an exploring router's argmax value)
     assert [m.name for m in metrics_for("full") if m.name in registered_metrics()] == [
-        "mu_o", "v_b", "e_p", "acc_at_1", "acc_at_1_l", "dcg", "l_dcg", "mean_cost", "mean_latency"]
+        "mu_o", "mu_o_greedy", "v_b", "v_b_greedy", "e_p", "acc_at_1", "acc_at_1_greedy", "acc_at_1_l",
+        "acc_at_1_l_greedy", "dcg", "dcg_greedy", "l_dcg", "l_dcg_greedy", "mean_cost", "mean_cost_greedy",
+        "mean_latency", "mean_latency_greedy"]
 
 
 def test_directions_and_units_of_known_metrics() -> None:
@@ -85,7 +88,7 @@ def test_directions_and_units_of_known_metrics() -> None:
 def test_unknown_names_are_one_readable_error() -> None:
     with pytest.raises(UsageError, match=r"unknown metric 'acc_at1'; did you mean acc_at_1, acc_at_1_l"):
         metric_info("acc_at1")
-    with pytest.raises(UsageError, match=r"unknown metric 'zzzz'; known: mu_o, v_b"):
+    with pytest.raises(UsageError, match=r"unknown metric 'zzzz'; known: mu_o, mu_o_greedy, v_b"):
         metric_info("zzzz")
     with pytest.raises(UsageError, match=r"unknown metric 'collapsed'"):
         metric_info("collapsed")  # a glossary term, not a metric

@@ -128,7 +128,7 @@ def test_report_glossary_title_and_heatmap_order(tmp_path: Path, small_demo: Rou
     assert "USD per query" in glossary and "seconds per query" in glossary
     # the paired comparison's entry is the mu_o_difference metric's, named as results.json holds it
     assert "**paired difference** (`mu_o_difference` in results.json)" in glossary
-    assert "| router | mu_o [95% CI] | V_B | E_p (bits) | Acc@1 |" in report  # headings from the catalog
+    assert "| router | mu_o [95% CI] | mu_o (greedy) | V_B | E_p (bits) | Acc@1 |" in report  # headings from the catalog
     assert "**HSE**" not in glossary  # only the terms the report shows
     lb = record["sections"]["leaderboard"]
     table_order = [line.split(" | ")[0].lstrip("| ") for line in report.splitlines()
@@ -227,8 +227,10 @@ def finding_sections(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def first(table: RoutingTable, ctx: AuditContext) -> Section:
         ids = [str(q) for q in ctx.test.queries.ids[:3]]
+        # r2 samples its distribution when deployed: its rows hold its argmax, its expected scores beside them
         dec = Decisions("full", ids, list(table.actor_names), {"r1": np.array([0, -1, 2]), "r2": np.array([1, 1, 1])},
-                        {"r1": np.array([1.0, np.nan, 0.5])})
+                        {"r1": np.array([1.0, np.nan, 0.5])}, {"r2": "distribution"},
+                        {"r2": np.array([0.25, 0.5, 0.75])})
         return Section("First", [Table(["a"], [["1"]], id="first-table")], {"n": 3},
                        findings=[Finding("3 things happened (95% CI [1, 5])", "first-table", {"n": 3}, (1.0, 5.0))],
                        decisions=[dec])
@@ -262,11 +264,16 @@ def test_findings_lead_the_report_and_decisions_are_parquet(small_demo: RoutingT
     ids = [str(q) for q in small_demo.select_queries(audit.evaluable_split(
         small_demo, audit.audit_split(small_demo, 0))[0].test).queries.ids[:3]]
     names = small_demo.actor_names
+    argmax, dist = {"policy": "argmax"}, {"policy": "distribution"}
     assert rows == [
-        {"protocol": "full", "router": "r1", "query_id": ids[0], "actor": names[0], "score": 1.0},
-        {"protocol": "full", "router": "r1", "query_id": ids[1], "actor": None, "score": None},
-        {"protocol": "full", "router": "r1", "query_id": ids[2], "actor": names[2], "score": 0.5},
-        *({"protocol": "full", "router": "r2", "query_id": q, "actor": names[1], "score": None} for q in ids)]
+        {"protocol": "full", "router": "r1", "query_id": ids[0], "actor": names[0], "score": 1.0, **argmax,
+         "deployed_score": 1.0},
+        {"protocol": "full", "router": "r1", "query_id": ids[1], "actor": None, "score": None, **argmax,
+         "deployed_score": None},
+        {"protocol": "full", "router": "r1", "query_id": ids[2], "actor": names[2], "score": 0.5, **argmax,
+         "deployed_score": 0.5},
+        *({"protocol": "full", "router": "r2", "query_id": q, "actor": names[1], "score": None, **dist,
+           "deployed_score": d} for q, d in zip(ids, (0.25, 0.5, 0.75), strict=True))]
     html = (tmp_path / "a" / "report.html").read_text()
     order = [html.index(f'<section id="{name}"') for name in ("findings", "first", "second")]
     assert order == sorted(order) and html.index("3 things happened") < order[1] and 'href="#first-table"' in html

@@ -128,7 +128,8 @@ def test_decisions_on_the_logged_queries_match_the_truth(table: RoutingTable, lo
     truth = {r["router"]: r["truth"] for r in sec.data["rows"] if r["estimator"] == "dr"}
     for spec, choice in dec.choices.items():
         assert choice.shape == (len(dec.query_ids),) and ((choice >= 0) & (choice < table.n_actors)).all()
-        assert float(np.mean(dec.scores[spec])) == pytest.approx(truth[spec])
+        deployed = dec.deployed.get(spec, dec.scores[spec])  # an exploring router: its expected scores
+        assert float(np.mean(deployed)) == pytest.approx(truth[spec])
 
 
 def pd_ids(path: Path) -> list[str]:
@@ -137,3 +138,19 @@ def pd_ids(path: Path) -> list[str]:
 
     with path.open(newline="") as f:
         return [row["query_id"] for row in csv.DictReader(f)]
+
+
+def test_an_exploring_routers_decisions_hold_its_argmax_and_its_expected_scores(
+        table: RoutingTable, logged: tuple[Section, Path], tmp_path: Path) -> None:
+    """random samples its distribution when deployed: its truth is the mean actor score of the logged queries, its
+    decision rows hold its argmax pick, and its expected scores (mean = the truth) are written beside them."""
+    import numpy as np
+
+    sec = run(table, tmp_path, logs=str(logged[1]), routers=["random", "knn"], quick=True)
+    (dec,) = sec.decisions
+    assert dec.policies == {"random": "distribution"} and set(dec.deployed) == {"random"}
+    truth = {r["router"]: r["truth"] for r in sec.data["rows"] if r["estimator"] == "dr"}
+    rows = np.array([list(table.queries.ids.astype(str)).index(q) for q in dec.query_ids])
+    assert truth["random"] == pytest.approx(float(table.score[rows].astype(np.float64).mean()))
+    assert float(np.mean(dec.deployed["random"])) == pytest.approx(truth["random"])
+    np.testing.assert_array_equal(dec.scores["random"], table.score[rows, dec.choices["random"]])

@@ -22,8 +22,11 @@ if TYPE_CHECKING:
 
 STORE_HELP = "The results store directory (holding results.duckdb)."
 METRIC_HELP = ("The metric to rank by, best first by its direction (lowest first for "
-               + ", ".join(m.name for m in all_metrics() if m.direction == "lower") + "). Evaluation metrics: "
-               + ", ".join(m.name for m in metrics_for("full")) + "; 'routerlab metrics' lists every protocol's.")
+               + ", ".join(m.name for m in all_metrics() if m.direction == "lower" and not m.name.endswith("_greedy"))
+               + "). Evaluation metrics: "
+               + ", ".join(m.name for m in metrics_for("full") if not m.name.endswith("_greedy"))
+               + " (each choice metric also as <metric>_greedy, an exploring router's argmax value); "
+               "'routerlab metrics' lists every protocol's.")
 
 results_app = typer.Typer(
     name="results", help="Query the results store that 'routerlab run' writes (DuckDB, read-only).",

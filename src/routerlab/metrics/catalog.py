@@ -118,7 +118,9 @@ _BASE: tuple[Metric, ...] = (
     # estimates those with a per-query reward)
     Metric("mu_o", "mu_o", "score in [0, 1]", "higher", "4",
            "mean score of the actors a router chose, over the test queries; scores are in [0, 1], higher is better "
-           "(SPEC 4)", _EVAL_OPE),
+           "(SPEC 4). A router is scored as deployed: one that samples its selection distribution (random, r_o(p), "
+           "the bandits) by its expected score under that distribution, as every other choice metric of such a "
+           "router", _EVAL_OPE),
     Metric("v_b", "V_B", "ratio", "higher", "4",
            "mu_o divided by the best single actor's mean score on the same test queries (that actor picked on "
            "train), a ratio without unit; above 1 beats always calling it (SPEC 4)", _EVAL),
@@ -183,8 +185,9 @@ _BASE: tuple[Metric, ...] = (
            "importance-weighted error of that model on the logged actor; unbiased when the propensities are "
            "right; same unit as the metric (SPEC 1, docs/off-policy.md)", ("ope",)),
     Metric("truth", "truth", "unit of the estimated metric", "none", "1",
-           "the router's actual value of the estimated metric (mu_o, ...) on the logged queries, from the table's "
-           "full outcomes, in that metric's unit; shown only when the table holds them (SPEC 1, "
+           "the router's actual value of the estimated metric (mu_o, ...) on the logged queries as deployed (for a "
+           "router that samples its distribution, its expected value under it: what evaluate gives), from the "
+           "table's full outcomes, in that metric's unit; shown only when the table holds them (SPEC 1, "
            "docs/off-policy.md)", ("ope",)),
     Metric("ess", "ESS", "logged queries", "higher", "1",
            "Kish's effective sample size of the importance weights, (sum w)^2 / sum w^2, in logged queries: how "
@@ -295,8 +298,30 @@ def _difference(base: Metric) -> Metric:
                   f"= better (SPEC {base.spec}, 7)", base.protocols)
 
 
-_METRICS: tuple[Metric, ...] = tuple(
-    m for base in _BASE for m in ((base, _difference(base)) if base.name in PAIRED_TWO_MODEL else (base,)))
+GREEDY: tuple[str, ...] = ("mu_o", "v_b", "v_r", "acc_at_1", "acc_at_1_l", "dcg", "l_dcg", "mean_cost", "mean_latency")
+"""The choice metrics an exploring router also reports at its argmax, as ``<metric>_greedy`` (its headline value is
+the expectation under the distribution it samples when deployed; docs/bandits.md "One value per router")."""
+
+
+def _greedy(base: Metric) -> Metric:
+    """``<metric>_greedy``: an exploring router's metric at its argmax pick, beside its deployed value."""
+    return Metric(f"{base.name}_greedy", f"{base.label} (greedy)", base.unit, base.direction, base.spec,
+                  f"{base.label} of a router that samples its selection distribution when deployed (random, r_o(p), "
+                  f"the bandits), had it taken its argmax instead, in the same unit; shown beside the deployed "
+                  f"value, the headline (SPEC {base.spec})", tuple(p for p in base.protocols if p != "ope"),
+                  symbol=base.symbol, digits=base.digits)
+
+
+def _with_twins(base: Metric) -> tuple[Metric, ...]:
+    twins = [base]
+    if base.name in GREEDY:
+        twins.append(_greedy(base))
+    if base.name in PAIRED_TWO_MODEL:
+        twins.append(_difference(base))
+    return tuple(twins)
+
+
+_METRICS: tuple[Metric, ...] = tuple(m for base in _BASE for m in _with_twins(base))
 
 # --------------------------------------------------------------------------------------------------- terms
 _TERMS: tuple[Term, ...] = (

@@ -22,6 +22,7 @@ from routerlab.metrics._arrays import (
     chosen_scores,
     pick_best,
     require_observed_rows,
+    where_nan_message,
 )
 from routerlab.metrics.bounds import actor_means
 
@@ -173,9 +174,9 @@ def softmax(scores: npt.ArrayLike, temperature: float = 1.0) -> FloatArray:
     return np.asarray(e / e.sum(axis=1, keepdims=True))
 
 
-def entropy_bits(distribution: npt.ArrayLike) -> FloatArray:
-    """Entropy in bits of each query's selection distribution, with 0 log 0 = 0 (SPEC 4). Rows must be
-    non-negative and sum to 1 (within 1e-6), else ``ValueError``."""
+def checked_distribution(distribution: npt.ArrayLike) -> FloatArray:
+    """``distribution`` as a float64 (n, m) matrix of per-query selection probabilities; ``ValueError`` unless
+    it is free of NaN, non-negative and every row sums to 1 (within 1e-6)."""
     d = as_matrix(distribution, "distribution")
     if np.isnan(d).any() or (d < 0).any():
         raise ValueError("distribution must be non-negative and free of NaN")
@@ -185,6 +186,32 @@ def entropy_bits(distribution: npt.ArrayLike) -> FloatArray:
         raise ValueError(
             f"distribution rows must sum to 1; query {int(np.flatnonzero(off)[0])} sums to {sums[off][0]:.6g}"
         )
+    return d
+
+
+def expected_per_query(values: npt.ArrayLike, distribution: npt.ArrayLike, what: str = "value") -> FloatArray:
+    """Per query, the expectation of ``values[q, a]`` (what query q gets if actor a is chosen) when the actor is
+    drawn from ``distribution[q]``: ``sum_a p(a|q) values[q, a]`` over the actors with p > 0. That is the
+    per-query term of a metric for a router that acts by sampling its distribution (an exploring router as
+    deployed); for a one-hot distribution it is exactly ``values[q, choice[q]]``. A value that is unknown (NaN)
+    where p = 0 is never drawn and is ignored; one where p > 0 raises ``ValueError`` naming the queries
+    (``what`` names the value in the message)."""
+    v = as_matrix(values, what)
+    d = as_matrix(distribution, "distribution")
+    if v.shape != d.shape:
+        raise ValueError(f"{what} has shape {v.shape}, the distribution {d.shape}")
+    used = d > 0
+    unknown = (used & np.isnan(v)).any(axis=1)
+    if unknown.any():
+        raise ValueError(f"the {what} of an actor drawn with probability > 0 is unknown (NaN) at "
+                         f"{where_nan_message(unknown)}")
+    return np.asarray(np.where(used, d * np.nan_to_num(v), 0.0).sum(axis=1))
+
+
+def entropy_bits(distribution: npt.ArrayLike) -> FloatArray:
+    """Entropy in bits of each query's selection distribution, with 0 log 0 = 0 (SPEC 4). Rows must be
+    non-negative and sum to 1 (within 1e-6), else ``ValueError``."""
+    d = checked_distribution(distribution)
     safe = np.where(d > 0, d, 1.0)
     return np.asarray(-(d * np.log2(safe)).sum(axis=1))
 
@@ -202,8 +229,21 @@ def selection_shares(choice: npt.ArrayLike, m: int) -> FloatArray:
     return counts / c.size if c.size else counts
 
 
+def expected_shares(distribution: npt.ArrayLike) -> FloatArray:
+    """Expected share of the queries sent to each actor by a router that draws each query's actor from its row
+    of ``distribution``: the column means (SPEC 5 selection shares of an exploring router as deployed)."""
+    d = checked_distribution(distribution)
+    return np.asarray(d.mean(axis=0)) if d.shape[0] else np.zeros(d.shape[1])
+
+
 def collapsed(choice: npt.ArrayLike, m: int, threshold: float = 0.99) -> bool:
     """True when the router's most frequent actor takes >= ``threshold`` of the test queries (SPEC 5:
     "collapsed" at 99%). An empty choice vector is not collapsed."""
-    shares = selection_shares(choice, m)
-    return bool(shares.size and shares.max() >= threshold)
+    return shares_collapsed(selection_shares(choice, m), threshold)
+
+
+def shares_collapsed(shares: npt.ArrayLike, threshold: float = 0.99) -> bool:
+    """The collapse flag (SPEC 5) of selection shares: the largest share is >= ``threshold``; no actor (or an
+    empty run) is not collapsed."""
+    s = np.asarray(shares, dtype=np.float64)
+    return bool(s.size and s.max() >= threshold)

@@ -1,9 +1,12 @@
 """Full-observability evaluation (SPEC 4-5, 7): train on train, route the test split, score every metric.
 
-One scoring pass per router feeds its choices (argmax), its selection distribution (E_p) and every
-metric with a bootstrap interval. Test queries with an unobserved cell are left out of evaluation
-(and counted), since no metric can score a choice whose outcome is unknown. The result records the
-router and its settings, the data name and hash, the split, the seed and the routerlab version.
+One scoring pass per router feeds its choices (argmax), its selection distribution (E_p) and every metric with a
+bootstrap interval. A router is scored as it is deployed (docs/bandits.md, "One value per router"): one that acts
+by its argmax at its choices; one that explores (``Router.explores``: it samples its selection distribution) by the
+expectation of every metric under that distribution, with its argmax value beside it as ``<metric>_greedy``; its
+selection shares are then the expected shares. Test queries with an unobserved cell are left out of evaluation (and
+counted), since no metric can score a choice whose outcome is unknown. The result records the router and its
+settings, the data name and hash, the split, the seed and the routerlab version.
 
 Routers may be given as spec strings (``"knn:k=5"``) or as :class:`Router` instances, mixed in one
 list, so a router class written in a notebook is evaluated without registering it; the encoder may be
@@ -32,8 +35,8 @@ from routerlab.features.base import Features
 from routerlab.features.registry import Encoder
 from routerlab.metrics.bounds import best_single_actor
 from routerlab.metrics.latency import oracle_best_of_n
-from routerlab.metrics.registry import evaluate_choices
-from routerlab.metrics.selection import collapsed, selection_shares
+from routerlab.metrics.registry import Policy, evaluate_choices
+from routerlab.metrics.selection import expected_per_query, expected_shares, selection_shares, shares_collapsed
 from routerlab.progress import task, track
 from routerlab.protocols.base import (
     COMPARE_HELP,
@@ -76,10 +79,24 @@ class RouterResult:
     router_class: str | None = None  # the router's module.qualname, for instances only
     # what the router learned from when a protocol records it per router (Voyager: its own logged choices)
     feedback: dict[str, Any] | None = None
+    # how the router acts when deployed: "argmax", or "distribution" (it explores: its metrics are expectations
+    # under its selection distribution, ``choice`` is its argmax and ``<metric>_greedy`` that argmax's value)
+    policy: str = "argmax"
+    # an exploring router's expected score on each test query, sum_a p(a|q) score(q, a) (mean = its mu_o); None
+    # for an argmax router, whose per-query score is score[q, choice[q]]. Not in to_dict.
+    deployed_score: npt.NDArray[np.float64] | None = field(default=None, repr=False)
+
+    def query_scores(self, score: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """The router's score on each test query as deployed (``score``: the test table's scores, in the order of
+        ``choice``): the expected score for an exploring router, the chosen actor's for any other."""
+        if self.deployed_score is not None:
+            return np.asarray(self.deployed_score, dtype=np.float64)
+        s = np.asarray(score)
+        return np.asarray(s[np.arange(s.shape[0]), self.choice], dtype=np.float64)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"router": self.router, "spec": self.spec, "params": self.params, "metrics": self.metrics,
-               "ci": {k: list(v) for k, v in self.ci.items()}, "selection": self.selection,
+        out = {"router": self.router, "spec": self.spec, "params": self.params, "policy": self.policy,
+               "metrics": self.metrics, "ci": {k: list(v) for k, v in self.ci.items()}, "selection": self.selection,
                "collapsed": self.collapsed, "fit_seconds": round(self.fit_seconds, 4),
                "score_seconds": round(self.score_seconds, 4)}
         if self.router_class is not None:
@@ -290,19 +307,27 @@ def score_router(spec: str, router: Router, bench: Bench, *, fit_seconds: float,
                  sweep_train: RoutingTable | None = None, router_class: str | None = None) -> RouterResult:
     """Route the bench's test queries with a fitted ``router`` in one scoring pass and score every metric with
     its bootstrap interval, the selection shares and the collapse flag (SPEC 4-5, 7): the step every protocol
-    repeats per router (and per Voyager round), after :func:`fit_router`. ``sweep`` adds the cost- or
-    latency-quality curve, its penalty read from ``sweep_train`` (what the router was trained on)."""
+    repeats per router (and per Voyager round), after :func:`fit_router`. The router is scored as deployed
+    (module docstring): an exploring router by expectations under its distribution, its argmax values beside
+    them as ``<metric>_greedy``, its shares the expected ones. ``sweep`` adds the cost- or latency-quality curve,
+    its penalty read from ``sweep_train`` (what the router was trained on)."""
     t1 = time.perf_counter()
     routed = router.route(bench.ftest)  # one scoring pass: choices and the selection distribution
     choice, dist = routed.choice, routed.distribution
     t2 = time.perf_counter()
     test = bench.test
+    policy: Policy = "distribution" if router.explores else "argmax"
     values = evaluate_choices(
         test.score, choice, latency=bench.latency, cost=bench.cost, distribution=dist,
-        best_single=bench.best, seed=seed, n_boot=n_boot,
+        best_single=bench.best, seed=seed, n_boot=n_boot, policy=policy, acting=routed.policy,
     )
     m = test.n_actors
-    shares = selection_shares(choice, m)
+    deployed = None
+    if router.explores:
+        deployed = expected_per_query(test.score, routed.policy, "score")
+        shares = expected_shares(routed.policy)
+    else:
+        shares = selection_shares(choice, m)
     curve = None
     if sweep is not None and not router.uses_test_labels:
         curve = _sweep(router, sweep_train, bench.ftest, test, sweep, lambdas)
@@ -311,8 +336,8 @@ def score_router(spec: str, router: Router, bench: Bench, *, fit_seconds: float,
         metrics={k: float(v[0]) for k, v in values.items()},
         ci={k: interval(v[0], v[1], v[2]) for k, v in values.items()},
         selection={a: float(s) for a, s in zip(test.actor_names, shares, strict=True) if s > 0},
-        collapsed=bool(collapsed(choice, m)), choice=choice, fit_seconds=fit_seconds, score_seconds=t2 - t1,
-        sweep=curve, router_class=router_class,
+        collapsed=shares_collapsed(shares), choice=choice, fit_seconds=fit_seconds, score_seconds=t2 - t1,
+        sweep=curve, router_class=router_class, policy=policy, deployed_score=deployed,
     )
 
 
@@ -347,9 +372,11 @@ def run_routers(chosen: Sequence[tuple[str, Router]], train: RoutingTable | Feed
 
 def compare_and_bound(results: list[RouterResult], fair: list[bool], bench: Bench, compare_to: str | None, *,
                       seed: int, n_boot: int) -> dict[str, float]:
-    """The paired bootstrap of every router against ``compare_to`` (stored in each result's ``paired``) and
-    Oracle(Best-of-N) (SPEC 5) over the routers marked ``fair`` (those that route without test outcomes; all
-    of them when none is), returned as metric -> value."""
+    """The paired bootstrap of every router against ``compare_to`` (stored in each result's ``paired``; a router's
+    per-query scores as deployed, expected ones for an exploring router) and Oracle(Best-of-N) (SPEC 5) over the
+    routers marked ``fair`` (those that route without test outcomes; all of them when none is), returned as
+    metric -> value. Best-of-N takes each router's argmax pick (an exploring router's greedy choice): a bound
+    over sampled picks would depend on the draw."""
     _paired(results, bench.test, compare_to, seed, n_boot)
     picks = [r.choice for r, ok in zip(results, fair, strict=True) if ok] or [r.choice for r in results]
     bon_choice = oracle_best_of_n(bench.test.score, bench.latency, np.stack(picks), bench.cost)
@@ -452,18 +479,17 @@ def _sweep(router: Any, train: RoutingTable | None, ftest: Features, test: Routi
 
 
 def _paired(results: list[RouterResult], test: RoutingTable, ref_spec: str | None, seed: int, n_boot: int) -> None:
-    """Paired bootstrap of each router's per-query score against the reference router's (SPEC 7)."""
+    """Paired bootstrap of each router's per-query score as deployed against the reference router's (SPEC 7)."""
     from routerlab.metrics.bootstrap import paired_bootstrap
 
     ref = next((r for r in results if ref_spec is not None and r.spec == ref_spec), None)
     if ref is None:
         return
-    rows = np.arange(test.n_queries)
-    base = test.score[rows, ref.choice].astype(np.float64)
+    base = ref.query_scores(test.score)
     for r in results:
         if r is ref:
             continue
-        cmp = paired_bootstrap(test.score[rows, r.choice].astype(np.float64), base, n_boot=n_boot, seed=seed)
+        cmp = paired_bootstrap(r.query_scores(test.score), base, n_boot=n_boot, seed=seed)
         r.paired = {"versus": ref.spec, "mu_o_difference": cmp.diff, "ci": list(interval(cmp.diff, cmp.lo, cmp.hi)),
                     "p_value": cmp.p_value}
 

@@ -1,13 +1,15 @@
 """Off-policy evaluation (SPEC 1 logged observability, SPEC 4-5 metrics, SPEC 7 intervals): how good would a
 router be, estimated from logs another policy collected, without deploying it.
 
-Routers train on the training side (``table``'s train split: full feedback; or ``train_logs``: logged feedback,
-one outcome per query with its propensity), then route the logged queries (features from an encoder fitted on the
-training texts). A router's *target policy* is how it acts when deployed (:meth:`Router.act`): its argmax
-(pi(a|x) = 1[choice = a]) for most routers, its selection distribution for an exploring one (``explores``: the
-bandits). IPS, SNIPS and DR (:mod:`routerlab.metrics.offpolicy`) estimate the mean of each metric's reward under
-that policy on the logged queries, each with a 95% interval (a percentile bootstrap over the logged queries, all
-estimators and metrics on the same resamples, by default; or each estimator's own normal approximation).
+Routers train on the training side (``table``'s train split: full feedback; or ``train_logs``: logged feedback, one
+outcome per query with its propensity), then route the logged queries (features from an encoder fitted on the
+training texts). A router's *target policy* is how it acts when deployed (:meth:`Router.act`): its argmax (pi(a|x)
+= 1[choice = a]) for most routers, the distribution it samples for an exploring one (``explores``: the bandits and
+``random``; ``Routing.policy``). That is the same rule by which ``evaluate``, cold-start and Voyager score a router
+(docs/bandits.md, "One value per router"), so the truth below is the value ``evaluate`` reports for the router on
+the same queries. IPS, SNIPS and DR (:mod:`routerlab.metrics.offpolicy`) estimate the mean of each metric's reward
+under that policy on the logged queries, each with a 95% interval (a percentile bootstrap over the logged queries,
+all estimators and metrics on the same resamples, by default; or each estimator's own normal approximation).
 
 Metrics and the rewards they average (a metric is estimable only where its reward of the logged actor is known
 on every logged query):
@@ -29,9 +31,10 @@ Choices (documented in docs/off-policy.md):
   ``folds`` seeded folds (no query's reward predicts itself); an actor with fewer than ``min_rows`` rows outside
   a fold falls back to its mean logged reward, and the record counts those cells.
 - ``truth``: when every logged query id is in ``table``, the router's true value of each estimated metric on
-  exactly the logged queries under the same target policy, for each metric whose cells the policy can pick are
-  all known in the table (the SPEC 5 metrics also need every correct actor's latency); when the ids are not all
-  there, absent, with the reason.
+  exactly the logged queries under the same target policy (mean over queries of sum_a pi(a|x) reward(x, a), the
+  per-query expectation :func:`routerlab.metrics.selection.expected_per_query` that ``evaluate`` takes for an
+  exploring router), for each metric whose cells the policy can pick are all known in the table (the SPEC 5
+  metrics also need every correct actor's latency); when the ids are not all there, absent, with the reason.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.features.registry import Encoder
 from routerlab.metrics import offpolicy as op
+from routerlab.metrics.selection import expected_per_query
 from routerlab.progress import task, track
 from routerlab.protocols.full import RouterLike, _class_path, applicable_routers, interval, router_label
 from routerlab.routers.base import get_router
@@ -87,6 +91,9 @@ class OPERouterResult:
     router_class: str | None = None
     # the actor the router picks on each logged query (its argmax), for per-query decision files; not in to_dict
     choice: npt.NDArray[np.intp] | None = field(default=None, repr=False)
+    # an exploring router's expected score on each logged query under its target policy, where the table holds
+    # the logged queries' full outcomes (its mean is the truth's mu_o); None otherwise. Not in to_dict.
+    deployed_score: npt.NDArray[np.float64] | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -266,19 +273,23 @@ def off_policy_evaluate(
         t1 = time.perf_counter()
         routed = router.route(flog)
         t2 = time.perf_counter()
-        target = routed.distribution if router.explores else np.eye(m)[routed.choice]
+        target = routed.policy if router.explores else np.eye(m)[routed.choice]
         w = op.importance_weights(op.target_probability(target, action), p)
         diag = op.weight_diagnostics(w, p, m)
         run_warnings.extend(f"{spec}: {msg}" for msg in diag.warnings)
         estimates = _estimates(ests, metric_names, reward_matrix, action, p, target, rhat,
                                interval_method, n_boot, seed)
-        truth = None if truth_rows is None else _truth(table.select_queries(truth_rows), target, metric_names)
+        full = None if truth_rows is None else table.select_queries(truth_rows)
+        truth = None if full is None else _truth(full, target, metric_names)
+        deployed = None
+        if full is not None and router.explores and not np.isnan(full.score[target > 0]).any():
+            deployed = expected_per_query(full.score, target, "score")
         results.append(OPERouterResult(
             router=router.name, spec=spec, params={**router.params, "seed": router.seed},
             policy="distribution" if router.explores else "argmax", estimates=estimates, truth=truth,
             diagnostics=diag, fit_seconds=t1 - t0, score_seconds=t2 - t1,
             router_class=_class_path(router) if spec in from_objects else None,
-            choice=np.asarray(routed.choice, dtype=np.intp),
+            choice=np.asarray(routed.choice, dtype=np.intp), deployed_score=deployed,
         ))
     for msg in run_warnings:
         warnings.warn(msg, OffPolicyWarning, stacklevel=2)
@@ -398,10 +409,9 @@ def _truth(full: RoutingTable, target: npt.NDArray[np.float64], metrics: list[st
         if mat is None:
             continue
         # a cell the policy never picks may be unknown; one it can pick must be known
-        used = target > 0
-        if np.isnan(mat[used]).any():
+        if np.isnan(mat[target > 0]).any():
             continue
-        out[k] = float((np.where(used, target * np.nan_to_num(mat), 0.0)).sum(axis=1).mean())
+        out[k] = float(expected_per_query(mat, target, k).mean())
     return out
 
 

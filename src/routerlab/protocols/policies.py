@@ -203,7 +203,7 @@ class Deployed(_RouterPolicy):
             routed = router.route(feats.take(np.flatnonzero(missing)))
             avail = available[missing]
             if router.explores:
-                dist = np.where(avail, routed.distribution, 0.0)
+                dist = np.where(avail, routed.policy, 0.0)
                 mass = dist.sum(axis=1, keepdims=True)
                 greedy = np.eye(avail.shape[1])[_greedy(routed.scores, avail)]
                 dist = np.where(mass > 0, dist / np.where(mass > 0, mass, 1.0), greedy)

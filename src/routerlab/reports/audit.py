@@ -399,15 +399,22 @@ def findings_section(findings: list[tuple[str, Finding]]) -> Section:
 
 def write_decisions(out_dir: Path, done: list[Section]) -> list[str]:
     """Every section's per-query decisions as ``decisions/<section>-<protocol>.parquet`` in long format
-    (protocol, router, query_id, actor name or null for -1, score or null when unknown); returns the
-    written paths relative to ``out_dir``."""
+    (protocol, router, query_id, actor name or null for -1, score or null when unknown, policy, deployed_score);
+    returns the written paths relative to ``out_dir``.
+
+    ``policy`` says how the router acts when deployed. ``argmax``: ``actor`` is what it routes the query to and
+    ``deployed_score`` equals ``score``. ``distribution`` (an exploring router, which draws its actor): ``actor``
+    and ``score`` are its argmax (greedy) pick and ``deployed_score`` is its expected score on the query under the
+    distribution it draws from; the mean of ``deployed_score`` is the router's mu_o, that of ``score`` its
+    mu_o_greedy."""
     import numpy as np
     import pyarrow as pa
 
     from routerlab.reports.files import write_parquet
 
     schema = pa.schema([("protocol", pa.string()), ("router", pa.string()), ("query_id", pa.string()),
-                        ("actor", pa.string()), ("score", pa.float64())])
+                        ("actor", pa.string()), ("score", pa.float64()), ("policy", pa.string()),
+                        ("deployed_score", pa.float64())])
     written: list[str] = []
     for sec in done:
         for dec in sec.decisions:
@@ -422,12 +429,23 @@ def write_decisions(out_dir: Path, done: list[Section]) -> list[str]:
                 score = dec.scores.get(router)
                 vals = (np.full(idx.size, np.nan) if score is None
                         else np.asarray(score, dtype=np.float64).reshape(-1))
+                policy = dec.policies.get(router, "argmax")
+                deployed = dec.deployed.get(router)
+                if policy != "argmax" and deployed is None:
+                    raise ValueError(f"section {sec.name}: router {router} samples its distribution but has no "
+                                     "deployed (expected) scores")
+                dep = vals if deployed is None else np.asarray(deployed, dtype=np.float64).reshape(-1)
+                if dep.size != idx.size:
+                    raise ValueError(f"section {sec.name}: router {router} has {dep.size} deployed scores for "
+                                     f"{len(ids)} queries")
                 parts.append(pa.table({
                     "protocol": pa.array([dec.protocol] * idx.size, pa.string()),
                     "router": pa.array([str(router)] * idx.size, pa.string()),
                     "query_id": ids,
                     "actor": names.take(pa.array(idx, mask=idx < 0)),  # -1 (no choice) -> null
                     "score": pa.array(vals, mask=np.isnan(vals)),  # NaN (unknown) -> null
+                    "policy": pa.array([policy] * idx.size, pa.string()),
+                    "deployed_score": pa.array(dep, mask=np.isnan(dep)),
                 }, schema=schema))
             rel = f"decisions/{_file_part(sec.name)}-{_file_part(dec.protocol)}.parquet"
             if rel in written:

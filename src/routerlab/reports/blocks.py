@@ -110,13 +110,19 @@ Block = Paragraph | Table | Preformatted | Figure | Definitions | Findings
 class Decisions:
     """Per-query decisions of one protocol run inside a section, for the report's Parquet files: for each
     router, the index of the actor it chose on each query (``-1`` = abstained / not routed) and, where
-    known, the score that choice obtained. ``query_ids`` are the table's ids, in order."""
+    known, the score that choice obtained. ``query_ids`` are the table's ids, in order.
+
+    A router that samples its distribution when deployed (``policies[router] == "distribution"``) has its argmax
+    (greedy pick) in ``choices`` and ``scores``, and its per-query score as deployed, the expectation under the
+    distribution, in ``deployed``; for any other router the deployed score is the chosen actor's."""
 
     protocol: str
     query_ids: list[str]
     actor_names: list[str]
     choices: dict[str, Any]  # router label -> (n,) integer array of actor indices
     scores: dict[str, Any] = field(default_factory=dict)  # router label -> (n,) float array (NaN = unknown)
+    policies: dict[str, str] = field(default_factory=dict)  # router label -> "argmax" (default) or "distribution"
+    deployed: dict[str, Any] = field(default_factory=dict)  # router label -> (n,) expected score (exploring routers)
 
 
 @dataclass

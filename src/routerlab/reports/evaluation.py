@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,11 @@ def _fmt(v: float | None, key: str) -> str:
 
 
 def metric_columns(ev: Evaluation) -> list[str]:
-    """The metrics the leaderboard shows for this run, in column order (those every router lacks are left out)."""
+    """The metrics the leaderboard shows for this run, in column order (those every router lacks are left out). Of
+    the greedy twins only ``mu_o (greedy)`` is a column (when an exploring router ran); the others are in the JSON."""
     present = set().union(*(r.metrics for r in ev.results)) if ev.results else set()
-    return [m.name for m in catalog.metrics_for("full") if m.name in present]
+    return [m.name for m in catalog.metrics_for("full") if m.name in present
+            and (not m.name.endswith("_greedy") or m.name == "mu_o_greedy")]
 
 
 _columns = metric_columns
@@ -96,8 +99,10 @@ def leaderboard_table(ev: Evaluation, id: str = "") -> Table:
 
 
 def write_evaluation(ev: Evaluation, out_dir: Path, name: str | None = None) -> list[str]:
-    """Write evaluation.json, choices.parquet (one row per test query, one column per router) and plots;
-    returns the names of the files written."""
+    """Write evaluation.json, choices.parquet (one row per test query, one column per router: the actor it picks,
+    its argmax; for an exploring router, which draws from its distribution when deployed, that is its greedy
+    pick, as the file's metadata ``routerlab.policies`` says per router) and plots; returns the names of the
+    files written."""
     import pyarrow as pa
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -106,7 +111,11 @@ def write_evaluation(ev: Evaluation, out_dir: Path, name: str | None = None) -> 
     names = np.asarray(ev.actor_names, dtype=object)
     for r in ev.results:
         cols[r.spec] = pa.array(names[r.choice].tolist())
-    write_parquet(out_dir / "choices.parquet", pa.table(cols))
+    policies = {r.spec: ("argmax" if r.policy == "argmax" else "argmax (greedy) pick of a router that samples its "
+                         "distribution when deployed; its metrics are expectations under that distribution")
+                for r in ev.results}
+    table = pa.table(cols).replace_schema_metadata({"routerlab.policies": json.dumps(policies)})
+    write_parquet(out_dir / "choices.parquet", table)
     return ["evaluation.json", "choices.parquet", *plot_evaluation(ev, out_dir, name)]
 
 

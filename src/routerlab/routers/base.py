@@ -46,11 +46,20 @@ LOGGED_OPTION = Options({"paper", "correct-only", "masked", "iw", "dr"})
 @dataclass(frozen=True)
 class Routing:
     """One scoring pass of a router over n queries: ``scores`` (n, m), ``choice`` (n,) = their argmax (first
-    on ties), ``distribution`` (n, m) = the selection distribution (rows sum to 1)."""
+    on ties), ``distribution`` (n, m) = the selection distribution (rows sum to 1, SPEC 4's for E_p), and
+    ``acting`` (n, m), the distribution an exploring router draws from when deployed where it differs from the
+    selection distribution (r_o(p): the oracle's own actor with probability p), else None."""
 
     scores: FloatMatrix
     choice: npt.NDArray[np.intp]
     distribution: FloatMatrix
+    acting: FloatMatrix | None = None
+
+    @property
+    def policy(self) -> FloatMatrix:
+        """What an exploring router samples when deployed (``Router.act``) and is scored by: ``acting`` where the
+        router has one, else its selection distribution."""
+        return self.distribution if self.acting is None else self.acting
 
 
 class Router(ABC):
@@ -174,13 +183,20 @@ class Router(ABC):
 
     def route(self, features: Features) -> Routing:
         """Scores, choice and selection distribution of the queries of ``features`` from one scoring pass:
-        what every metric reads (the choice for mu_o and latency metrics, the distribution for E_p)."""
+        what every metric reads (the distribution for E_p; for mu_o and the latency metrics the choice of a router
+        that acts by its argmax, the expectation under ``Routing.policy`` for one that ``explores``)."""
         s = self.scores(features)
-        p = np.asarray(self._distribution(features, s), dtype=np.float64)
+        p = self._checked(self._distribution(features, s), s, "selection distribution")
+        acting = self._acting_distribution(features, s) if self.explores else None
+        return Routing(s, np.asarray(s.argmax(axis=1), dtype=np.intp), p,
+                       None if acting is None else self._checked(acting, s, "acting distribution"))
+
+    def _checked(self, dist: npt.ArrayLike, s: FloatMatrix, what: str) -> FloatMatrix:
+        p = np.asarray(dist, dtype=np.float64)
         if p.shape != s.shape or not np.isfinite(p).all() or (p < -1e-12).any() or not np.allclose(
                 p.sum(axis=1), 1.0, atol=1e-6):
-            raise RuntimeError(f"router {self.name!r} returned an invalid selection distribution")
-        return Routing(s, np.asarray(s.argmax(axis=1), dtype=np.intp), p)
+            raise RuntimeError(f"router {self.name!r} returned an invalid {what}")
+        return p
 
     def distribution(self, features: Features) -> FloatMatrix:
         """(n, m) selection distribution, rows summing to 1 (SPEC 4: softmax of scores by default)."""
@@ -193,11 +209,12 @@ class Router(ABC):
     def act(self, features: Features, rng: np.random.Generator
             ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]:
         """How the router acts when deployed (a Voyager round, a warm-up logging policy): (actor, propensity) per
-        query. An exploring router (``explores``) samples its selection distribution and reports the drawn
-        actor's probability; any other takes its argmax, with propensity 1, as a deployed router does."""
+        query. An exploring router (``explores``) samples its policy (``Routing.policy``: its selection
+        distribution unless it has a separate acting one) and reports the drawn actor's probability; any other
+        takes its argmax, with propensity 1, as a deployed router does."""
         routed = self.route(features)
         if self.explores:
-            return draw_actions(routed.distribution, rng)
+            return draw_actions(routed.policy, rng)
         return routed.choice, np.ones(features.n)
 
     def check_applicable(self, train: RoutingTable | Feedback) -> None:
@@ -250,6 +267,11 @@ class Router(ABC):
         """The selection distribution given this pass's ``scores`` (default: their softmax, SPEC 4); a router
         with a distribution of its own (cluster membership, the oracle's) overrides it."""
         return softmax(scores)
+
+    def _acting_distribution(self, features: Features, scores: FloatMatrix) -> npt.ArrayLike | None:
+        """The distribution an exploring router draws from when deployed, where it differs from its selection
+        distribution (r_o(p)); None (default) = it draws from its selection distribution."""
+        return None
 
     def _check_ready(self, features: Features) -> None:
         if not self._fitted:

@@ -99,14 +99,16 @@ class OracleRouter(Router):
 @register
 class OracleP(Router):
     """r_o(p) (SPEC 4, RouterEval): the oracle's actor with probability ``p``, else an actor drawn
-    uniformly from the query's observed actors; one seeded draw. Scores are the one-hot vector of
-    the drawn actor; distribution ``p * oracle + (1 - p) * uniform``."""
+    uniformly from the query's observed actors. Scores are the one-hot vector of one seeded draw (so its argmax,
+    the ``_greedy`` value, is that draw); selection distribution (E_p) ``p * oracle + (1 - p) * uniform`` with the
+    oracle's normalised scores; as deployed it draws ``p * one_hot(r_o) + (1 - p) * uniform``, so its value is
+    that expectation (the scaling curve's r_o(p))."""
 
     name = "oracle-p"
     summary = "r_o(p): the oracle's actor with probability p, else a uniform random one (option p=0.5)"
     uses_test_labels = True
     logged_recipe = "native"  # reads test outcomes only (reveal); training feedback is ignored
-    explores = True  # deployed, it draws from p * oracle + (1 - p) * uniform, and logs that probability
+    explores = True  # deployed, it draws from p * one_hot(r_o) + (1 - p) * uniform, and logs that probability
     defaults: ClassVar[dict[str, Any]] = {"p": 0.5}
     constraints: ClassVar[dict[str, Constraint]] = {"p": Interval(float, 0, 1)}
 
@@ -133,11 +135,23 @@ class OracleP(Router):
 
     def _distribution(self, features: Features, scores: FloatMatrix) -> npt.ArrayLike:
         t = self.outcomes(features)
-        s = np.asarray(t.score, dtype=np.float64)
-        obs = ~np.isnan(s)
-        count = obs.sum(axis=1, keepdims=True)
-        uniform = np.where(count > 0, obs / np.maximum(count, 1), 1.0 / s.shape[1])
-        return np.asarray(self.p * _oracle_dist(t) + (1.0 - self.p) * uniform)
+        return np.asarray(self.p * _oracle_dist(t) + (1.0 - self.p) * _observed_uniform(t))
+
+    def _acting_distribution(self, features: Features, scores: FloatMatrix) -> npt.ArrayLike:
+        """As deployed, r_o(p) is SPEC 4's r_o with probability p (the oracle's own actor, ties to the fastest,
+        then the cheapest), else a uniform observed actor: ``p * one_hot(r_o) + (1 - p) * uniform``. Its E_p
+        distribution (``_distribution``) spreads the oracle's part over the normalised scores instead."""
+        t = self.outcomes(features)
+        _, choice, _ = _oracle_parts(t)
+        return np.asarray(self.p * one_hot(choice, t.n_actors) + (1.0 - self.p) * _observed_uniform(t))
+
+
+def _observed_uniform(table: RoutingTable) -> FloatMatrix:
+    """Uniform over each query's observed actors (over all actors where none is observed)."""
+    s = np.asarray(table.score, dtype=np.float64)
+    obs = ~np.isnan(s)
+    count = obs.sum(axis=1, keepdims=True)
+    return np.asarray(np.where(count > 0, obs / np.maximum(count, 1), 1.0 / s.shape[1]))
 
 
 class _ConstantRouter(Router):

@@ -258,7 +258,7 @@ class RoutingService:
         routed = self.router.route(self._features(text))
         m = len(self.actor_names)
         if self.router.explores:
-            base = np.asarray(routed.distribution[0], dtype=np.float64)
+            base = np.asarray(routed.policy[0], dtype=np.float64)
         else:
             base = np.zeros(m)
             base[int(routed.choice[0])] = 1.0

@@ -78,22 +78,29 @@ def audit_features(train: RoutingTable, test: RoutingTable, encoder: str) -> tup
 
 def decisions(protocol: str, ev: Evaluation, test: RoutingTable) -> Decisions:
     """Every router's per-query choice in ``ev`` and the score that choice obtained on ``test`` (the audit's
-    evaluated test table; the mean of a router's scores is its mu_o)."""
+    evaluated test table), with each router's score as deployed (the mean of those is its mu_o)."""
     return routed_decisions(protocol, ev.test_ids, ev.actor_names, ev.results, test)
 
 
 def routed_decisions(protocol: str, test_ids: Any, actor_names: Sequence[str], results: Sequence[Any],
                      test: RoutingTable) -> Decisions:
     """Per-query decisions of ``results`` (each with ``spec`` and a ``choice`` per query of ``test_ids``, an index
-    into ``actor_names``, which are ``test``'s actors in order), with the score each choice obtained on ``test``."""
+    into ``actor_names``, which are ``test``'s actors in order), with the score each choice obtained on ``test``.
+
+    For a router that samples its distribution when deployed (``policy == "distribution"``, an exploring router),
+    the choice is its argmax (greedy pick) and the file's ``deployed_score`` its expected score on the query under
+    that distribution (``deployed_score``), whose mean is its mu_o; the policy is written beside each row."""
     ids = [str(q) for q in np.asarray(test_ids).tolist()]
     pos = {str(q): i for i, q in enumerate(test.queries.ids.tolist())}
     rows = np.array([pos[q] for q in ids], dtype=np.intp)
     score = np.asarray(test.score, dtype=np.float64)[rows]
     n = np.arange(rows.size)
+    policies = {r.spec: str(getattr(r, "policy", "argmax")) for r in results}
+    deployed = {r.spec: np.asarray(r.deployed_score, dtype=np.float64) for r in results
+                if getattr(r, "deployed_score", None) is not None}
     return Decisions(protocol, ids, list(actor_names),
                      {r.spec: np.asarray(r.choice, dtype=np.int64) for r in results},
-                     {r.spec: score[n, r.choice] for r in results})
+                     {r.spec: score[n, r.choice] for r in results}, policies, deployed)
 
 
 def gain_finding(ev: Evaluation) -> tuple[Finding | None, dict[str, Any]]:

@@ -236,7 +236,9 @@ def offpolicy_section(table: RoutingTable, ctx: AuditContext) -> Section:
 def logged_decisions(res: Any, logs: Any, table: RoutingTable) -> Decisions:
     """Each router's choice on each logged query, with the score it obtained where that is known: from the
     table's full outcomes when it holds the logged queries, else the logged score when the router chose the
-    logged actor (NaN otherwise: what another actor would have scored is exactly what a log does not say)."""
+    logged actor (NaN otherwise: what another actor would have scored is exactly what a log does not say). For an
+    exploring router the choice is its argmax and the deployed score its expected score under the distribution it
+    samples (from the table's full outcomes; unknown without them)."""
     ids = np.asarray(res.query_ids, dtype=str)
     where = {q: i for i, q in enumerate(table.queries.ids.astype(str))}
     rows = np.array([where.get(q, -1) for q in ids], dtype=np.intp)
@@ -244,6 +246,8 @@ def logged_decisions(res: Any, logs: Any, table: RoutingTable) -> Decisions:
     logged_score = logs.table.score[np.arange(ids.size), action].astype(np.float64)
     choices: dict[str, Any] = {}
     scores: dict[str, Any] = {}
+    policies: dict[str, str] = {}
+    deployed: dict[str, Any] = {}
     for r in res.results:
         if r.choice is None:
             continue
@@ -252,4 +256,9 @@ def logged_decisions(res: Any, logs: Any, table: RoutingTable) -> Decisions:
         if (rows >= 0).all():
             known = table.score[rows, choice].astype(np.float64)
         choices[r.spec], scores[r.spec] = choice, known
-    return Decisions("off-policy", [str(q) for q in ids], list(table.actor_names), choices, scores)
+        if r.policy == "distribution":  # an exploring router: the rows hold its argmax; its expected score beside
+            policies[r.spec] = "distribution"
+            deployed[r.spec] = (np.full(ids.size, np.nan) if r.deployed_score is None
+                                else np.asarray(r.deployed_score, dtype=np.float64))
+    return Decisions("off-policy", [str(q) for q in ids], list(table.actor_names), choices, scores, policies,
+                     deployed)

@@ -53,9 +53,20 @@ def compare(full: Evaluation, cold: Evaluation) -> dict[str, Any]:
             "collapsed_full": f.collapsed, "collapsed_cold_start": c.collapsed,
             "held_up": bool(c.metrics[eff] >= (lo if lo == lo else f.metrics[eff]) - 1e-12),
             "bound": f.router in BOUNDS,
-            "changed": bool((f.choice != c.choice).any()),
+            "changed": _changed(f, c),
         }
     return {"metrics": cols, "efficiency_metric": eff, "routers": rows}
+
+
+def _changed(full: RouterResult, cold: RouterResult) -> bool:
+    """Whether the router's test decisions differ between the two runs: any argmax choice, or, for a router that
+    samples its distribution when deployed, any query's expected score (its policy as deployed moved)."""
+    if (full.choice != cold.choice).any():
+        return True
+    a, b = full.deployed_score, cold.deployed_score
+    if a is None or b is None:
+        return (a is None) != (b is None)
+    return not np.array_equal(a, b)
 
 
 def counts(cmp: dict[str, Any]) -> dict[str, Any]:
