@@ -128,7 +128,8 @@ def test_report_glossary_title_and_heatmap_order(tmp_path: Path, small_demo: Rou
     assert "USD per query" in glossary and "seconds per query" in glossary
     # the paired comparison's entry is the mu_o_difference metric's, named as results.json holds it
     assert "**paired difference** (`mu_o_difference` in results.json)" in glossary
-    assert "| router | mu_o [95% CI] | mu_o (greedy) | V_B | E_p (bits) | Acc@1 |" in report  # headings from the catalog
+    # headings from the catalog
+    assert "| router | mu_o [95% CI] | mu_o (greedy) | V_B | E_p (bits) | Acc@1 |" in report
     assert "**HSE**" not in glossary  # only the terms the report shows
     lb = record["sections"]["leaderboard"]
     table_order = [line.split(" | ")[0].lstrip("| ") for line in report.splitlines()
