@@ -229,8 +229,9 @@ def test_groups_run_gives_the_command_numbers_with_slices(table: RoutingTable, t
 def test_groups_settings_errors_read_the_same_from_every_source(table_dir: str,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     fast = ["--routers", "random,best-single", "--n-boot", "40"]
-    cases = [({"draws": 0}, ["--draws", "0"], "draws", "must be an integer in [1, 1e+06], got 0"),
-             ({"n_boot": 3}, ["--n-boot", "3"], "n-boot", "must be an integer in [40, 1e+06], got 3"),
+    rules = GroupsSettings.settings_info()
+    cases = [({"draws": 0}, ["--draws", "0"], "draws", f"must be {rules['draws'].rule.describe()}, got 0"),
+             ({"n_boot": 3}, ["--n-boot", "3"], "n-boot", f"must be {rules['n_boot'].rule.describe()}, got 3"),
              ({"m": []}, ["--m", ""], "m", "needs at least one value")]
     for values, argv, option, reason in cases:
         with pytest.raises(UsageError) as from_toml:
