@@ -54,8 +54,8 @@ CASES = [
     (["groups", "T", "--m", "2", "--routers", "random", "--n-boot", "1"], "--n-boot: must be an integer in [40, "),
     (["groups", "T", "--m", "2", *FAST, "--compare-to", "knn"], "--compare-to: 'knn' is not a router of this run"),
     # scaling
-    (["scaling", "T", "--samples", "0"], "--samples: must be an integer in [1, 100000], got 0"),
-    (["scaling", "T", "--samples", "-3"], "--samples: must be an integer in [1, 100000], got -3"),
+    (["scaling", "T", "--samples", "0"], "--samples: must be an integer in [1, "),
+    (["scaling", "T", "--samples", "-3"], "--samples: must be an integer in [1, "),
     (["scaling", "T", "--seed", "-1"], "Invalid value for '--seed'"),
     (["scaling", "T", "--p", "1.5"], "--p: item 1: must be a finite number in [0, 1], got 1.5"),
     (["scaling", "T", "--p", "0,-0.1"], "--p: item 2: must be a finite number in [0, 1], got -0.1"),

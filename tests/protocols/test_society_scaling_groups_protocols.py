@@ -187,7 +187,8 @@ def test_scaling_settings_errors_read_the_same_from_every_source(table_dir: str,
     assert ScalingSettings.from_cli(m="2,3", p="0,1") == ScalingSettings.from_mapping({"m": [2, 3], "p": [0, 1.0]})
     cases = [({"m": [2, 0]}, ["--m", "2,0"], "m", "item 2: must be an integer >= 1, got 0"),
              ({"p": [0.5, 1.5]}, ["--p", "0.5,1.5"], "p", "item 2: must be a finite number in [0, 1], got 1.5"),
-             ({"samples": 0}, ["--samples", "0"], "samples", "must be an integer in [1, 100000], got 0"),
+             ({"samples": 0}, ["--samples", "0"], "samples",
+              f"must be {ScalingSettings.settings_info()['samples'].rule.describe()}, got 0"),
              ({"split": "halves"}, ["--split", "halves"], "split",
               "unknown split 'halves'; use given, random[:F] or ood:DS1,DS2")]
     for values, argv, key, reason in cases:
