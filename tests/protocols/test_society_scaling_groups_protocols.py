@@ -272,3 +272,45 @@ def test_groups_on_the_audit_split_share_the_audit_features(tmp_path: Path) -> N
         assert ev.test_ids.tolist() == direct.test_ids.tolist() == test.queries.ids.tolist()
         for a, b in zip(ev.results, direct.results, strict=True):
             assert (a.metrics, a.ci) == (b.metrics, b.ci) and np.array_equal(a.choice, b.choice)
+
+
+def test_society_split_takes_a_label_a_spec_s_training_side_or_all(table: RoutingTable, table_dir: str,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """An experiment hands every protocol its table's split spec: for the society that is the spec's training
+    side, so 'given' is the 'train' rows and 'random:F' the seeded random split's training rows."""
+    from routerlab import society
+    from routerlab.data.splits import random_split
+
+    label = run_protocol("society", table, {"split": "train"})
+    given = run_protocol("society", table, {"split": "given"})
+    assert given.value("pool", "hse") == label.value("pool", "hse")
+    assert given.value("pool", "n_items") == int((table.queries.split == "train").sum())
+    rnd = run_protocol("society", table, {"split": "random:0.25", "by": ["dataset"]}, seed=3)
+    train = table.select_queries(random_split(table, 0.25, 3).train)
+    assert rnd.value("pool", "hse") == society.hse(train, split=None)
+    assert rnd.value("pool", "n_items") == train.n_queries
+    spec = society.table_specialists(train, "dataset", split=None)
+    assert rnd.value("specialists", "hse", "by=dataset") == society.diversity(spec).hse
+    assert rnd.provenance.split["kind"] == "random" and label.provenance.split == "train"
+    every = run_protocol("society", table, {"split": "all"})
+    assert every.value("pool", "n_items") == table.n_queries
+    reason = "bad split 'random:2': the test fraction must be in (0, 1)"
+    with pytest.raises(SettingError) as bad:
+        SocietySettings(split="random:2")
+    assert bad.value.reason == reason
+    assert cli_error(capsys, "society", table_dir, "--split", "random:2") == f"--split: {reason}"
+
+
+def test_audit_diversity_on_a_random_split_measures_its_training_rows(tmp_path: Path) -> None:
+    from routerlab import society
+    from routerlab.reports.audit import audit_split, run_audit
+
+    t = demo(200, seed=2)
+    bare = RoutingTable.from_arrays(t.score, actors=t.actor_names, text=t.queries.text.tolist(),
+                                    dataset=t.queries.dataset.tolist(), name="no-split")
+    sec = run_audit(bare, tmp_path / "a", only=["diversity"], seed=5)["sections"]["diversity"]
+    train = bare.select_queries(audit_split(bare, 5).train)
+    assert audit_split(bare, 5).kind == "random"
+    assert sec["hse"] == society.hse(train, split=None) and sec["n_items"] == train.n_queries
+    spec = society.table_specialists(train, "dataset", split=None)
+    assert sec["specialists_by_dataset"]["hse"] == society.diversity(spec).hse

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from routerlab.data.provenance import Provenance
+from routerlab.data.splits import Split, make_split
 from routerlab.data.table import RoutingTable
 from routerlab.progress import task
 from routerlab.protocols.base import (
@@ -40,6 +41,7 @@ from routerlab.protocols.base import (
     Result,
     RunContext,
     SettingError,
+    check_split,
     register_protocol,
     setting,
 )
@@ -51,6 +53,21 @@ from routerlab.society.synthetic import table_specialists, union_society
 CURVE_MAX = 100
 """The greedy curve runs to every actor, or to this many on larger pools (the ``curve_max`` default)."""
 NAN_RULES = ("drop", "zero", "raise")
+
+
+SPEC_KINDS = ("given", "random", "ood")
+
+
+def is_split_spec(value: str) -> bool:
+    """Whether a society ``split`` names a split spec (whose training side gives the behaviour vectors) rather
+    than a split label: an experiment hands every protocol its table's split spec."""
+    return value.partition(":")[0] in SPEC_KINDS
+
+
+def _check_rows(value: str) -> str:
+    if is_split_spec(value):
+        check_split(value)
+    return value
 
 
 @dataclass(frozen=True)
@@ -66,8 +83,9 @@ class SocietySettings(ProtocolSettings):
                            "in [0, 1]", Interval(float, 0, 1))
     by: tuple[str, ...] | None = setting(None, "also the specialist society of these item partitions (dataset or "
                                          "query columns); with several, their union too")
-    split: str = setting("train", "queries whose scores are the behaviour vectors: a split label, or 'all' for "
-                         "every query")
+    split: str = setting("train", "queries whose scores are the behaviour vectors: a split label (train, test, "
+                         "...), the training side of a split spec (given, random[:F], ood:DS1,DS2) or 'all'",
+                         check=_check_rows)
     nan: str = setting("drop", "unobserved cells: drop (the item), zero, or raise", Options(set(NAN_RULES)))
     curve_max: int = setting(CURVE_MAX, "the greedy curve runs to every actor, or to this many on larger pools",
                              Interval(int, 1, None))
@@ -131,15 +149,20 @@ class SocietyReport:
 
 
 def run_society(table: RoutingTable, settings: SocietySettings, seed: int = 0) -> SocietyReport:
-    """The society pipeline on ``table`` (the rows of ``settings.split``, or every row for ``all``)."""
+    """The society pipeline on ``table``: the rows of ``settings.split`` (a split label, or the training side of a
+    split spec made with ``seed``), or every row for ``all``."""
     s = settings
-    split = None if s.split == "all" else s.split
+    run_table, split = table, None if s.split == "all" else s.split
+    described: Split | str = split or "all"
+    if is_split_spec(s.split):  # the training side of the spec's split, every row of it
+        sp = make_split(table, s.split, seed)
+        run_table, split, described = table.select_queries(sp.train), None, sp
     with warnings.catch_warnings(record=True) as caught, task(f"society: {s.metric} distances between the actors"):
         warnings.simplefilter("always")
-        soc, dist, dropped = prepare(table, s.metric, split=split, nan=s.nan)  # type: ignore[arg-type]
+        soc, dist, dropped = prepare(run_table, s.metric, split=split, nan=s.nan)  # type: ignore[arg-type]
     notes = [str(w.message) for w in caught]
     div = diversity_from_distances(dist, s.linkage, names=soc.names, n_dropped_items=dropped, notes=notes)
-    report = SocietyReport(s, Provenance.of(table, split or "all", seed=seed), div)
+    report = SocietyReport(s, Provenance.of(table, described, seed=seed), div)
     if s.coreset is not None:
         if not 1 <= s.coreset <= div.n_actors:
             raise SettingError("coreset", f"must be in 1..{div.n_actors} (the pool's actors), got {s.coreset}")
@@ -151,7 +174,7 @@ def run_society(table: RoutingTable, settings: SocietySettings, seed: int = 0) -
     del soc
     specs = []
     for col in s.by or ():
-        spec = table_specialists(table, col, split)
+        spec = table_specialists(run_table, col, split)
         sdiv = diversity(spec, s.metric, s.linkage)
         specs.append(spec)
         report.specialists.append({"by": col, "n_experts": sdiv.n_actors, "experts": sdiv.names, "hse": sdiv.hse,

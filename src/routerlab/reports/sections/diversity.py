@@ -49,10 +49,11 @@ def diversity_section(table: RoutingTable, ctx: AuditContext) -> Section:
     datasets = np.unique(ctx.train.queries.dataset.astype(str))
     datasets = datasets[datasets != ""]
     try:
-        # the training side of the audit's split, every row of it ('all'): the behaviour vectors
+        # the behaviour vectors: the training side of the audit's split (its spec remade with the audit's seed)
         settings = SocietySettings(metric=metric, linkage=linkage, coreset=2 if n >= 2 else None,
-                                   by=("dataset",) if datasets.size > 1 else None, split="all", curve_max=cap)
-        report: SocietyReport = run_protocol("society", ctx.train, settings, seed=ctx.seed).native
+                                   by=("dataset",) if datasets.size > 1 else None, split=ctx.split_spec,
+                                   curve_max=cap)
+        report: SocietyReport = run_protocol("society", table, settings, seed=ctx.seed).native
     except RouterlabError as exc:
         return Section(title, [Paragraph(f"Diversity cannot be measured on the training queries: {exc}")],
                        {"error": str(exc)}, name="diversity")
