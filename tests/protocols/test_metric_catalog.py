@@ -77,10 +77,14 @@ def test_groups(table: RoutingTable) -> None:
 
 def test_scaling(table: RoutingTable) -> None:
     from routerlab.data.splits import make_split
+    from routerlab.protocols.base import run_protocol
     from routerlab.protocols.scaling import scaling_curve
 
     curve = scaling_curve(table, make_split(table, "given", 0), [2, 3], samples=3).to_dict()
-    assert {k for k, v in curve.items() if isinstance(v, dict) and k != "split"} == catalogued("scaling")
+    names = {k for k, v in curve.items() if isinstance(v, dict) and k != "split"}
+    # the protocol's records: mu_o of each curve point with its spread over pools
+    records = {r.metric for r in run_protocol("scaling", table, {"m": [2, 3], "samples": 3}).records}
+    assert names | (records - {"mu_o"}) == catalogued("scaling") and "mu_o" in records
 
 
 def test_ope() -> None:
@@ -135,11 +139,13 @@ def test_two_model() -> None:
 
 
 def test_society(table: RoutingTable) -> None:
-    from routerlab.cli.society_cmd import society_report
+    from routerlab.protocols.base import run_protocol
 
-    record = society_report(table, coreset_k=3, alpha=0.5)
+    result = run_protocol("society", table, {"coreset": 3, "alpha": 0.5})
+    record = result.native.to_dict()
     names = {k for k in ("hse", "hse_normalized", "max_hse", "d_max") if k in record}
     core = record["coreset"]
     names |= {k for k in ("size_90", "size_95", "full_hse", "full_hse_normalized") if k in core}
     names |= {k for point in core["curve"] for k in point if k != "size"}
+    names |= {r.metric for r in result.records}
     assert names == catalogued("society")

@@ -79,15 +79,17 @@ def test_audit_publishes_into_an_existing_directory(small_demo: RoutingTable, tm
 
 
 def test_interrupted_society_plot_leaves_no_output(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from routerlab.cli.society_cmd import society_report
+    from routerlab.cli.society_cmd import write_society
+    from routerlab.protocols.base import run_protocol
     from routerlab.reports import society_plots
 
     def interrupted(*args: object, **kwargs: object) -> Path:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(society_plots, "plot_coreset_curve", interrupted)
+    report = run_protocol("society", demo(200, seed=1)).native
     with pytest.raises(KeyboardInterrupt):
-        society_report(demo(200, seed=1), out_dir=tmp_path / "soc")
+        write_society(report.to_dict(), report, tmp_path / "soc", 0, "demo")
     assert not (tmp_path / "soc").exists() and _leftovers(tmp_path, "soc") == []
 
 

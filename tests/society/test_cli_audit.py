@@ -67,10 +67,10 @@ def test_text_output(table_dir: Path, capsys: pytest.CaptureFixture[str]) -> Non
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--metric", "jaccard"], "unknown distance metric"),
-    (["--linkage", "ward"], "unknown linkage"),
-    (["--coreset", "9"], "--coreset must be in 1..5"),
-    (["--alpha", "0.5"], "--alpha only applies"),
+    (["--metric", "jaccard"], "--metric: must be one of correlation, cosine, euclidean, manhattan"),
+    (["--linkage", "ward"], "--linkage: must be one of average, complete, single"),
+    (["--coreset", "9"], "--coreset: must be in 1..5"),
+    (["--alpha", "0.5"], "--alpha: applies only with a coreset"),
     (["--by", "nope"], "no query column"),
     (["--split", "dev"], "no query has split 'dev'"),
 ])

@@ -1,12 +1,12 @@
 """``routerlab evaluate`` (full, cold-start and Voyager protocols), ``routerlab scaling`` and ``routerlab groups``.
 
 Every option is checked before any data is loaded or any router trained: numbers by their typer ranges
-(one usage line, exit 2), lists and router names by the helpers below.
+(one usage line, exit 2), lists and router names by the helpers below; ``scaling`` and ``groups`` parse their
+options into their registered protocol's settings, which check them.
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -14,7 +14,10 @@ import typer
 
 from routerlab.cli import app
 from routerlab.cli._io import check_output_dir, emit_record, json_option, open_table, print_json, seed_option
+from routerlab.cli._protocol import option_help, run_from_cli, with_protocol
 from routerlab.errors import UsageError
+from routerlab.protocols.groups import GroupsSettings
+from routerlab.protocols.scaling import ScalingSettings
 
 if TYPE_CHECKING:
     from routerlab.protocols.full import Evaluation
@@ -23,50 +26,11 @@ if TYPE_CHECKING:
 # resample (alpha / 2 * n_boot >= 1); fewer would make the interval bounds a single arbitrary resample.
 MIN_BOOT = 40
 MAX_BOOT = 1_000_000
-MAX_DRAWS = 1_000_000
-MAX_SAMPLES = 100_000
 
 TABLE_HELP = "A table directory (default: the embedded demo benchmark)."
 SPLIT_HELP = "Train/test split: given, random[:F] (seeded) or ood:DS1,DS2."
 ENCODER_HELP = "Query encoder: tfidf, minilm or precomputed:path=FILE."
 NBOOT_HELP = f"Bootstrap resamples per 95% interval ({MIN_BOOT}..{MAX_BOOT:,})."
-
-
-def positive_ints(text: str, what: str) -> list[int]:
-    """``2,3,5`` -> [2, 3, 5]: a non-empty list of integers >= 1."""
-    parts = [x.strip() for x in text.split(",") if x.strip()]
-    if not parts:
-        raise UsageError(f"{what} needs at least one integer >= 1, got {text!r}")
-    try:
-        values = [int(x) for x in parts]
-    except ValueError:
-        raise UsageError(f"{what} must be comma-separated integers >= 1, got {text!r}") from None
-    bad = [v for v in values if v < 1]
-    if bad:
-        raise UsageError(f"{what} must be integers >= 1, got {', '.join(map(str, bad))}")
-    return values
-
-
-def probabilities(text: str, what: str) -> list[float]:
-    """``0,0.5,1`` -> [0.0, 0.5, 1.0]: a non-empty list of finite numbers in [0, 1]."""
-    parts = [x.strip() for x in text.split(",") if x.strip()]
-    if not parts:
-        raise UsageError(f"{what} needs at least one probability in [0, 1], got {text!r}")
-    try:
-        values = [float(x) for x in parts]
-    except ValueError:
-        raise UsageError(f"{what} must be comma-separated numbers in [0, 1], got {text!r}") from None
-    bad = [x for x, v in zip(parts, values, strict=True) if not (math.isfinite(v) and 0.0 <= v <= 1.0)]
-    if bad:
-        raise UsageError(f"{what} must be numbers in [0, 1], got {', '.join(bad)}")
-    return values
-
-
-def check_pool_sizes(m_values: list[int], n_actors: int, what: str = "--m") -> None:
-    """Pool sizes cannot exceed the table's actors (checked once the table is loaded)."""
-    bad = [m for m in m_values if m > n_actors]
-    if bad:
-        raise UsageError(f"{what} {', '.join(map(str, bad))} larger than the table's {n_actors} actors")
 
 
 def router_specs(text: str) -> list[str]:
@@ -176,32 +140,27 @@ def _protocol_text(ev: Evaluation) -> str:
 @app.command("scaling")
 def scaling_cmd(
     table_dir: Annotated[Path | None, typer.Argument(help=TABLE_HELP)] = None,
-    m: Annotated[str, typer.Option("--m", help="Pool sizes, comma-separated integers >= 1.")] = "2,3,5",
-    p: Annotated[str, typer.Option(
-        "--p", help="Oracle probabilities p of r_o(p), comma-separated, each in [0, 1].")] = "0,0.25,0.5,0.75,1",
-    samples: Annotated[int, typer.Option(
-        min=1, max=MAX_SAMPLES, help="Random actor subsets per pool size.")] = 100,
-    split: Annotated[str, typer.Option(help=SPLIT_HELP)] = "given",
+    m: Annotated[str | None, typer.Option("--m", help=option_help(ScalingSettings, "m"))] = None,
+    p: Annotated[str | None, typer.Option("--p", help=option_help(ScalingSettings, "p"))] = None,
+    samples: Annotated[int | None, typer.Option(help=option_help(ScalingSettings, "samples"))] = None,
+    split: Annotated[str | None, typer.Option(help=option_help(ScalingSettings, "split"))] = None,
     seed: Annotated[int, seed_option("Seed for the split and the actor subsets.")] = 0,
     as_json: Annotated[bool, json_option()] = False,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write scaling.json and scaling.png.")] = None,
 ) -> None:
     """Model-level scaling curve: mu_o of r_o(p) and the best single actor against pool size (SPEC 4)."""
-    from routerlab.data.provenance import Provenance
-    from routerlab.data.splits import make_split
-    from routerlab.protocols.scaling import scaling_curve
+    from routerlab.protocols.scaling import ScalingCurve
     from routerlab.reports.evaluation import write_json
     from routerlab.reports.files import say_written
     from routerlab.reports.scaling_plot import plot_scaling
 
-    m_values, p_values = positive_ints(m, "--m"), probabilities(p, "--p")
+    settings = ScalingSettings.from_cli(m=m, p=p, samples=samples, split=split)
     if output is not None:
         check_output_dir(output)
     table = open_table(table_dir)
-    check_pool_sizes(m_values, table.n_actors)
-    sp = make_split(table, split, seed)
-    curve = scaling_curve(table, sp, m_values, p_values, samples, seed)
-    record = {**Provenance.of(table, sp, seed=seed, routers=["oracle-p", "best-single"]).to_dict(), **curve.to_dict()}
+    result = run_from_cli("scaling", table, settings, seed)
+    curve: ScalingCurve = result.native
+    record = with_protocol({**result.provenance.to_dict(), **curve.to_dict()}, result)
     if output is not None:
         output.mkdir(parents=True, exist_ok=True)
         write_json(output / "scaling.json", record)
@@ -221,28 +180,33 @@ def scaling_cmd(
 @app.command("groups")
 def groups_cmd(
     table_dir: Annotated[Path | None, typer.Argument(help=TABLE_HELP)] = None,
-    m: Annotated[str, typer.Option("--m", help="Group sizes, comma-separated integers >= 1.")] = "3,5",
+    m: Annotated[str | None, typer.Option("--m", help=option_help(GroupsSettings, "m"))] = None,
     routers: Annotated[str, typer.Option("--routers", help="Comma-separated router specs evaluated on each group.")] = (
         "oracle,random,best-single,knn"
     ),
-    draws: Annotated[int, typer.Option(
-        min=1, max=MAX_DRAWS, help="Random draws per group; the one with the best train oracle is kept.")] = 1000,
-    encoder: Annotated[str, typer.Option(help=ENCODER_HELP)] = "tfidf",
-    split: Annotated[str, typer.Option(help=SPLIT_HELP)] = "given",
+    draws: Annotated[int | None, typer.Option(help=option_help(GroupsSettings, "draws"))] = None,
+    encoder: Annotated[str | None, typer.Option(help=option_help(GroupsSettings, "encoder"))] = None,
+    split: Annotated[str | None, typer.Option(help=option_help(GroupsSettings, "split"))] = None,
     seed: Annotated[int, seed_option()] = 0,
-    n_boot: Annotated[int, typer.Option("--n-boot", min=MIN_BOOT, max=MAX_BOOT, help=NBOOT_HELP)] = 1000,
+    n_boot: Annotated[int | None, typer.Option("--n-boot", help=option_help(GroupsSettings, "n_boot"))] = None,
+    compare_to: Annotated[str | None, typer.Option(
+        "--compare-to", help=option_help(GroupsSettings, "compare_to"))] = None,
+    skip_inapplicable: Annotated[bool, typer.Option(
+        "--skip-inapplicable", metavar="", help=option_help(GroupsSettings, "skip_inapplicable"))] = False,
     as_json: Annotated[bool, json_option()] = False,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Directory to write groups.json to.")] = None,
 ) -> None:
     """Candidate groups (all-strong, all-weak, strong-to-weak; SPEC 4), every router evaluated on each."""
-    from routerlab.protocols.groups_eval import evaluate_groups
+    from routerlab.protocols.groups_eval import GroupEvaluations
     from routerlab.reports.evaluation import groups_text
 
-    m_values, specs = positive_ints(m, "--m"), router_specs(routers)
+    specs = router_specs(routers)
+    settings = GroupsSettings.from_cli(m=m, draws=draws, encoder=encoder, split=split, n_boot=n_boot,
+                                       compare_to=compare_to, skip_inapplicable=skip_inapplicable or None)
     if output is not None:
         check_output_dir(output)
     table = open_table(table_dir)
-    check_pool_sizes(m_values, table.n_actors)
-    record = evaluate_groups(table, m_values, specs, draws=draws, encoder=encoder, split=split, seed=seed,
-                             n_boot=n_boot)
+    result = run_from_cli("groups", table, settings, seed, specs)
+    native: GroupEvaluations = result.native
+    record = with_protocol(native.to_dict(), result)
     emit_record(record, output, "groups.json", as_json, lambda: groups_text(record))

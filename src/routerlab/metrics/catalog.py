@@ -171,6 +171,15 @@ _BASE: tuple[Metric, ...] = (
            "mean test score, in [0, 1], of the actor with the highest mean train score (always called); on the "
            "scaling curve per random m-actor pool, with mean, std and 5-95% band over the pools (SPEC 4)",
            ("scaling",)),
+    Metric("mu_o_std", "mu_o std over pools", "score in [0, 1]", "none", "4",
+           "the standard deviation of mu_o over the random m-actor pools drawn per pool size, in score units: the "
+           "scaling protocol's record of how much the pool drawn matters (SPEC 4)", ("scaling",)),
+    Metric("mu_o_q05", "mu_o 5% over pools", "score in [0, 1]", "higher", "4",
+           "the 5th percentile of mu_o over the random m-actor pools drawn per pool size, in [0, 1]: the lower edge "
+           "of the scaling curve's band, a spread over pools, not a confidence interval (SPEC 4)", ("scaling",)),
+    Metric("mu_o_q95", "mu_o 95% over pools", "score in [0, 1]", "higher", "4",
+           "the 95th percentile of mu_o over the random m-actor pools drawn per pool size, in [0, 1]: the upper "
+           "edge of the scaling curve's band (SPEC 4)", ("scaling",)),
     # SPEC 1 (logged observability): off-policy evaluation
     Metric("ips", "IPS", "unit of the estimated metric", "none", "1",
            "inverse propensity scoring: mean over logged queries of the importance weight pi(a|x) / p times the "
@@ -282,6 +291,12 @@ _BASE: tuple[Metric, ...] = (
     Metric("objective", "joint criterion", "score in [0, 1]", "higher", "2",
            "the coreset's joint criterion alpha * normalised HSE + (1 - alpha) * oracle_accuracy, in [0, 1], per "
            "size of the greedy curve (SPEC 2)", ("society",)),
+    Metric("n_actors", "actors", "actors", "none", "2",
+           "the number of actors in the society (or specialist society) a diversity number describes (SPEC 2)",
+           ("society",), digits="d"),
+    Metric("n_items", "items", "queries", "none", "2",
+           "the number of queries whose scores are the behaviour vectors HSE is computed from (SPEC 2)",
+           ("society",), digits="d"),
 )
 
 PAIRED_TWO_MODEL: tuple[str, ...] = ("auroc", "lpm", "mpm", "hcr", "auc", "apgr")

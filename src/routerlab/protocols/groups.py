@@ -5,6 +5,9 @@ from the top 20%, all-weak from the bottom 20%; strong-to-weak splits the sorted
 and draws the j-th actor from the j-th slice. Among K seeded draws the group with the highest oracle
 performance on the train split is kept. When the 20% slice holds fewer than m actors (tables with
 few actors), it is widened to the m best (or worst) eligible actors.
+
+:class:`GroupsSettings` are the ``groups`` protocol's settings; the protocol itself (which evaluates routers on
+each group) is registered in :mod:`routerlab.protocols.groups_eval`.
 """
 
 from __future__ import annotations
@@ -18,8 +21,38 @@ import numpy.typing as npt
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.metrics.bounds import actor_means, oracle_score
+from routerlab.protocols.base import (
+    COMPARE_HELP,
+    ENCODER_HELP,
+    NBOOT,
+    NBOOT_HELP,
+    SKIP_HELP,
+    SPLIT_HELP,
+    Interval,
+    ProtocolSettings,
+    check_encoder,
+    check_split,
+    setting,
+)
 
 KINDS = ("all-strong", "all-weak", "strong-to-weak")
+MAX_DRAWS = 1_000_000
+
+
+@dataclass(frozen=True)
+class GroupsSettings(ProtocolSettings):
+    """The ``routerlab groups`` options that change what is computed (SPEC 4): the group sizes and draws, and
+    what every router evaluation on a group shares with the full protocol (split, encoder, resamples, the paired
+    comparison, whether an inapplicable router stops the run)."""
+
+    m: tuple[int, ...] = setting((3, 5), "group sizes m (each at most the table's actors)", Interval(int, 1, None))
+    draws: int = setting(1000, "random draws per group; the one with the best train oracle is kept",
+                         Interval(int, 1, MAX_DRAWS))
+    split: str = setting("given", SPLIT_HELP, check=check_split)
+    encoder: str = setting("tfidf", ENCODER_HELP, check=check_encoder)
+    n_boot: int = setting(1000, NBOOT_HELP, NBOOT)
+    compare_to: str = setting("auto", COMPARE_HELP)
+    skip_inapplicable: bool = setting(False, SKIP_HELP)
 
 
 @dataclass(frozen=True)

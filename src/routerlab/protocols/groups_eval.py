@@ -1,25 +1,100 @@
-"""Every router evaluated on each candidate group (routereval.txt 4.2, SPEC 4).
+"""Every router evaluated on each candidate group (routereval.txt 4.2, SPEC 4), and the registered ``groups``
+protocol.
 
 Routers may be spec strings or :class:`Router` instances, as in :func:`routerlab.protocols.full.evaluate`.
 Each group re-fits every router, so an instance is never fitted itself: each group gets a fresh copy
 built from its options, ``type(router)(**router.params)`` (the registry's contract: a router is
 defined by its options), which keeps its own seed when it was given one and otherwise gets the run's.
+
+The protocol's records: for each group, every router's metrics as the full protocol records them
+(:func:`~routerlab.protocols.full.router_records`: each metric with its 95% CI, ``mu_o_difference`` against the
+reference router, Oracle(Best-of-N)), and the group's ``train_oracle`` under router ``group``, all with slice
+``m=M,group=KIND`` (KIND: all-strong, all-weak or strong-to-weak).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from routerlab.data.provenance import Provenance
-from routerlab.data.splits import make_split
+from routerlab.data.splits import Split, make_split
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
+from routerlab.features.base import Features
 from routerlab.features.registry import Encoder
 from routerlab.progress import task, track
-from routerlab.protocols.full import RouterLike, applicable_routers, evaluate, featurize, router_label
-from routerlab.protocols.groups import KINDS, candidate_groups
+from routerlab.protocols.base import MetricRecord, Protocol, Result, RunContext, SettingError, register_protocol
+from routerlab.protocols.full import (
+    Evaluation,
+    RouterLike,
+    applicable_routers,
+    evaluate,
+    featurize,
+    resolve_compare_to,
+    router_label,
+    router_records,
+)
+from routerlab.protocols.groups import KINDS, CandidateGroup, GroupsSettings, candidate_groups
+from routerlab.protocols.scaling import check_pool_sizes
 from routerlab.routers.base import Router
+
+
+@dataclass
+class GroupEvaluations:
+    """Each candidate group with every router's :class:`Evaluation` on it (``Result.native`` of ``groups``);
+    :meth:`to_dict` is the JSON record ``routerlab groups --json`` prints."""
+
+    provenance: Provenance
+    draws: int
+    groups: list[tuple[CandidateGroup, Evaluation]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.provenance.to_dict(), "draws": self.draws,
+                "groups": [{**g.to_dict(), "evaluation": ev.to_dict()} for g, ev in self.groups]}
+
+    def records(self) -> list[MetricRecord]:
+        """The metric records of every group (see the module docstring)."""
+        out: list[MetricRecord] = []
+        for g, ev in self.groups:
+            where = f"m={g.m},group={g.kind}"
+            out.append(MetricRecord.of("group", "train_oracle", g.train_oracle, slice=where))
+            out += router_records(ev.results, ev.oracle_best_of_n, where)
+        return out
+
+
+def run_groups(
+    table: RoutingTable, m_values: list[int], router_specs: Sequence[RouterLike], *, draws: int = 1000,
+    kinds: tuple[str, ...] = KINDS, encoder: str | Encoder = "tfidf", split: str | Split = "given", seed: int = 0,
+    n_boot: int = 1000, compare_to: str | None = "auto", skip_inapplicable: bool = False,
+    features: tuple[Features, Features] | None = None,
+) -> GroupEvaluations:
+    """Pick the groups on the train split, then evaluate each router on each group's test split.
+
+    The query features are computed once (or given, for the split's train and test queries) and shared by every
+    group (they do not depend on actors). With ``skip_inapplicable`` a router that cannot fit a group's table is
+    left out of that group's evaluation (listed under its ``skipped``) instead of stopping the run.
+    """
+    sp = split if isinstance(split, Split) else make_split(table, split, seed)
+    train, test = sp.apply(table)
+    # bad or inapplicable routers fail before any encoding (checked on copies: instances stay unfitted)
+    applicable_routers([_copy(r) for r in router_specs], train, seed, skip_inapplicable)
+    resolve_compare_to(compare_to, [router_label(r) for r in router_specs])
+    feats = features if features is not None else featurize(train, test, encoder)
+    with task(f"groups: drawing candidate groups ({draws} draws each)"):
+        groups = candidate_groups(train, m_values, kinds, draws, seed)
+    out = []
+    for g in track(groups, "groups: evaluating", unit="group", label=lambda g: f"{g.kind} m={g.m}"):
+        ev = evaluate(table.select_actors(g.actors), [_copy(r) for r in router_specs], split=sp, encoder=encoder,
+                      seed=seed, n_boot=n_boot, features=feats, skip_inapplicable=skip_inapplicable,
+                      compare_to=compare_to)
+        out.append((g, ev))
+    run = Provenance.of(table, sp, seed=seed, encoder=feats[0].encoder if isinstance(encoder, Encoder) else encoder,
+                        routers=[router_label(r) for r in router_specs])
+    return GroupEvaluations(run, draws, out)
 
 
 def evaluate_groups(
@@ -27,25 +102,9 @@ def evaluate_groups(
     kinds: tuple[str, ...] = KINDS, encoder: str | Encoder = "tfidf", split: str = "given", seed: int = 0,
     n_boot: int = 1000,
 ) -> dict[str, Any]:
-    """Pick the groups on the train split, then evaluate each router on each group's test split.
-
-    The query features are computed once and shared by every group (they do not depend on actors).
-    """
-    sp = make_split(table, split, seed)
-    train, test = sp.apply(table)
-    # bad or inapplicable routers fail before any encoding (checked on copies: instances stay unfitted)
-    applicable_routers([_copy(r) for r in router_specs], train, seed)
-    feats = featurize(train, test, encoder)
-    with task(f"groups: drawing candidate groups ({draws} draws each)"):
-        groups = candidate_groups(train, m_values, kinds, draws, seed)
-    out = []
-    for g in track(groups, "groups: evaluating", unit="group", label=lambda g: f"{g.kind} m={g.m}"):
-        ev = evaluate(table.select_actors(g.actors), [_copy(r) for r in router_specs], split=sp, encoder=encoder,
-                      seed=seed, n_boot=n_boot, features=feats)
-        out.append({**g.to_dict(), "evaluation": ev.to_dict()})
-    run = Provenance.of(table, sp, seed=seed, encoder=feats[0].encoder if isinstance(encoder, Encoder) else encoder,
-                        routers=[router_label(r) for r in router_specs])
-    return {**run.to_dict(), "draws": draws, "groups": out}
+    """:func:`run_groups` as its JSON record (the run record, ``draws`` and each group with its evaluation)."""
+    return run_groups(table, m_values, router_specs, draws=draws, kinds=kinds, encoder=encoder, split=split,
+                      seed=seed, n_boot=n_boot).to_dict()
 
 
 def _copy(router: RouterLike) -> RouterLike:
@@ -60,3 +119,63 @@ def _copy(router: RouterLike) -> RouterLike:
         raise UsageError(f"{type(router).__name__} cannot be rebuilt from its options {router.params} for each "
                          f"group ({exc}); its __init__ must accept them as keyword arguments") from exc
 
+
+# -- the registered protocol ---------------------------------------------------------------------------------
+
+
+def _shared_features(table: RoutingTable, s: GroupsSettings, seed: int, context: RunContext, sp: Split
+                     ) -> tuple[Features, Features]:
+    """The features of ``sp`` from the caller's :class:`RunContext`: encoded once per (split spec, encoder,
+    seed) for every protocol run on the table, and cut to ``sp``'s test queries when ``sp`` keeps only some of
+    the spec's (the audit's split, cut to the queries every actor answered)."""
+    key = (s.split, s.encoder, seed)
+    full = make_split(table, s.split, seed)
+    if key not in context.features:
+        train, test = full.apply(table)
+        if context.encode is not None:
+            context.features[key] = context.encode(train, test, s.encoder)
+        else:
+            context.features[key] = featurize(train, test, s.encoder, context.cache_dir)
+    ftrain, ftest = context.features[key]
+    if np.array_equal(full.train, sp.train) and np.array_equal(full.test, sp.test):
+        return ftrain, ftest
+    pos = np.searchsorted(full.test, sp.test)
+    if not (np.array_equal(full.train, sp.train) and (pos < full.test.size).all()
+            and np.array_equal(full.test[pos], sp.test)):
+        raise UsageError(f"the split given to the groups protocol is not a part of split {s.split!r}")
+    return ftrain, Features(ftest.X[pos], table.select_queries(sp.test), ftest.encoder)
+
+
+def groups_result(table: RoutingTable, settings: GroupsSettings, seed: int = 0, routers: Sequence[Any] = (),
+                  context: RunContext | None = None, split: Split | None = None) -> Result:
+    """The ``groups`` protocol's run; ``split`` replaces the split ``settings.split`` makes (the audit passes its
+    own, whose test side is cut to the queries every actor answered, which a split spec cannot say)."""
+    s = settings
+    check_pool_sizes(s.m, table.n_actors)
+    labels = [router_label(r) for r in routers]
+    if s.compare_to not in ("auto", "none") and s.compare_to not in labels:
+        raise SettingError("compare_to", f"{s.compare_to!r} is not a router of this run ({', '.join(labels)}); "
+                           "name one of them, or 'none'")
+    sp = split if split is not None else make_split(table, s.split, seed)
+    features = _shared_features(table, s, seed, context, sp) if context is not None else None
+    native = run_groups(table, list(s.m), list(routers), draws=s.draws, encoder=s.encoder, split=sp, seed=seed,
+                        n_boot=s.n_boot, compare_to=s.compare_to, skip_inapplicable=s.skip_inapplicable,
+                        features=features)
+    skipped = {str(k): str(v) for _, ev in native.groups for k, v in dict(ev.extra.get("skipped", {})).items()}
+    notes = list(dict.fromkeys(n for _, ev in native.groups for n in ev.extra.get("notes", [])))
+    return Result(GroupsProtocol.name, native.provenance, s, native.records(), native=native, skipped=skipped,
+                  n_train=int(sp.train.size), n_test=int(sp.test.size), notes=notes)
+
+
+@register_protocol("groups")
+class GroupsProtocol(Protocol):
+    summary = "candidate groups (all-strong, all-weak, strong-to-weak) picked on train, every router on each"
+    spec = "SPEC 4"
+    Settings = GroupsSettings
+
+    def run(self, table: RoutingTable, settings: Any, seed: int = 0, routers: Sequence[Any] = (),
+            context: RunContext | None = None) -> Result:
+        return groups_result(table, settings, seed, routers, context)
+
+
+__all__ = ["GroupEvaluations", "GroupsProtocol", "evaluate_groups", "groups_result", "run_groups"]

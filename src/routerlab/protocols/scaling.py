@@ -1,25 +1,46 @@
-"""Model-level scaling curve (routereval.txt section 3, SPEC 4).
+"""Model-level scaling curve (routereval.txt section 3, SPEC 4), and the registered ``scaling`` protocol.
 
 For each pool size m, draw ``samples`` random m-subsets of the actors and report, over the subsets,
 the mean and spread of mu_o for r_o(p) at each p, and of the best single actor (chosen on train,
 scored on test). mu_o of r_o(p) is taken in expectation, ``p * oracle + (1 - p) * uniform``, which
 is what a single draw estimates without its sampling noise (choice documented in the README).
+
+The protocol's records: router ``oracle-p`` with slice ``m=M,p=P`` and ``best-single`` with slice ``m=M``, each
+with ``mu_o`` = the mean over the random pools, and the spread over pools as ``mu_o_std``, ``mu_o_q05`` and
+``mu_o_q95`` (the curve's 5-95% band). None has a confidence interval: the band is how much the pools differ,
+not the uncertainty of the mean, so it is not written into ``ci_low`` / ``ci_high``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from routerlab.data.splits import Split
+from routerlab.data.provenance import Provenance
+from routerlab.data.splits import Split, make_split
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.metrics.bounds import actor_means
+from routerlab.protocols.base import (
+    SPLIT_HELP,
+    Interval,
+    MetricRecord,
+    Protocol,
+    ProtocolSettings,
+    Result,
+    RunContext,
+    SettingError,
+    check_split,
+    register_protocol,
+    setting,
+)
 
 DEFAULT_P = (0.0, 0.25, 0.5, 0.75, 1.0)
+MAX_SAMPLES = 100_000
 
 
 @dataclass
@@ -97,3 +118,63 @@ def scaling_curve(
             best[key].append(v)
     return ScalingCurve(list(m_values), [float(p) for p in p_values], stats, best, reference, samples, seed,
                         split.describe())
+
+
+# -- the registered protocol ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScalingSettings(ProtocolSettings):
+    """The ``routerlab scaling`` options that change what is computed (SPEC 4)."""
+
+    m: tuple[int, ...] = setting((2, 3, 5), "pool sizes m (each at most the table's actors)", Interval(int, 1, None))
+    p: tuple[float, ...] = setting(DEFAULT_P, "oracle probabilities p of r_o(p), each in [0, 1]",
+                                   Interval(float, 0, 1))
+    samples: int = setting(100, "random actor subsets per pool size", Interval(int, 1, MAX_SAMPLES))
+    split: str = setting("given", SPLIT_HELP, check=check_split)
+
+
+def check_pool_sizes(m_values: Sequence[int], n_actors: int, key: str = "m") -> None:
+    """Pool sizes above the table's actors: a :class:`SettingError` on ``key`` (the CLI names the option)."""
+    bad = [m for m in m_values if m > n_actors]
+    if bad:
+        what = f"pool size {bad[0]} is" if len(bad) == 1 else f"pool sizes {', '.join(map(str, bad))} are"
+        raise SettingError(key, f"{what} larger than the table's {n_actors} actors")
+
+
+def scaling_records(curve: ScalingCurve) -> list[MetricRecord]:
+    """The records of a scaling curve (see the module docstring): mean, std and 5-95% band per (m, p)."""
+    out: list[MetricRecord] = []
+    stats = (("mu_o", "mean"), ("mu_o_std", "std"), ("mu_o_q05", "q05"), ("mu_o_q95", "q95"))
+    for i, m in enumerate(curve.m):
+        for p in curve.p:
+            out += [MetricRecord.of("oracle-p", metric, curve.oracle_p[p][key][i], slice=f"m={m},p={p:g}")
+                    for metric, key in stats]
+        out += [MetricRecord.of("best-single", metric, curve.best_single[key][i], slice=f"m={m}")
+                for metric, key in stats]
+    return out
+
+
+def scaling_result(table: RoutingTable, settings: ScalingSettings, seed: int = 0, split: Split | None = None
+                   ) -> Result:
+    """The ``scaling`` protocol's run; ``split`` replaces the split ``settings.split`` makes (the audit passes its
+    own, whose test side is cut to the queries every actor answered, which a split spec cannot say)."""
+    s = settings
+    check_pool_sizes(s.m, table.n_actors)
+    sp = split if split is not None else make_split(table, s.split, seed)
+    curve = scaling_curve(table, sp, list(s.m), list(s.p), s.samples, seed)
+    run = Provenance.of(table, sp, seed=seed, routers=["oracle-p", "best-single"])
+    return Result(ScalingProtocol.name, run, s, scaling_records(curve), native=curve, n_train=int(sp.train.size),
+                  n_test=int(sp.test.size))
+
+
+@register_protocol("scaling")
+class ScalingProtocol(Protocol):
+    summary = "mu_o of r_o(p) and of the best single actor against pool size, over seeded random pools"
+    spec = "SPEC 4"
+    Settings = ScalingSettings
+    uses_routers = False
+
+    def run(self, table: RoutingTable, settings: Any, seed: int = 0, routers: Sequence[Any] = (),
+            context: RunContext | None = None) -> Result:
+        return scaling_result(table, settings, seed)

@@ -3,7 +3,6 @@ that diversity (SPEC 2: HSE, greedy max-HSE coreset, specialist-society comparis
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
@@ -38,26 +37,28 @@ def _names(names: list[str], limit: int = 8) -> str:
 
 @audit_section("diversity", order=20, depends=("quick",))
 def diversity_section(table: RoutingTable, ctx: AuditContext) -> Section:
-    from routerlab import society
+    from routerlab.protocols.base import run_protocol
+    from routerlab.protocols.society import SocietyReport, SocietySettings
     from routerlab.reports.society_plots import plot_coreset_curve, plot_dendrogram
-    from routerlab.society.coresets import greedy_coreset, random_subsets_curve
-    from routerlab.society.entropy import prepare
 
     title = "Diversity of the pool (HSE)"
     metric = str(ctx.options.get("society_metric", "cosine"))
     linkage = str(ctx.options.get("society_linkage", "single"))
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            soc, dist, dropped = prepare(ctx.train, metric, split=None)
-        except RouterlabError as exc:
-            return Section(title, [Paragraph(f"Diversity cannot be measured on the training queries: {exc}")],
-                           {"error": str(exc)}, name="diversity")
-    notes = [str(w.message) for w in caught]
-    div = society.diversity_from_distances(dist, linkage, names=soc.names, n_dropped_items=dropped,
-                                           notes=notes)
+    n = ctx.train.n_actors
+    cap = MAX_GREEDY_HUGE if n > 2000 else MAX_GREEDY_QUICK if ctx.quick else MAX_GREEDY
+    datasets = np.unique(ctx.train.queries.dataset.astype(str))
+    datasets = datasets[datasets != ""]
+    try:
+        # the behaviour vectors: the training side of the audit's split (its spec remade with the audit's seed)
+        settings = SocietySettings(metric=metric, linkage=linkage, coreset=2 if n >= 2 else None,
+                                   by=("dataset",) if datasets.size > 1 else None, split=ctx.split_spec,
+                                   curve_max=cap)
+        report: SocietyReport = run_protocol("society", table, settings, seed=ctx.seed).native
+    except RouterlabError as exc:
+        return Section(title, [Paragraph(f"Diversity cannot be measured on the training queries: {exc}")],
+                       {"error": str(exc)}, name="diversity")
+    div, notes = report.diversity, report.notes
     data: dict[str, Any] = div.to_dict(curve=False)
-    n = div.n_actors
     lines = [
         f"**Diversity.** Normalised HSE is {div.hse_normalized:.3f} (HSE {div.hse:.3f} of at most "
         f"{div.max_hse:.3f} for {n} actors; {metric} distance, {linkage} linkage, on {div.n_items} "
@@ -70,15 +71,14 @@ def diversity_section(table: RoutingTable, ctx: AuditContext) -> Section:
                         f"{verdict(div.hse_normalized)}.", DENDROGRAM_ID if n >= 2 else "diversity",
                         {"hse_normalized": div.hse_normalized, "n_actors": n})]
     figures: list[Figure] = []
-    if n >= 2:
-        cap = MAX_GREEDY_HUGE if n > 2000 else MAX_GREEDY_QUICK if ctx.quick else MAX_GREEDY
-        cs = greedy_coreset(dist, 2, linkage, behaviour=soc.matrix, names=soc.names, full_hse=div.hse,
-                            max_size=cap, stop_fraction=None)
+    cs = report.coreset
+    if cs is not None and n >= 2:
         data["coreset"] = cs.to_dict()
         if cs.size_90 is not None:
-            core = [soc.names[i] for i in cs.order[: cs.size_90]]
+            core = [div.names[i] for i in cs.order[: cs.size_90]]
             acc = cs.curve[cs.size_90 - 1].oracle_accuracy
-            full_acc = float(np.mean(np.max(np.asarray(soc.matrix, dtype=np.float64), axis=0)))
+            full_acc = report.pool_oracle_accuracy
+            assert full_acc is not None  # computed with every coreset
             data["coreset"]["order"] = core
             data["coreset"]["k"] = cs.size_90
             if acc is not None and acc < full_acc - 0.02:
@@ -111,8 +111,7 @@ def diversity_section(table: RoutingTable, ctx: AuditContext) -> Section:
                          f"{n} together: {why}.")
         else:
             lines.append(f"(A greedy subset can score above the whole pool, since {why}; not the case here.)")
-        rnd = random_subsets_curve(dist, range(1, len(cs.curve) + 1), linkage, n_draws=10 if ctx.quick else 30,
-                                   seed=ctx.seed)
+        rnd = report.random_baseline(10 if ctx.quick else 30, ctx.seed)
         name = display_name(table)
         figures.append(Figure(plot_coreset_curve(cs, ctx.out_dir / "diversity_curve.png", rnd,
                                                  title=f"Diminishing returns of diversity: {name}").name,
@@ -122,18 +121,15 @@ def diversity_section(table: RoutingTable, ctx: AuditContext) -> Section:
                                                     f"{div.hse_normalized:.3f})").name,
                               "How the actors cluster by behaviour (dendrogram) and H(h), whose area is the HSE",
                               DENDROGRAM_ID))
-    datasets = np.unique(ctx.train.queries.dataset.astype(str))
-    datasets = datasets[datasets != ""]
-    if datasets.size > 1:
-        spec = society.table_specialists(ctx.train, "dataset", split=None)
-        sdiv = society.diversity(spec, metric, linkage)
-        data["specialists_by_dataset"] = {"n_experts": sdiv.n_actors, "hse": sdiv.hse,
-                                          "hse_normalized": sdiv.hse_normalized}
+    if report.specialists:
+        sp = report.specialists[0]
+        data["specialists_by_dataset"] = {"n_experts": sp["n_experts"], "hse": sp["hse"],
+                                          "hse_normalized": sp["hse_normalized"]}
         lines.append(
-            f"**Specialists.** One perfect specialist per dataset ({sdiv.n_actors} experts) would give HSE "
-            f"{sdiv.hse:.3f} (normalised {sdiv.hse_normalized:.3f}); the real pool's {div.hse:.3f} is "
-            f"{div.hse / sdiv.hse:.0%} of that, a measure of how far its actors are from being "
-            "complementary specialists." if sdiv.hse > 0 else
+            f"**Specialists.** One perfect specialist per dataset ({sp['n_experts']} experts) would give HSE "
+            f"{sp['hse']:.3f} (normalised {sp['hse_normalized']:.3f}); the real pool's {div.hse:.3f} is "
+            f"{div.hse / sp['hse']:.0%} of that, a measure of how far its actors are from being "
+            "complementary specialists." if sp["hse"] > 0 else
             "**Specialists.** The datasets give no distinct specialists to compare with."
         )
     if n < 2:

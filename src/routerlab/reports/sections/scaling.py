@@ -4,7 +4,9 @@ The scaling curve draws seeded random m-actor pools for a grid of pool sizes m a
 mean and the 5-95% band of mu_o for r_o(p) (p in DEFAULT_P) and of the best single actor (picked on train), on
 the audit's evaluated test queries. Candidate groups (all-strong, all-weak, strong-to-weak) are picked on the
 training split by the SPEC 4 rule at a few m and each is evaluated with a few routers (best-single, knn, linear)
-on the audit's split, features encoded once. Every sentence is computed from this run's numbers.
+on the audit's split, features encoded once. Every sentence is computed from this run's numbers. Both parts run
+the registered protocols (``scaling`` and ``groups``) on the audit's split; the section picks their settings
+and renders.
 
 Choices: the pool-size grid is every m up to ``ALL_M_UP_TO`` actors, else a geometric grid; subsets per m shrink
 so that the cells scanned stay under a budget (``CELL_BUDGET``), so a RouterEval-scale table (thousands of actors)
@@ -24,9 +26,10 @@ from routerlab.errors import UsageError
 from routerlab.metrics.bootstrap import bootstrap_ci
 from routerlab.metrics.bounds import best_single_actor
 from routerlab.metrics.catalog import label
-from routerlab.protocols.full import Evaluation, evaluate, featurize
-from routerlab.protocols.groups import KINDS, CandidateGroup, candidate_groups, eligible_actors
-from routerlab.protocols.scaling import DEFAULT_P, ScalingCurve, scaling_curve
+from routerlab.protocols.full import Evaluation
+from routerlab.protocols.groups import CandidateGroup, GroupsSettings, eligible_actors
+from routerlab.protocols.groups_eval import GroupEvaluations, groups_result
+from routerlab.protocols.scaling import DEFAULT_P, ScalingCurve, ScalingSettings, scaling_result
 from routerlab.reports.audit import AuditContext, audit_section, display_name
 from routerlab.reports.blocks import Block, Decisions, Figure, Finding, Paragraph, Section, Table
 from routerlab.reports.scaling_plot import plot_scaling
@@ -173,7 +176,9 @@ def scaling_section(table: RoutingTable, ctx: AuditContext) -> Section:
     t0 = time.perf_counter()
     m_values = pool_sizes(n, quick)
     samples = subsets_per_m(n_test, m_values, quick)
-    curve = scaling_curve(table, ctx.split, m_values, DEFAULT_P, samples=samples, seed=ctx.seed)
+    # the scaling protocol on the audit's own split (a spec cannot say its test side is cut to complete rows)
+    curve: ScalingCurve = scaling_result(table, ScalingSettings(m=tuple(m_values), p=DEFAULT_P, samples=samples,
+                                                                split=ctx.split_spec), ctx.seed, split=ctx.split).native
     name = display_name(table)
     plot_scaling(curve, ctx.out_dir / PLOT, f"Scaling curve: {name} ({samples} random pools per m)")
     best = int(best_single_actor(ctx.train.score))
@@ -213,11 +218,13 @@ def scaling_section(table: RoutingTable, ctx: AuditContext) -> Section:
                       "distinct groups of at least 2 need 4.")
     else:
         try:
-            groups = candidate_groups(ctx.train, group_m, KINDS, int(cfg["draws"]), ctx.seed)
-            feats = featurize(ctx.train, ctx.test, str(ctx.options.get("encoder", "tfidf")))
-            for g in groups:
-                ev = evaluate(table.select_actors(g.actors), routers, split=ctx.split, features=feats, seed=ctx.seed,
-                              n_boot=n_boot, skip_inapplicable=True)
+            # the groups protocol on the audit's split, its features shared through the audit's run context
+            settings = GroupsSettings(m=tuple(group_m), draws=int(cfg["draws"]), split=ctx.split_spec,
+                                      encoder=str(ctx.options.get("encoder", "tfidf")), n_boot=n_boot,
+                                      skip_inapplicable=True)
+            found: GroupEvaluations = groups_result(table, settings, ctx.seed, routers, ctx.run_context,
+                                                    split=ctx.split).native
+            for g, ev in found.groups:
                 groups_data.append(_group_rows(ctx, g, ev, n_boot))
                 decisions.append(evaluation_decisions(f"group {g.kind} m={g.m}", ev, ctx.test.select_actors(g.actors)))
         except UsageError as exc:  # e.g. too few training queries for knn: reported, never fatal to the audit
