@@ -5,9 +5,10 @@ A routing table is cut to two actors, the small model first. In-domain datasets 
 router trains on their train part; each router's two-model score s(q) ("the small model will do") is then read
 on the test part of every in-domain dataset and on every query of every out-of-domain dataset, and each
 dataset gets the call-rate curve and its metrics (AUROC, LPM, MPM, HCR, AUC, APGR, Perf_S, Perf_L), each with a
-95% percentile bootstrap interval over that dataset's queries (SPEC 7). The resamples of a dataset are drawn
-once and shared by every router, so two routers' intervals come from the same resampled queries (paired), and
-the replicate curves are computed for all resamples at once (no Python loop over replicates).
+95% percentile bootstrap interval over that dataset's queries (SPEC 7). Every curve metric, of the data and of
+each resample, comes from :mod:`routerlab.metrics.curves`; this module only splits, trains, resamples and
+collects. The resamples of a dataset are drawn once and shared by every router, so two routers' intervals come
+from the same resampled queries (paired), and the replicate curves are computed for all resamples at once.
 
 Queries where either model's score is unobserved are dropped (and counted): no curve can score them.
 """
@@ -40,15 +41,13 @@ from routerlab.routers.two_model import TwoModelRouter, two_model_score
 
 FloatArray = npt.NDArray[np.float64]
 
-BOOT_METRICS = ("auroc", "lpm", "mpm", "hcr", "auc", "apgr")
+BOOT_METRICS = C.RESAMPLED
 """The metrics that carry a bootstrap interval (``<metric>_ci``)."""
-METRICS = (*BOOT_METRICS, "perf_small", "perf_large")
+METRICS = C.TWO_MODEL_METRICS
 CONVENTIONS = ("routerlab", "routerxbench")
 """The curve conventions the protocol offers: RouteLLM's 11 threshold points have no call-rate grid to read
 LPM, MPM and HCR on (:mod:`routerlab.metrics.curves`)."""
 DROPPED_UNOBSERVED = "small_or_large_unobserved"
-_TOL = 1e-12  # the rounding allowance of the routerlab convention (metrics.curves)
-_GRID = 101
 
 
 # --------------------------------------------------------------------------------------------- results
@@ -367,10 +366,11 @@ def _dataset_seed(seed: int, name: str) -> int:
 def _score_datasets(scores: Mapping[str, FloatArray], evaluation: RoutingTable, names: Sequence[str],
                     convention: str, lpm_band: tuple[float, float], rp_band: tuple[float, float], n_boot: int,
                     seed: int) -> dict[str, dict[str, _Cell]]:
-    """Every router's cell on every dataset: point metrics from metrics.curves, intervals from one set of
-    resamples per dataset shared by all routers."""
+    """Every router's cell on every dataset: point metrics and the resamples' metrics from metrics.curves, the
+    resamples drawn once per dataset and shared by all routers (with their multiplicities)."""
     datasets = evaluation.queries.dataset.astype(str)
     out: dict[str, dict[str, _Cell]] = {spec: {} for spec in scores}
+    kind: C.AurocConvention = "routerxbench" if convention == "routerxbench" else "routerlab"
     for name in names:
         rows = np.flatnonzero(datasets == name)
         small = evaluation.score[rows, 0].astype(np.float64)
@@ -379,14 +379,14 @@ def _score_datasets(scores: Mapping[str, FloatArray], evaluation: RoutingTable, 
         points: dict[str, tuple[C.CallRateCurve, dict[str, float]]] = {}
         for spec, s_all in scores.items():
             s = s_all[rows]
-            curve = C.call_rate_curve(s, small, large, convention=convention)  # type: ignore[arg-type]
-            points[spec] = (curve, point_metrics(curve, s, small, large, convention, lpm_band, rp_band))
-        exact = _exact_dtype(small, large)
+            curve = C.call_rate_curve(s, small, large, convention=kind)
+            points[spec] = (curve, C.two_model_metrics(curve, s, small, large, lpm_band, rp_band))
+        exact = C.exact_sum_dtype(small, large)
         for idx in resample_indices(rows.size, n_boot, _dataset_seed(seed, name)):
-            counts = _multiplicities(idx, rows.size, exact) if convention == "routerlab" else None
+            counts = C.resample_counts(idx, rows.size, exact) if kind == "routerlab" else None
             for spec, s_all in scores.items():
-                values = replicate_metrics(s_all[rows], small, large, idx, convention, lpm_band, rp_band,
-                                           counts=counts, point_curve=points[spec][0])
+                values = C.resampled_two_model_metrics(s_all[rows], small, large, idx, kind, lpm_band, rp_band,
+                                                       counts=counts)
                 for m in BOOT_METRICS:
                     reps[spec][m].append(values[m])
         for spec in scores:
@@ -412,173 +412,3 @@ def _mean_cell(cells: Sequence[_Cell]) -> dict[str, Any]:
             means = np.mean(np.stack([c.replicates[m] for c in cells]), axis=0)
             out[f"{m}_ci"] = list(interval(value, *percentile_interval(means)))
     return out
-
-
-def point_metrics(curve: C.CallRateCurve, s: FloatArray, small: FloatArray, large: FloatArray, convention: str,
-                  lpm_band: tuple[float, float], rp_band: tuple[float, float]) -> dict[str, float]:
-    """SPEC 6's metrics of one router on one dataset, from the pure functions of metrics.curves."""
-    return {
-        "auroc": C.router_auroc(s, small, large, convention=convention),  # type: ignore[arg-type]
-        "lpm": C.lpm(curve, lpm_band), "mpm": C.mpm(curve, lpm_band, rp_band), "hcr": C.hcr(curve, rp_band),
-        "auc": C.auc_phi(curve), "apgr": C.apgr(curve), "perf_small": curve.perf_s, "perf_large": curve.perf_l,
-    }
-
-
-def _exact_dtype(small: FloatArray, large: FloatArray) -> type[np.floating[Any]]:
-    """float32 where every partial sum of the resample sums is an integer below 2^24 (0/1 scores: counts, gains
-    and labels are small integers, exact in float32 and summed about twice as fast), else float64."""
-    binary = bool(np.isin(small, (0.0, 1.0)).all() and np.isin(large, (0.0, 1.0)).all())
-    return np.float32 if binary and small.size < 2**23 else np.float64
-
-
-def _multiplicities(idx: npt.NDArray[np.intp], n: int, dtype: type[np.floating[Any]] = np.float64
-                    ) -> npt.NDArray[np.floating[Any]]:
-    """(n, rows): how often each query occurs in each resample of ``idx`` (rows, n). Queries run down the first
-    axis, so sums over sorted queries are column-wise cumulative sums (vectorised over resamples)."""
-    rows = idx.shape[0]
-    offsets = (np.arange(rows, dtype=np.intp) * n)[:, None]
-    counts = np.bincount((idx + offsets).ravel(), minlength=rows * n).reshape(rows, n)
-    return np.ascontiguousarray(counts.T, dtype=dtype)
-
-
-def _labels(small: FloatArray, large: FloatArray, convention: str) -> npt.NDArray[np.bool_]:
-    """The router-ability label per query, by the convention's rule (metrics.curves.router_auroc)."""
-    if convention == "routerlab":
-        return C.small_good_enough(small, large)
-    graded = bool((large > 1).any() or (small > 1).any())
-    return np.asarray(small >= large if graded else 1 - small <= 0)
-
-
-def replicate_metrics(s: FloatArray, small: FloatArray, large: FloatArray, idx: npt.NDArray[np.intp],
-                      convention: str, lpm_band: tuple[float, float], rp_band: tuple[float, float], *,
-                      counts: npt.NDArray[np.floating[Any]] | None = None, point_curve: C.CallRateCurve | None = None
-                      ) -> dict[str, FloatArray]:
-    """The bootstrapped metrics of one router for every resample of ``idx`` (rows, n) at once: what
-    :func:`point_metrics` gives on ``s[idx[b]], small[idx[b]], large[idx[b]]``, vectorised over b (equal up to
-    float rounding; the tests check it). ``counts`` (the resamples' multiplicities, (n, rows)) may be passed to share
-    them between routers."""
-    n = s.size
-    labels = _labels(small, large, convention)
-    if convention == "routerlab":
-        w = _multiplicities(idx, n, _exact_dtype(small, large)) if counts is None else counts
-        order = np.lexsort((large - small, s))  # the scalar curve's order: ties in s, then by gain
-        ends = _group_ends(s[order])
-        w_sorted = w[order]
-        sent = _at_group_ends(w_sorted, ends)
-        phi = _routerlab_phi(w, w_sorted, ends, sent, small, (large - small)[order], n)
-        perf_s, perf_l = phi[:, 0], phi[:, -1]
-        auroc = _weighted_auroc(w_sorted, ends, sent, labels[order], one_label=math.nan)
-        x = np.arange(_GRID) / (_GRID - 1)
-    else:
-        phi, perf_s, perf_l = _routerxbench_phi(s[idx], small[idx], large[idx])
-        order = np.argsort(s, kind="stable")
-        w_sorted, ends = _multiplicities(idx, n, _exact_dtype(small, large))[order], _group_ends(s[order])
-        auroc = _weighted_auroc(w_sorted, ends, _at_group_ends(w_sorted, ends), labels[order], one_label=0.5)
-        x = np.linspace(0, 1, _GRID)
-    return {"auroc": auroc, **_curve_metrics(phi, x, perf_s, perf_l, convention, lpm_band, rp_band, point_curve)}
-
-
-def _group_ends(sorted_scores: FloatArray) -> npt.NDArray[np.intp]:
-    """One past the last position of each tie group of sorted router scores."""
-    return np.flatnonzero(np.append(sorted_scores[1:] != sorted_scores[:-1], True)) + 1
-
-
-def _at_group_ends(w_sorted: npt.NDArray[np.floating[Any]], ends: npt.NDArray[np.intp], values: FloatArray | None = None
-                   ) -> FloatArray:
-    """(groups + 1, rows): the cumulative sum of the multiplicities ``w_sorted`` (n, rows) of the sorted queries
-    (times their ``values``) at each tie group's end, a zero row first; summed in the multiplicities' dtype
-    (see :func:`_exact_dtype`), returned as float64."""
-    weighted = w_sorted if values is None else w_sorted * values.astype(w_sorted.dtype)[:, None]
-    total = np.cumsum(weighted, axis=0)[ends - 1]
-    return np.concatenate([np.zeros((1, w_sorted.shape[1])), total], axis=0, dtype=np.float64)
-
-
-def _routerlab_phi(w: npt.NDArray[np.floating[Any]], w_sorted: npt.NDArray[np.floating[Any]],
-                   ends: npt.NDArray[np.intp], sent: FloatArray,
-                   small: FloatArray, gain_sorted: FloatArray, n: int) -> FloatArray:
-    """(rows, grid) replicate curves of the routerlab convention: tie groups of the router score are fixed by the
-    data, a resample only changes how many copies of each query a group holds; the expected gain of sending k
-    queries is the linear interpolation, in k, of the cumulative gain at the groups' ends (metrics.curves).
-    ``sent`` is :func:`_at_group_ends` of the multiplicities: the queries sent when whole groups go."""
-    b = w.shape[1]
-    sent = np.ascontiguousarray(sent.T)  # (b, g + 1), non-decreasing per row
-    gained = np.ascontiguousarray(_at_group_ends(w_sorted, ends, gain_sorted).T)
-    g = ends.size
-    k = ((np.arange(_GRID) * n) // (_GRID - 1)).astype(np.float64)
-    offsets = np.arange(b, dtype=np.float64) * (n + 1)  # rows laid end to end stay sorted
-    pos = np.searchsorted((sent + offsets[:, None]).ravel(), (k[None, :] + offsets[:, None]).ravel(), side="right")
-    j = np.minimum(pos.reshape(b, _GRID) - 1 - (np.arange(b) * (g + 1))[:, None], g - 1)
-    r = np.arange(b)[:, None]
-    lo_n, hi_n = sent[r, j], sent[r, j + 1]
-    step = np.where(hi_n > lo_n, (k[None, :] - lo_n) / np.where(hi_n > lo_n, hi_n - lo_n, 1.0), 0.0)
-    step = np.clip(step, 0.0, 1.0)
-    gain = gained[r, j] + step * (gained[r, j + 1] - gained[r, j])
-    return np.asarray((small @ w)[:, None] + gain) / n
-
-
-def _routerxbench_phi(s: FloatArray, small: FloatArray, large: FloatArray) -> tuple[FloatArray, FloatArray,
-                                                                                       FloatArray]:
-    """Replicate curves of RouterXBench's released code, row by row as metrics.curves computes one: numpy's
-    default argsort, int(rate * n) on the float grid, prefix sums in sorted order; Perf from row-order means."""
-    b, n = s.shape
-    order = np.argsort(s, axis=1)
-    sorted_small = np.take_along_axis(small, order, axis=1)
-    sorted_large = np.take_along_axis(large, order, axis=1)
-    prefix_small, prefix_large = np.cumsum(sorted_small, axis=1), np.cumsum(sorted_large, axis=1)
-    total_small = prefix_small[:, -1]
-    phi = np.empty((b, _GRID))
-    for i, rate in enumerate(np.linspace(0, 1, _GRID)):  # 101 grid points, not replicates
-        k = int(rate * n)
-        if k == 0:
-            phi[:, i] = total_small / n
-        elif k >= n:
-            phi[:, i] = np.mean(sorted_large, axis=1)
-        else:
-            phi[:, i] = (prefix_large[:, k - 1] + (total_small - prefix_small[:, k - 1])) / n
-    return phi, np.mean(small, axis=1), np.mean(large, axis=1)
-
-
-def _weighted_auroc(w_sorted: npt.NDArray[np.floating[Any]], ends: npt.NDArray[np.intp], sent: FloatArray,
-                    labels_sorted: npt.NDArray[np.bool_], *, one_label: float) -> FloatArray:
-    """Mann-Whitney AUROC per resample (ties 1/2) from the multiplicities (n, rows) of the queries sorted by
-    router score, ``ends`` closing each tie group (``sent``: :func:`_at_group_ends` of the multiplicities);
-    ``one_label`` where a resample holds a single label."""
-    pos_cum = _at_group_ends(w_sorted, ends, labels_sorted.astype(np.float64))
-    neg_cum = sent - pos_cum
-    pos, neg = np.diff(pos_cum, axis=0), np.diff(neg_cum, axis=0)
-    n_pos, n_neg = pos_cum[-1], neg_cum[-1]
-    both = (n_pos > 0) & (n_neg > 0)
-    wins = (pos * (neg_cum[:-1] + 0.5 * neg)).sum(axis=0)
-    return np.where(both, wins / np.where(both, n_pos * n_neg, 1.0), one_label)
-
-
-def _curve_metrics(phi: FloatArray, x: FloatArray, perf_s: FloatArray, perf_l: FloatArray, convention: str,
-                   lpm_band: tuple[float, float], rp_band: tuple[float, float],
-                   point_curve: C.CallRateCurve | None) -> dict[str, FloatArray]:
-    """LPM, MPM, HCR, AUC and APGR of replicate curves ``phi`` (rows) on the grid ``x``, by the convention's
-    rules (metrics.curves: bands, tolerances, Phi(d_hi))."""
-    tau_1 = perf_s + rp_band[0] * (perf_l - perf_s)
-    tau_2 = perf_s + rp_band[1] * (perf_l - perf_s)
-    if convention == "routerlab":
-        band = (x >= lpm_band[0] - _TOL) & (x <= lpm_band[1] + _TOL)
-        lpm = phi[:, band].mean(axis=1) if band.any() else np.full(phi.shape[0], math.nan)
-        tol = _TOL
-        j = min(max(int(np.searchsorted(x, lpm_band[1], side="right")) - 1, 0), x.size - 2)
-        frac = (lpm_band[1] - x[j]) / (x[j + 1] - x[j])
-        floor = phi[:, j] + frac * (phi[:, j + 1] - phi[:, j])
-        mid = (phi > floor[:, None] + _TOL) & (phi < tau_1[:, None] - _TOL)
-    else:
-        ref = point_curve if point_curve is not None else C.CallRateCurve(x, phi[0], "routerxbench", (0.0, 0.0))
-        start, end = C._routerxbench_band(ref, lpm_band)
-        lpm = phi[:, start:end].mean(axis=1)
-        tol = 0.0
-        floor = phi[:, end - 1]
-        mid = (phi > floor[:, None]) & (phi < tau_1[:, None])
-    high = (phi >= tau_1[:, None] - tol) & (phi <= tau_2[:, None] + tol)
-    n_high, n_mid = high.sum(axis=1), mid.sum(axis=1)
-    hcr = np.where(n_high > 0, 1.0 - (high * x).sum(axis=1) / np.maximum(n_high, 1), 0.0)
-    mpm = np.where(n_mid > 0, (mid * phi).sum(axis=1) / np.maximum(n_mid, 1), 0.0)
-    auc = (np.diff(x) * (phi[:, 1:] + phi[:, :-1]) / 2.0).sum(axis=1)
-    gap = perf_l - perf_s
-    apgr = np.where(gap != 0, (auc - perf_s) / np.where(gap != 0, gap, 1.0), math.nan)
-    return {"lpm": np.asarray(lpm, dtype=np.float64), "mpm": mpm, "hcr": hcr, "auc": auc, "apgr": apgr}
