@@ -235,11 +235,12 @@ def test_missing_signal_fails_before_any_training(table: RoutingTable) -> None:
     ({"id_datasets": ["b", "b"]}, "named twice"),
     ({"ood_datasets": ["a", "b", "c"]}, "no in-domain dataset"),
     ({"lpm_band": (0.3, 0.2)}, "LO <= HI"),
-    ({"rp_band": (0.85, float("nan"))}, r"rp_band must be two numbers in \[0, 1\]"),
-    ({"convention": "routellm"}, "no call-rate grid"),
+    ({"rp_band": (0.85, float("nan"))}, r"^rp_band: must be two numbers in \[0, 1\], got 0.85,nan$"),
+    ({"lpm_band": (0.1, 0.2, 0.3)}, r"^lpm_band: needs two numbers LO,HI in \[0, 1\], got 3 numbers$"),
+    ({"convention": "routellm"}, "^convention: must be one of routerlab, routerxbench, got 'routellm' .*grid"),
     ({"n_boot": 0}, "n_boot must be at least 1"),
     ({"routers": ["knn", "knn"]}, "named twice"),
-    ({"split": "ood:a"}, "--ood"),
+    ({"split": "ood:a"}, "^split: 'ood:...' does not apply here: .*--ood"),
     ({"compare_to": "knn"}, "compare_to 'knn' is not a router of this run"),
 ])
 def test_refusals(table: RoutingTable, kwargs: dict[str, Any], message: str) -> None:

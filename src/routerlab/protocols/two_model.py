@@ -1,5 +1,5 @@
 """Two-model routing with in-domain and out-of-domain evaluation (SPEC 6, routerxbench-probedirichlet.txt
-sec. 3-5, its Tables 1-2 layout).
+sec. 3-5, its Tables 1-2 layout), registered as the protocol ``two-model``.
 
 A routing table is cut to two actors, the small model first. In-domain datasets are split (``split``) and every
 router trains on their train part; each router's two-model score s(q) ("the small model will do") is then read
@@ -11,10 +11,17 @@ collects. The resamples of a dataset are drawn once and shared by every router, 
 from the same resampled queries (paired), and the replicate curves are computed for all resamples at once.
 
 Queries where either model's score is unobserved are dropped (and counted): no curve can score them.
+
+The protocol's records (:func:`two_model_records`) are one per router, metric and slice: ``dataset=NAME`` for
+each evaluated dataset, ``domain=id`` and ``domain=ood`` for the means over the in-domain and out-of-domain
+datasets; the run has no pooled whole-test number, so no record has the slice ``''``. Beside them, the
+artifacts ``curves`` (each router's Phi per dataset) and ``per_query`` (:class:`TwoModelScores`: every
+evaluated query's s(q) per router, from which any call rate's per-query decisions follow).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 import zlib
@@ -35,6 +42,21 @@ from routerlab.features.registry import Encoder
 from routerlab.metrics import curves as C
 from routerlab.metrics.bootstrap import percentile_interval, resample_indices
 from routerlab.progress import task, track
+from routerlab.protocols.base import (
+    ENCODER_HELP,
+    NBOOT,
+    NBOOT_HELP,
+    MetricRecord,
+    Protocol,
+    ProtocolSettings,
+    Result,
+    RunContext,
+    SettingError,
+    check_encoder,
+    check_split,
+    register_protocol,
+    setting,
+)
 from routerlab.protocols.full import RouterLike, applicable_routers, featurize, interval, router_label
 from routerlab.routers.base import Router
 from routerlab.routers.two_model import TwoModelRouter, two_model_score
@@ -72,8 +94,52 @@ class TwoModelRouterResult:
 
 
 @dataclass
+class TwoModelScores:
+    """The evaluated queries of a two-model run, in its order (in-domain test parts and out-of-domain datasets,
+    by table row): their ids and datasets, both models' scores, and each router's s(q) ("the small model will
+    do"; the lowest are escalated first). Every per-query decision of the run follows from these."""
+
+    ids: list[str]
+    datasets: list[str]
+    small: FloatArray
+    large: FloatArray
+    scores: dict[str, FloatArray]
+
+    def escalated(self, spec: str, rate: float) -> npt.NDArray[np.int64]:
+        """Router ``spec``'s choice per query at call rate ``rate``, 1 = the large model: the round(rate * n)
+        queries with the lowest s(q) (ties in query order), one threshold over every evaluated query."""
+        n = len(self.ids)
+        choice = np.zeros(n, dtype=np.int64)
+        choice[np.argsort(self.scores[spec], kind="stable")[:round(rate * n)]] = 1
+        return choice
+
+    def at_call_rate(self, rate: float, n_boot: int, seed: int
+                     ) -> tuple[dict[str, npt.NDArray[np.int64]], dict[str, FloatArray], dict[str, dict[str, Any]]]:
+        """Every router's choices (:meth:`escalated`), the scores of the answers they give, and per router Phi at
+        ``rate`` (their mean) with its 95% bootstrap interval (``n_boot`` resamples of the queries, ``seed``), the
+        share of the large model's mean score it keeps and the share of the queries sent to the large model."""
+        from routerlab.metrics.bootstrap import bootstrap_ci
+
+        n = len(self.ids)
+        perf_l = float(self.large.mean())
+        choices: dict[str, npt.NDArray[np.int64]] = {}
+        got: dict[str, FloatArray] = {}
+        stats: dict[str, dict[str, Any]] = {}
+        for spec in self.scores:
+            choice = self.escalated(spec, rate)
+            answered = np.where(choice == 1, self.large, self.small)
+            est = bootstrap_ci(answered, n_boot=n_boot, seed=seed)
+            choices[spec], got[spec] = choice, answered
+            stats[spec] = {"phi": est.value, "ci": [est.lo, est.hi], "share_of_large": est.value / perf_l
+                           if perf_l > 0 else math.nan, "perf_large": perf_l, "perf_small": float(self.small.mean()),
+                           "call_rate": round(rate * n) / n if n else math.nan}
+        return choices, got, stats
+
+
+@dataclass
 class TwoModelResult:
-    """Everything one two-model run produced, with what is needed to reproduce it (SPEC 6-7)."""
+    """Everything one two-model run produced, with what is needed to reproduce it (SPEC 6-7). ``per_query``
+    (not part of the record) holds every evaluated query's scores."""
 
     provenance: Provenance
     small: str
@@ -87,6 +153,7 @@ class TwoModelResult:
     dropped: dict[str, int]
     signals: dict[str, Any] | None
     results: list[TwoModelRouterResult] = field(default_factory=list)
+    per_query: TwoModelScores | None = None
 
     def result(self, spec: str) -> TwoModelRouterResult:
         """The result of the router labelled ``spec``."""
@@ -108,29 +175,129 @@ class TwoModelResult:
         }
 
 
-# --------------------------------------------------------------------------------------------- checks
-def check_band(band: Sequence[float], what: str) -> tuple[float, float]:
-    """A band (lo, hi): two finite numbers in [0, 1], lo <= hi; a UsageError naming ``what`` otherwise."""
-    values = tuple(band)
+# ------------------------------------------------------------------------------------- settings and checks
+def check_band(band: Any) -> tuple[float, float]:
+    """A band (lo, hi) from ``LO,HI`` text or a pair of numbers: both finite, in [0, 1], lo <= hi (lo = hi is
+    one point); a UsageError saying why otherwise (the caller names the band)."""
+    if isinstance(band, str):
+        values: list[Any] = [x.strip() for x in band.split(",")]
+    elif isinstance(band, list | tuple):
+        values = list(band)
+    else:
+        raise UsageError(f"must be two numbers LO,HI in [0, 1], got {band!r}")
     if len(values) != 2:
-        raise UsageError(f"{what} needs two numbers LO,HI, got {len(values)}")
+        shown = repr(band) if isinstance(band, str) else f"{len(values)} numbers"
+        raise UsageError(f"needs two numbers LO,HI in [0, 1], got {shown}")
     try:
+        if any(isinstance(v, bool) for v in values):
+            raise TypeError
         lo, hi = float(values[0]), float(values[1])
     except (TypeError, ValueError):
-        raise UsageError(f"{what} must be two numbers in [0, 1], got {values!r}") from None
+        raise UsageError(f"must be two numbers in [0, 1], got {band!r}") from None
     if not (math.isfinite(lo) and math.isfinite(hi) and 0.0 <= lo <= 1.0 and 0.0 <= hi <= 1.0):
-        raise UsageError(f"{what} must be two numbers in [0, 1], got {lo:g},{hi:g}")
+        raise UsageError(f"must be two numbers in [0, 1], got {lo:g},{hi:g}")
     if lo > hi:
-        raise UsageError(f"{what} must have LO <= HI, got {lo:g},{hi:g}")
+        raise UsageError(f"must have LO <= HI, got {lo:g},{hi:g}")
     return lo, hi
 
 
 def check_convention(convention: str) -> str:
+    """One of :data:`CONVENTIONS` (RouteLLM's is refused with the reason)."""
     if convention not in CONVENTIONS:
         extra = (" (RouteLLM's 11 threshold points have no call-rate grid for LPM, MPM and HCR)"
                  if convention in get_args(C.Convention) else "")
-        raise UsageError(f"convention must be one of {', '.join(CONVENTIONS)}, got {convention!r}{extra}")
+        raise UsageError(f"must be one of {', '.join(CONVENTIONS)}, got {convention!r}{extra}")
     return convention
+
+
+def check_two_model_split(spec: str) -> str:
+    """A split of the in-domain queries (given[:NAME], random[:F]); ``ood:`` is refused: out-of-domain datasets
+    are named with ood_datasets (--ood)."""
+    if spec.partition(":")[0] == "ood":
+        raise UsageError("'ood:...' does not apply here: name out-of-domain datasets with ood_datasets "
+                         "(--ood D1,D2); the split divides the in-domain queries (given, random[:F])")
+    return check_split(spec)
+
+
+def check_features(path: str) -> str:
+    """The signals' path: an extract directory or a file (.npz) that exists."""
+    if not (Path(path).is_dir() or Path(path).is_file()):
+        raise UsageError(f"no such directory or file: {path}")
+    return path
+
+
+def _checked(name: str, check: Any, value: Any) -> Any:
+    """``value`` through a setting's own check, its error naming ``name`` as a setting's does."""
+    try:
+        return check(value)
+    except SettingError:
+        raise
+    except UsageError as exc:
+        raise SettingError(name, str(exc)) from None
+
+
+PAIR_HELP = "(default: the pair the table designates, set by routerlab join --small A --large B)"
+BAND_TYPE = "pair of float"
+
+
+@dataclass(frozen=True)
+class TwoModelSettings(ProtocolSettings):
+    """The settings of ``routerlab two-model`` that change its numbers (the routers and seed are the run's)."""
+
+    small: str | None = setting(None, f"the small model: the actor that answers by default {PAIR_HELP}")
+    large: str | None = setting(None, f"the large model: the actor a query is escalated to {PAIR_HELP}")
+    features: str | None = setting(
+        None, "the small model's signals: a routerlab extract directory or an .npz of arrays (ids + hidden / "
+              "option_logits / self_ask / samples), joined by query id", check=check_features)
+    id_datasets: tuple[str, ...] | None = setting(
+        None, "in-domain datasets (default: every dataset not named out-of-domain)", option="--id")
+    ood_datasets: tuple[str, ...] | None = setting(
+        None, "out-of-domain datasets: evaluated whole, never trained on (default: none)", option="--ood")
+    split: str = setting("random:0.2", "split of the in-domain queries: random[:F] (seeded, stratified by "
+                                       "dataset) or given[:NAME]", check=check_two_model_split)
+    encoder: str = setting("tfidf", ENCODER_HELP, check=check_encoder)
+    n_boot: int = setting(1000, NBOOT_HELP, NBOOT, option="--boot")
+    convention: str = setting("routerlab", "curve convention: routerlab (exact tie expectation) or routerxbench "
+                                           "(its released code)", check=check_convention)
+    # the bands are typed Any for the base, which refuses a repeated value in a list setting (LO = HI is a valid
+    # one-point band): check_band parses and checks them, and they hold a (float, float) tuple
+    lpm_band: Any = setting((0.25, 0.30), "LPM call-rate band LO,HI in [0, 1]",  # noqa: RUF009
+                            check=check_band)
+    rp_band: Any = setting((0.85, 0.95), "HCR relative-performance band R1,R2 in [0, 1] (tau_i = "  # noqa: RUF009
+                                         "Perf_S + R_i (Perf_L - Perf_S))", check=check_band)
+    compare_to: str | None = setting(
+        None, "a router of the run: every other router gets its paired differences from it (each metric's "
+              "difference with a 95% interval from the same resamples); none = off")
+
+    def validate(self) -> None:
+        if (self.small is None) != (self.large is None):
+            given, missing = ("small", "large") if self.small is not None else ("large", "small")
+            raise SettingError(missing, f"must be given with {given}: the pair is a small and a large actor")
+        if self.small is not None and self.small == self.large:
+            raise SettingError("large", f"the small and the large model are both {self.small!r}; name two "
+                                        "different actors")
+        both = [d for d in self.id_datasets or () if d in (self.ood_datasets or ())]
+        if both:
+            raise SettingError("ood_datasets", f"dataset {both[0]!r} is named both in-domain and out-of-domain")
+
+    @classmethod
+    def describe(cls) -> list[dict[str, Any]]:
+        return [{**d, "type": BAND_TYPE} if d["name"] in ("lpm_band", "rp_band") else d for d in super().describe()]
+
+
+def resolve_pair(table: RoutingTable, small: str | None, large: str | None) -> tuple[str, str]:
+    """The (small, large) pair: the one given, else the one ``table`` designates (``routerlab join --small A
+    --large B``); a UsageError saying how to name one when there is neither."""
+    from routerlab.data.join import two_model_pair
+
+    if small is not None and large is not None:
+        return small, large
+    pair = two_model_pair(table)
+    if pair is None:
+        raise UsageError(f"name the small and the large model (small and large, --small A --large B): table "
+                         f"{table.name!r} designates no pair (routerlab join TABLE... --small A --large B -o DIR "
+                         "designates one)")
+    return pair
 
 
 def pair_table(table: RoutingTable, small: str, large: str) -> RoutingTable:
@@ -166,6 +333,7 @@ def resolve_domains(datasets: Sequence[str], id_datasets: Sequence[str] | None, 
     return ids, ood
 
 
+
 # --------------------------------------------------------------------------------------------- protocol
 def run_two_model(
     table: RoutingTable,
@@ -184,6 +352,7 @@ def run_two_model(
     lpm_band: tuple[float, float] = (0.25, 0.30),
     rp_band: tuple[float, float] = (0.85, 0.95),
     compare_to: str | None = None,
+    cache_dir: str | None = None,
 ) -> TwoModelResult:
     """Train ``routers`` on the in-domain train part and score each in-domain test part and each out-of-domain
     dataset (module docstring; SPEC 6). ``signals`` (an extract directory or an ``.npz``) adds the small
@@ -191,9 +360,12 @@ def run_two_model(
     the features lack is an error before any router is trained. ``encoder`` defaults to evaluate's (tfidf),
     fitted on the training texts. ``compare_to`` (a router label of the run) adds to every other router its
     paired differences from that router (``versus``): each metric's difference with an interval from the same
-    resamples, per dataset and for the ID / OOD means. Same inputs and seed give the same numbers."""
-    convention = check_convention(convention)
-    lpm_band, rp_band = check_band(lpm_band, "lpm_band"), check_band(rp_band, "rp_band")
+    resamples, per dataset and for the ID / OOD means. ``cache_dir`` caches the encoded texts (as evaluate's).
+    The arguments go through the same checks as :class:`TwoModelSettings` (the protocol's door, which also takes
+    the pair a table designates); here ``n_boot`` may be any count >= 1. Same inputs and seed give the same
+    numbers; the result's ``per_query`` holds every evaluated query's s(q) per router."""
+    convention = _checked("convention", check_convention, convention)
+    lpm_band, rp_band = _checked("lpm_band", check_band, lpm_band), _checked("rp_band", check_band, rp_band)
     if int(n_boot) < 1:
         raise UsageError(f"n_boot must be at least 1, got {n_boot}")
     if int(seed) < 0:
@@ -229,7 +401,7 @@ def run_two_model(
                          "use a larger test fraction or fewer datasets")
 
     chosen, _ = applicable_routers(list(routers), train, seed)  # every router checked before any is trained
-    ftrain, feval = featurize(train, evaluation, encoder or "tfidf")
+    ftrain, feval = featurize(train, evaluation, encoder or "tfidf", cache_dir)
     summary = None
     if signals is not None:
         ftrain, feval, summary = _attach_signals(Path(signals), pair, train_rows, eval_rows, ftrain, feval)
@@ -250,6 +422,9 @@ def run_two_model(
                                  split_extra={"n_evaluated": int(evaluation.n_queries)}),
         small=small, large=large, convention=convention, lpm_band=lpm_band, rp_band=rp_band, n_boot=int(n_boot),
         id_datasets=id_names, ood_datasets=ood_names, dropped=dropped, signals=summary,
+        per_query=TwoModelScores([str(q) for q in evaluation.queries.ids.tolist()], eval_sets.tolist(),
+                                 evaluation.score[:, 0].astype(np.float64), evaluation.score[:, 1].astype(np.float64),
+                                 scores),
     )
     with task("two-model: curves and bootstrap intervals"):
         cells = _score_datasets(scores, evaluation, [*id_names, *ood_names], convention, lpm_band, rp_band,
@@ -294,11 +469,9 @@ def _split_name(split: str | Split) -> str:
 
 
 def _split(id_table: RoutingTable, spec: str, seed: int) -> Split:
-    """The in-domain split; ``ood:`` is refused here, since out-of-domain datasets are named with --ood."""
-    if spec.partition(":")[0] == "ood":
-        raise UsageError("split 'ood:...' does not apply here: name out-of-domain datasets with ood_datasets "
-                         "(--ood D1,D2); the split divides the in-domain queries (given, random[:F])")
-    return make_split(id_table, spec, seed)
+    """The in-domain split (:func:`check_two_model_split`: ``ood:`` is refused, out-of-domain datasets are named
+    with ood_datasets)."""
+    return make_split(id_table, _checked("split", check_two_model_split, spec), seed)
 
 
 def _two_model_scores(router: Router, features: Features) -> FloatArray:
@@ -412,3 +585,59 @@ def _mean_cell(cells: Sequence[_Cell]) -> dict[str, Any]:
             means = np.mean(np.stack([c.replicates[m] for c in cells]), axis=0)
             out[f"{m}_ci"] = list(interval(value, *percentile_interval(means)))
     return out
+
+
+# ------------------------------------------------------------------------------------------- the protocol
+def two_model_records(result: TwoModelResult) -> list[MetricRecord]:
+    """The run's metric records, per router: every metric of :data:`METRICS` (with its 95% interval where it has
+    one) on each in-domain dataset (slice ``dataset=NAME``), their mean (``domain=id``), each out-of-domain
+    dataset and their mean (``domain=ood``); with ``compare_to``, each bootstrapped metric's paired difference
+    from the reference router (``<metric>_diff``) on the same slices."""
+    out: list[MetricRecord] = []
+    for r in result.results:
+        for metrics, suffix, cells in ((METRICS, "", r.to_dict()),
+                                       (BOOT_METRICS, "_diff", r.versus)):
+            if cells is None:
+                continue
+            parts = [*((f"dataset={d}", cells["datasets"][d]) for d in result.id_datasets),
+                     ("domain=id", cells["id_mean"]),
+                     *((f"dataset={d}", cells["datasets"][d]) for d in result.ood_datasets),
+                     *((("domain=ood", cells["ood_mean"]),) if cells["ood_mean"] is not None else ())]
+            for where, cell in parts:
+                out += [MetricRecord.of(r.spec, m + suffix, cell[m + suffix], cell.get(f"{m}{suffix}_ci"), where)
+                        for m in metrics]
+    return out
+
+
+def two_model_result(native: TwoModelResult, settings: TwoModelSettings) -> Result:
+    """A :class:`TwoModelResult` as the protocol layer's :class:`Result`: its records, the artifacts ``curves``
+    and ``per_query``, the training and evaluated sizes, and a note when queries were dropped."""
+    split = native.provenance.split if isinstance(native.provenance.split, dict) else {}
+    dropped = sum(native.dropped.values())
+    notes = ([f"{dropped} queries dropped: {native.small!r} or {native.large!r} has no score on them"]
+             if dropped else [])
+    return Result(TwoModel.name, native.provenance, settings, two_model_records(native), native=native,
+                  n_train=int(split.get("n_train", 0)), n_test=int(split.get("n_evaluated", 0)),
+                  artifacts={"curves": {r.spec: r.curves for r in native.results}, "per_query": native.per_query},
+                  notes=notes)
+
+
+@register_protocol("two-model")
+class TwoModel(Protocol):
+    summary = ("routers between a small and a large model: trained in-domain, the call-rate curve's metrics on "
+               "each in-domain and out-of-domain dataset with 95% CIs")
+    spec = "SPEC 6, 7"
+    Settings = TwoModelSettings
+
+    def run(self, table: RoutingTable, settings: Any, seed: int = 0, routers: Sequence[Any] = (),
+            context: RunContext | None = None) -> Result:
+        s: TwoModelSettings = settings
+        small, large = resolve_pair(table, s.small, s.large)
+        if (small, large) != (s.small, s.large):  # the table's pair: the settings record what ran
+            s = dataclasses.replace(s, small=small, large=large)
+        native = run_two_model(
+            table, small, large, list(routers), signals=s.features, id_datasets=s.id_datasets,
+            ood_datasets=s.ood_datasets or (), split=s.split, seed=seed, encoder=s.encoder, n_boot=s.n_boot,
+            convention=s.convention, lpm_band=s.lpm_band, rp_band=s.rp_band, compare_to=s.compare_to,
+            cache_dir=context.cache_dir if context is not None else None)
+        return two_model_result(native, s)
