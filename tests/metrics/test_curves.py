@@ -8,18 +8,25 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
+from routerlab.errors import UsageError
 from routerlab.metrics.curves import (
+    RESAMPLED,
+    TWO_MODEL_METRICS,
     CallRateCurve,
     apgr,
     auc_phi,
     auroc,
     call_rate_curve,
     call_rate_to_recover,
+    exact_sum_dtype,
     hcr,
     lpm,
     mpm,
+    resample_counts,
+    resampled_two_model_metrics,
     router_auroc,
     small_good_enough,
+    two_model_metrics,
 )
 
 
@@ -104,3 +111,71 @@ def test_scenario_metrics_empty_sets_and_interpolation() -> None:
     assert mpm(jump) == 0.0  # nothing in (Phi(.3) = 0, .85)
     flat = CallRateCurve(x=np.array([0.0, 0.5, 1.0]), phi=np.full(3, 0.4))
     assert math.isnan(apgr(flat))
+
+
+def test_two_model_metrics_by_hand() -> None:
+    # the first test's four queries: Phi on 5 points [.75, .875, 1, .75, .75]; s ranks {1, 3} < 2 < 0
+    s, small, large = np.array([0.9, 0.1, 0.5, 0.1]), np.array([1.0, 0.0, 1.0, 1.0]), np.array([1.0, 1.0, 0.0, 1.0])
+    curve = call_rate_curve(s, small, large, grid=5)
+    got = two_model_metrics(curve, s, small, large, lpm_band=(0.25, 0.5), rp_band=(0.5, 1.0))
+    assert list(got) == list(TWO_MODEL_METRICS)
+    # small right on 0, 2, 3 (label 1), wrong on 1: s(1) = .1 is below every positive except the tied 3 -> 2.5 / 3
+    assert got["auroc"] == pytest.approx(2.5 / 3)
+    assert got["lpm"] == pytest.approx((0.875 + 1.0) / 2)
+    assert got["perf_small"] == 0.75 and got["perf_large"] == 0.75
+    assert math.isnan(got["apgr"])  # Perf_L = Perf_S
+    with pytest.raises(UsageError, match="read on the call-rate grid"):
+        two_model_metrics(call_rate_curve(s, small, large, convention="routellm"), s, small, large)
+
+
+def test_resample_counts_and_exact_dtype() -> None:
+    idx = np.array([[0, 0, 2], [1, 2, 2]])
+    counts = resample_counts(idx, 3)
+    np.testing.assert_array_equal(counts, [[2, 0], [0, 1], [1, 2]])  # (queries, resamples)
+    assert counts.dtype == np.float64 and counts.flags.c_contiguous
+    assert exact_sum_dtype(np.array([0.0, 1.0]), np.array([1.0, 1.0])) is np.float32  # 0/1: exact in float32
+    assert exact_sum_dtype(np.array([0.5, 1.0]), np.array([1.0, 1.0])) is np.float64
+
+
+@pytest.mark.parametrize("convention", ["routerlab", "routerxbench"])
+@pytest.mark.parametrize("graded", [False, True])
+def test_resampled_metrics_equal_the_metrics_of_each_resample(convention: str, graded: bool) -> None:
+    """The vectorised bootstrap (multiplicities over fixed tie groups) gives, for every resample, what the
+    metrics of one curve give on the resampled queries."""
+    rng = np.random.default_rng(7)
+    n = 57
+    s = np.round(rng.random(n) * 6)  # many ties
+    if graded:
+        small, large = np.round(rng.random(n), 1), np.round(rng.random(n), 1)
+    else:
+        small, large = rng.integers(0, 2, n).astype(float), rng.integers(0, 2, n).astype(float)
+    idx = rng.integers(0, n, size=(40, n))
+    bands = ((0.25, 0.30), (0.85, 0.95))
+    reps = resampled_two_model_metrics(s, small, large, idx, convention, *bands)  # type: ignore[arg-type]
+    assert list(reps) == ["auroc", "lpm", "mpm", "hcr", "auc", "apgr"] and set(reps) == set(RESAMPLED)
+    for b in range(idx.shape[0]):
+        r = idx[b]
+        curve = call_rate_curve(s[r], small[r], large[r], convention=convention)  # type: ignore[arg-type]
+        want = two_model_metrics(curve, s[r], small[r], large[r], *bands)
+        for m in RESAMPLED:
+            if math.isnan(want[m]):
+                assert math.isnan(reps[m][b]), (m, b)
+            else:
+                assert reps[m][b] == pytest.approx(want[m], abs=1e-12), (m, b)
+    # the identity resample is the point estimate
+    ident = resampled_two_model_metrics(s, small, large, np.arange(n)[None, :], convention, *bands)  # type: ignore[arg-type]
+    point = two_model_metrics(call_rate_curve(s, small, large, convention=convention), s, small, large, *bands)  # type: ignore[arg-type]
+    for m in RESAMPLED:
+        assert ident[m][0] == pytest.approx(point[m], abs=1e-12, nan_ok=True)
+    # multiplicities shared between routers give the same numbers as computed inside
+    if convention == "routerlab":
+        shared = resample_counts(idx, n, exact_sum_dtype(small, large))
+        again = resampled_two_model_metrics(s, small, large, idx, convention, *bands, counts=shared)
+        for m in RESAMPLED:
+            np.testing.assert_array_equal(again[m], reps[m])
+
+
+def test_resampled_metrics_refuse_routellm() -> None:
+    with pytest.raises(UsageError, match="convention must be one of"):
+        resampled_two_model_metrics(np.zeros(3), np.zeros(3), np.ones(3), np.zeros((1, 3), dtype=np.intp),
+                                    "routellm")  # type: ignore[arg-type]

@@ -112,3 +112,48 @@ def test_datasets_without_a_test_query_train_nothing(table: RoutingTable, tmp_pa
     sec = run(dataclasses.replace(table, queries=queries), tmp_path, small=SMALL, large=LARGE, quick=True)
     assert sec.data["measured"] and sec.data["datasets"] == ["code", "math"]
     assert sec.data["left_out_train_queries"] == int((table.queries.dataset == "law").sum())
+
+
+def test_routers_are_fitted_once_and_decisions_are_the_runs(table: RoutingTable, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The section renders the protocol's run: every router is fitted once, and the per-query decisions come from
+    the run's per-query scores (the random split of a table without a split column, with unobserved scores)."""
+    import dataclasses
+
+    from routerlab.protocols import two_model
+    from routerlab.routers.base import get_router
+
+    score = table.score.astype(np.float64).copy()
+    score[::7, table.actor_names.index("general-7b")] = np.nan  # test queries the audit leaves out
+    score[3, table.actor_names.index(SMALL)] = np.nan  # a query the pair lacks
+    unsplit = dataclasses.replace(table, score=score, queries=dataclasses.replace(
+        table.queries, split=np.full(table.n_queries, "", dtype=object)))
+    knn = type(get_router("knn"))
+    fits: list[int] = []
+    original = knn.fit
+
+    def counting(self: Any, train: RoutingTable, features: Any) -> Any:
+        fits.append(train.n_queries)
+        return original(self, train, features)
+
+    runs: list[Any] = []
+    real_run = two_model.TwoModel.run
+
+    def keep(self: Any, *args: Any, **kwargs: Any) -> Any:
+        runs.append(real_run(self, *args, **kwargs))
+        return runs[-1]
+
+    monkeypatch.setattr(knn, "fit", counting)
+    monkeypatch.setattr(two_model.TwoModel, "run", keep)
+    sec = run(unsplit, tmp_path, small=SMALL, large=LARGE, quick=True)
+    assert sec.data["measured"] and len(fits) == 1 and len(runs) == 1
+    per = runs[0].artifacts["per_query"]
+    (d,) = sec.decisions
+    assert d.query_ids == per.ids and d.choices["knn"].sum() == round(CALL_RATE * len(per.ids))
+    np.testing.assert_array_equal(d.choices["knn"], per.escalated("knn", CALL_RATE))
+    # the protocol scored exactly the audit's evaluated test queries that both models answered
+    split, _ = audit.evaluable_split(unsplit, audit.audit_split(unsplit, 0))
+    assert split.kind == "random"
+    both = ~np.isnan(score[:, table.actor_index([SMALL, LARGE])]).any(axis=1)
+    assert sorted(per.ids) == sorted(str(q) for q in unsplit.queries.ids[split.test[both[split.test]]])
+    assert fits == [int(both[split.train].sum())]

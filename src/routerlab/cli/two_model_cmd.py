@@ -15,7 +15,7 @@ import typer
 
 from routerlab.cli import app
 from routerlab.cli._io import check_output_dir, json_option, open_table, print_json, seed_option
-from routerlab.cli.evaluate_cmd import ENCODER_HELP, MAX_BOOT, MIN_BOOT, router_specs
+from routerlab.cli.evaluate_cmd import router_specs
 from routerlab.errors import UsageError
 from routerlab.metrics.catalog import label
 
@@ -34,20 +34,6 @@ def dataset_list(text: str | None, option: str) -> list[str]:
     if repeated:
         raise UsageError(f"{option} names dataset {repeated[0]!r} twice")
     return names
-
-
-def band(text: str, option: str) -> tuple[float, float]:
-    """``LO,HI`` -> (lo, hi): two finite numbers in [0, 1], lo <= hi."""
-    from routerlab.protocols.two_model import check_band
-
-    parts = [x.strip() for x in text.split(",")]
-    if len(parts) != 2:
-        raise UsageError(f"{option} needs two numbers LO,HI in [0, 1], got {text!r}")
-    try:
-        values = (float(parts[0]), float(parts[1]))
-    except ValueError:
-        raise UsageError(f"{option} needs two numbers LO,HI in [0, 1], got {text!r}") from None
-    return check_band(values, option)
 
 
 def _number(value: Any) -> str:
@@ -79,37 +65,40 @@ def results_text(result: dict[str, Any], metrics: tuple[str, ...] = SHOWN_METRIC
     return "\n".join(lines)
 
 
+def _help(name: str) -> str:
+    """A setting's meaning as its option's help (the protocol declares it once)."""
+    from routerlab.protocols.two_model import TwoModelSettings
+
+    text = TwoModelSettings.help(name)
+    return text[:1].upper() + text[1:] + "."
+
+
+def _default(name: str) -> Any:
+    """A setting's default as its option takes it (the protocol declares it once; a band as LO,HI text)."""
+    from routerlab.protocols.two_model import TwoModelSettings
+
+    default = next(s["default"] for s in TwoModelSettings.describe() if s["name"] == name)
+    return ",".join(f"{v:.2f}" for v in default) if isinstance(default, list) else default
+
+
 @app.command("two-model")
 def two_model_cmd(
     table_dir: Annotated[Path, typer.Argument(help="A table directory with both models' scores.")],
-    small: Annotated[str, typer.Option("--small", help="The small model: the actor that answers by default.")],
-    large: Annotated[str, typer.Option("--large", help="The large model: the actor a query is escalated to.")],
     routers: Annotated[str, typer.Option(
         "--routers", help="Comma-separated router specs, e.g. oracle,best-single,knn,probe-dirichlet.")],
-    features: Annotated[Path | None, typer.Option(
-        "--features", help="The small model's signals: a routerlab extract directory or an .npz of arrays "
-                           "(ids + hidden / option_logits / self_ask / samples), joined by query id.")] = None,
-    id_datasets: Annotated[str | None, typer.Option(
-        "--id", help="In-domain datasets, comma-separated (default: every dataset not named by --ood).")] = None,
-    ood_datasets: Annotated[str | None, typer.Option(
-        "--ood", help="Out-of-domain datasets, comma-separated: evaluated whole, never trained on.")] = None,
-    split: Annotated[str, typer.Option(
-        help="Split of the in-domain queries: random[:F] (seeded, stratified by dataset) or given.")] = "random:0.2",
+    small: Annotated[str | None, typer.Option("--small", help=_help("small"))] = None,
+    large: Annotated[str | None, typer.Option("--large", help=_help("large"))] = None,
+    features: Annotated[Path | None, typer.Option("--features", help=_help("features"))] = None,
+    id_datasets: Annotated[str | None, typer.Option("--id", help=_help("id_datasets"))] = None,
+    ood_datasets: Annotated[str | None, typer.Option("--ood", help=_help("ood_datasets"))] = None,
+    split: Annotated[str, typer.Option(help=_help("split"))] = _default("split"),
     seed: Annotated[int, seed_option()] = 0,
-    encoder: Annotated[str, typer.Option(help=ENCODER_HELP)] = "tfidf",
-    boot: Annotated[int, typer.Option(
-        "--boot", min=MIN_BOOT, max=MAX_BOOT, help=f"Bootstrap resamples per 95% interval ({MIN_BOOT}.."
-                                                   f"{MAX_BOOT:,}).")] = 1000,
-    convention: Annotated[str, typer.Option(
-        help="Curve convention: routerlab (exact tie expectation) or routerxbench (its released code).")
-    ] = "routerlab",
-    lpm_band: Annotated[str, typer.Option("--lpm-band", help="LPM call-rate band LO,HI.")] = "0.25,0.30",
-    rp_band: Annotated[str, typer.Option(
-        "--rp-band", help="HCR relative-performance band R1,R2 (tau_i = Perf_S + R_i (Perf_L - Perf_S)).")
-    ] = "0.85,0.95",
-    compare_to: Annotated[str | None, typer.Option(
-        "--compare-to", help="A router of --routers: every other router's result gets its paired differences from "
-                             "it (each metric's difference with a 95% interval from the same resamples).")] = None,
+    encoder: Annotated[str, typer.Option(help=_help("encoder"))] = _default("encoder"),
+    boot: Annotated[int, typer.Option("--boot", help=_help("n_boot"))] = _default("n_boot"),
+    convention: Annotated[str, typer.Option(help=_help("convention"))] = _default("convention"),
+    lpm_band: Annotated[str, typer.Option("--lpm-band", help=_help("lpm_band"))] = _default("lpm_band"),
+    rp_band: Annotated[str, typer.Option("--rp-band", help=_help("rp_band"))] = _default("rp_band"),
+    compare_to: Annotated[str | None, typer.Option("--compare-to", help=_help("compare_to"))] = None,
     as_json: Annotated[bool, json_option()] = False,
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", help="Directory for results.json, results.csv, tables.md and one call-rate plot per "
@@ -117,32 +106,25 @@ def two_model_cmd(
 ) -> None:
     """Two-model routing (SPEC 6): train routers on the in-domain split, then AUROC, LPM, MPM, HCR, AUC and
     APGR with 95% intervals on each in-domain and out-of-domain dataset, and their ID and OOD averages."""
-    from routerlab.features.registry import get_encoder
-    from routerlab.protocols.two_model import check_convention, run_two_model
+    from routerlab.protocols.base import get_protocol
+    from routerlab.protocols.two_model import TwoModelSettings
     from routerlab.reports.files import say_written, write_json
 
     specs = router_specs(routers)
     if compare_to is not None and compare_to not in specs:
         raise UsageError(f"--compare-to {compare_to!r} is not one of --routers ({', '.join(specs)})")
-    get_encoder(encoder)  # an unknown encoder or option: one line now, not after the table is read
-    check_convention(convention)
-    bands = band(lpm_band, "--lpm-band"), band(rp_band, "--rp-band")
-    ids = dataset_list(id_datasets, "--id") if id_datasets is not None else None
-    oods = dataset_list(ood_datasets, "--ood")
-    both = [d for d in ids or [] if d in oods]
-    if both:
-        raise UsageError(f"dataset {both[0]!r} is named by both --id and --ood")
-    if small == large:
-        raise UsageError(f"--small and --large are both {small!r}; name two different actors")
-    if features is not None and not (features.is_dir() or features.is_file()):
-        raise UsageError(f"--features {features}: no such directory or file")
+    settings = TwoModelSettings.from_cli(
+        small=small, large=large, features=None if features is None else str(features),
+        id_datasets=dataset_list(id_datasets, "--id") if id_datasets is not None else None,
+        ood_datasets=dataset_list(ood_datasets, "--ood") if ood_datasets is not None else None, split=split,
+        encoder=encoder, n_boot=boot, convention=convention, lpm_band=lpm_band, rp_band=rp_band,
+        compare_to=compare_to)
     if output is not None:
         check_output_dir(output)
     table = open_table(table_dir)
-    result = run_two_model(table, small, large, specs, signals=features, id_datasets=ids, ood_datasets=oods,
-                           split=split, seed=seed, encoder=encoder, n_boot=boot, convention=convention,
-                           lpm_band=bands[0], rp_band=bands[1], compare_to=compare_to)
-    record = result.to_dict()
+    result = get_protocol("two-model").run(table, settings, seed, specs)
+    record = {**result.native.to_dict(), **{k: v for k, v in result.to_dict().items()
+                                            if k in ("protocol", "settings", "records")}}
     written: list[Path] = []
     if output is not None:
         from routerlab.reports.two_model_report import write_two_model_report

@@ -20,8 +20,9 @@ the curve; the curve records its own, and every metric taking it follows it (SPE
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import numpy as np
 import numpy.typing as npt
@@ -65,7 +66,12 @@ class CallRateCurve:
 
     def tau(self, rp: float) -> float:
         """tau = Perf_S + rp * (Perf_L - Perf_S), the absolute level of relative performance rp."""
-        return self.perf_s + rp * (self.perf_l - self.perf_s)
+        return float(_tau(self.perf_s, self.perf_l, rp))
+
+
+def _tau(perf_s: Any, perf_l: Any, rp: float) -> Any:
+    """tau = Perf_S + rp * (Perf_L - Perf_S), for one curve (floats) or one per resample (arrays)."""
+    return perf_s + rp * (perf_l - perf_s)
 
 
 def _known(values: npt.ArrayLike, name: str, n: int | None = None) -> FloatArray:
@@ -114,36 +120,59 @@ def _routerlab_curve(s: FloatArray, small: FloatArray, large: FloatArray, grid: 
     piecewise-linear interpolation, in k, of the cumulative gain at tie-group boundaries."""
     n = s.size
     diff = large - small
-    order = np.lexsort((diff, s))  # a function of the multiset of rows: row order cannot change the bits
-    s_sorted, gains = s[order], diff[order]
-    group_end = np.flatnonzero(np.append(s_sorted[1:] != s_sorted[:-1], True)) + 1
-    sent = np.concatenate(([0], group_end))
+    order = _routerlab_order(s, diff)
+    gains = diff[order]
+    sent = np.concatenate(([0], _group_ends(s[order])))
     cumulative = np.concatenate(([0.0], np.cumsum(gains)))[sent]
     steps = np.arange(grid)
-    k = (steps * n) // (grid - 1)
-    phi = (np.sort(small).sum() + np.interp(k, sent, cumulative)) / n
+    phi = (np.sort(small).sum() + np.interp(_grid_counts(n, grid), sent, cumulative)) / n
     return CallRateCurve(x=steps / (grid - 1), phi=np.asarray(phi, dtype=np.float64))
+
+
+def _routerlab_order(s: FloatArray, gain: FloatArray) -> npt.NDArray[np.intp]:
+    """The routerlab curve's query order: by router score, ties by the gain large - small. A function of the
+    multiset of rows, so row order cannot change the bits."""
+    return np.asarray(np.lexsort((gain, s)), dtype=np.intp)
+
+
+def _group_ends(sorted_scores: FloatArray) -> npt.NDArray[np.intp]:
+    """One past the last position of each tie group of sorted router scores."""
+    return np.flatnonzero(np.append(sorted_scores[1:] != sorted_scores[:-1], True)) + 1
+
+
+def _grid_counts(n: int, grid: int) -> npt.NDArray[np.int64]:
+    """Queries sent to the large model at each of ``grid`` call-rate points: floor(i * n / (grid - 1)), exact."""
+    return (np.arange(grid) * n) // (grid - 1)
 
 
 def _routerxbench_curve(s: FloatArray, small: FloatArray, large: FloatArray) -> CallRateCurve:
     """RouterXBench's curve, same float operations in the same order (module docstring)."""
-    n = s.size
-    order = np.argsort(s)  # numpy's default kind on purpose: the released code's tie order
-    sorted_small, sorted_large = small[order], large[order]
-    prefix_small, prefix_large = np.cumsum(sorted_small), np.cumsum(sorted_large)
-    total_small = prefix_small[-1]
-    rates = np.linspace(0, 1, _XB_GRID)
-    phi = np.empty(_XB_GRID)
-    for i, rate in enumerate(rates):  # 101 grid points, not queries
+    phi, perf_s, perf_l = _routerxbench_phi(s[None, :], small[None, :], large[None, :])
+    means = (float(perf_s[0]), float(perf_l[0]))
+    return CallRateCurve(x=np.linspace(0, 1, _XB_GRID), phi=phi[0], convention="routerxbench", model_means=means)
+
+
+def _routerxbench_phi(s: FloatArray, small: FloatArray, large: FloatArray) -> tuple[FloatArray, FloatArray,
+                                                                                       FloatArray]:
+    """RouterXBench's curve for each row of (rows, n) arrays (one query set per row; numpy sorts, sums and
+    averages each row exactly as it does a vector): numpy's default (unstable) argsort, int(rate * n) on the
+    float grid, prefix sums in sorted order; Perf_S and Perf_L from the row-order means."""
+    b, n = s.shape
+    order = np.argsort(s, axis=1)  # numpy's default kind on purpose: the released code's tie order
+    sorted_small = np.take_along_axis(small, order, axis=1)
+    sorted_large = np.take_along_axis(large, order, axis=1)
+    prefix_small, prefix_large = np.cumsum(sorted_small, axis=1), np.cumsum(sorted_large, axis=1)
+    total_small = prefix_small[:, -1]
+    phi = np.empty((b, _XB_GRID))
+    for i, rate in enumerate(np.linspace(0, 1, _XB_GRID)):  # 101 grid points, not queries
         k = int(rate * n)
         if k == 0:
-            phi[i] = total_small / n
+            phi[:, i] = total_small / n
         elif k >= n:
-            phi[i] = np.mean(sorted_large)
+            phi[:, i] = np.mean(sorted_large, axis=1)
         else:
-            phi[i] = (prefix_large[k - 1] + (total_small - prefix_small[k - 1])) / n
-    means = (float(np.mean(small)), float(np.mean(large)))
-    return CallRateCurve(x=rates, phi=phi, convention="routerxbench", model_means=means)
+            phi[:, i] = (prefix_large[:, k - 1] + (total_small - prefix_small[:, k - 1])) / n
+    return phi, np.mean(small, axis=1), np.mean(large, axis=1)
 
 
 def _routellm_curve(s: FloatArray, small: FloatArray, large: FloatArray, bins: int) -> CallRateCurve:
@@ -221,8 +250,16 @@ def router_auroc(
         raise UsageError("router_auroc with convention 'routerxbench' needs large_score")
     small = _known(small_score, "small_score")
     large = _known(large_score, "large_score", small.size)
+    return auroc(router_scores, _ability_labels(small, large, convention), convention)
+
+
+def _ability_labels(small: FloatArray, large: FloatArray, convention: str) -> BoolArray:
+    """The label of router ability per query by the convention's rule: routerlab's :func:`small_good_enough`;
+    RouterXBench's released code: small >= large when any score exceeds 1, else small >= 1."""
+    if convention == "routerlab":
+        return small_good_enough(small, large)
     graded = bool((large > 1).any() or (small > 1).any())
-    return auroc(router_scores, small >= large if graded else 1 - small <= 0, convention)
+    return np.asarray(small >= large if graded else 1 - small <= 0)
 
 
 def _band_mask(x: FloatArray, lo: float, hi: float) -> BoolArray:
@@ -237,15 +274,15 @@ def _on_grid(curve: CallRateCurve, what: str) -> None:
         )
 
 
-def _routerxbench_band(curve: CallRateCurve, band: tuple[float, float]) -> tuple[int, int]:
-    """RouterXBench's LPM slice: the band clipped to [0, 1], ends found by searchsorted on the float
-    grid (so x = 0.35 = linspace[35] = 0.35000000000000003 is outside a band ending at 0.35), and at
+def _routerxbench_band(x: FloatArray, band: tuple[float, float]) -> tuple[int, int]:
+    """RouterXBench's LPM slice of the grid ``x``: the band clipped to [0, 1], ends found by searchsorted on the
+    float grid (so x = 0.35 = linspace[35] = 0.35000000000000003 is outside a band ending at 0.35), and at
     least one grid point (the first at or above the lower end)."""
-    size = curve.x.size
+    size = x.size
     lo = max(0.0, min(1.0, band[0]))
     hi = max(lo, min(1.0, band[1]))
-    start = int(np.searchsorted(curve.x, lo, side="left"))
-    end = int(np.searchsorted(curve.x, hi, side="right"))
+    start = int(np.searchsorted(x, lo, side="left"))
+    end = int(np.searchsorted(x, hi, side="right"))
     if end <= start:
         end = min(start + 1, size)
     return min(start, size - 1), end
@@ -257,7 +294,7 @@ def lpm(curve: CallRateCurve, band: tuple[float, float] = (0.25, 0.30)) -> float
     (routerxbench: its band rule, see ``_routerxbench_band``)."""
     _on_grid(curve, "LPM")
     if curve.convention == "routerxbench":
-        start, end = _routerxbench_band(curve, band)
+        start, end = _routerxbench_band(curve.x, band)
         return float(np.mean(curve.phi[start:end]))
     mask = _band_mask(curve.x, *band)
     return float(curve.phi[mask].mean()) if mask.any() else float("nan")
@@ -268,10 +305,23 @@ def hcr(curve: CallRateCurve, rp_band: tuple[float, float] = (0.85, 0.95)) -> fl
     levels of relative performance rp_band (SPEC 6, paper eq. 9; [0.85, 0.95]); 0 where there are none.
     routerlab allows 1e-12 of rounding at tau_i; routerxbench compares exactly."""
     _on_grid(curve, "HCR")
-    tau_1, tau_2 = curve.tau(rp_band[0]), curve.tau(rp_band[1])
-    tol = 0.0 if curve.convention == "routerxbench" else _TOL
-    mask = (curve.phi >= tau_1 - tol) & (curve.phi <= tau_2 + tol)
+    mask = _high_band(curve.phi, curve.tau(rp_band[0]), curve.tau(rp_band[1]), _tolerance(curve.convention))
     return float(1.0 - np.mean(curve.x[mask])) if mask.any() else 0.0
+
+
+def _tolerance(convention: str) -> float:
+    """The rounding allowance at band ends and thresholds: 1e-12 for routerlab, none for RouterXBench."""
+    return 0.0 if convention == "routerxbench" else _TOL
+
+
+def _high_band(phi: FloatArray, tau_1: Any, tau_2: Any, tol: float) -> BoolArray:
+    """HCR's points: tau_1 <= Phi <= tau_2 within ``tol`` (per curve, or per row with (rows, 1) taus)."""
+    return np.asarray((phi >= tau_1 - tol) & (phi <= tau_2 + tol))
+
+
+def _mid_band(phi: FloatArray, floor: Any, tau_1: Any, tol: float) -> BoolArray:
+    """MPM's points: Phi(d_hi) < Phi < tau_1, strictly by more than ``tol`` (per curve, or per row)."""
+    return np.asarray((phi > floor + tol) & (phi < tau_1 - tol))
 
 
 def mpm(
@@ -283,18 +333,21 @@ def mpm(
     (SPEC 6; d_hi = band[1], tau_1 from rp_band[0]); 0 where there are none. routerxbench takes Phi at
     the last grid point of its LPM slice for Phi(d_hi) and compares exactly."""
     _on_grid(curve, "MPM")
-    tau_1 = curve.tau(rp_band[0])
     if curve.convention == "routerxbench":
-        floor = float(curve.phi[_routerxbench_band(curve, band)[1] - 1])
-        mask = (curve.phi > floor) & (curve.phi < tau_1)
+        floor = float(curve.phi[_routerxbench_band(curve.x, band)[1] - 1])
     else:
         floor = curve.at(band[1])
-        mask = (curve.phi > floor + _TOL) & (curve.phi < tau_1 - _TOL)
+    mask = _mid_band(curve.phi, floor, curve.tau(rp_band[0]), _tolerance(curve.convention))
     return float(np.mean(curve.phi[mask])) if mask.any() else 0.0
 
 
 def _trapezoid(y: FloatArray, x: FloatArray) -> float:
-    return float(np.sum(np.diff(x) * (y[1:] + y[:-1]) / 2.0))
+    return float(_trapezoids(y, x))
+
+
+def _trapezoids(y: FloatArray, x: FloatArray) -> Any:
+    """Trapezoid areas under ``y`` over ``x``, along the last axis (one curve, or one per row)."""
+    return np.sum(np.diff(x) * (y[..., 1:] + y[..., :-1]) / 2.0, axis=-1)
 
 
 def auc_phi(curve: CallRateCurve) -> float:
@@ -354,3 +407,169 @@ def oracle_two_model_score(small_score: npt.ArrayLike, large_score: npt.ArrayLik
     rank = np.empty(small.size, dtype=np.float64)
     rank[order] = np.cumsum(new)
     return rank
+
+
+# ------------------------------------------------------------------ the two-model metrics, per bootstrap resample
+RESAMPLED = ("auroc", "lpm", "mpm", "hcr", "auc", "apgr")
+"""The two-model metrics of one router on one query set that a bootstrap resample changes (each gets an
+interval)."""
+TWO_MODEL_METRICS = (*RESAMPLED, "perf_small", "perf_large")
+"""Every metric :func:`two_model_metrics` returns."""
+
+
+def two_model_metrics(
+    curve: CallRateCurve,
+    router_scores: npt.ArrayLike,
+    small_score: npt.ArrayLike,
+    large_score: npt.ArrayLike,
+    lpm_band: tuple[float, float] = (0.25, 0.30),
+    rp_band: tuple[float, float] = (0.85, 0.95),
+) -> dict[str, float]:
+    """SPEC 6's metrics of one router on one query set, by ``curve``'s convention (routerlab or routerxbench):
+    AUROC, LPM, MPM, HCR, AUC, APGR, Perf_S and Perf_L (the names of :data:`TWO_MODEL_METRICS`)."""
+    _on_grid(curve, "the two-model metrics")
+    convention: AurocConvention = "routerxbench" if curve.convention == "routerxbench" else "routerlab"
+    return {
+        "auroc": router_auroc(router_scores, small_score, large_score, convention=convention),
+        "lpm": lpm(curve, lpm_band), "mpm": mpm(curve, lpm_band, rp_band), "hcr": hcr(curve, rp_band),
+        "auc": auc_phi(curve), "apgr": apgr(curve), "perf_small": curve.perf_s, "perf_large": curve.perf_l,
+    }
+
+
+def exact_sum_dtype(small_score: FloatArray, large_score: FloatArray) -> type[np.floating[Any]]:
+    """The dtype :func:`resampled_two_model_metrics` sums multiplicities in: float32 where every partial sum is
+    an integer below 2^24 (0/1 scores: counts, gains and labels are small integers, exact in float32 and summed
+    about twice as fast), else float64."""
+    binary = bool(np.isin(small_score, (0.0, 1.0)).all() and np.isin(large_score, (0.0, 1.0)).all())
+    return np.float32 if binary and small_score.size < 2**23 else np.float64
+
+
+def resample_counts(idx: npt.NDArray[np.intp], n: int, dtype: type[np.floating[Any]] = np.float64
+                    ) -> npt.NDArray[np.floating[Any]]:
+    """(n, rows): how often each of ``n`` queries occurs in each resample of ``idx`` (rows, n). Queries run down
+    the first axis, so sums over sorted queries are column-wise cumulative sums (vectorised over resamples)."""
+    rows = idx.shape[0]
+    offsets = (np.arange(rows, dtype=np.intp) * n)[:, None]
+    counts = np.bincount((idx + offsets).ravel(), minlength=rows * n).reshape(rows, n)
+    return np.ascontiguousarray(counts.T, dtype=dtype)
+
+
+def resampled_two_model_metrics(
+    router_scores: FloatArray,
+    small_score: FloatArray,
+    large_score: FloatArray,
+    idx: npt.NDArray[np.intp],
+    convention: AurocConvention = "routerlab",
+    lpm_band: tuple[float, float] = (0.25, 0.30),
+    rp_band: tuple[float, float] = (0.85, 0.95),
+    *,
+    counts: npt.NDArray[np.floating[Any]] | None = None,
+) -> dict[str, FloatArray]:
+    """The metrics of :data:`RESAMPLED` for every bootstrap resample of ``idx`` (rows, n) at once: what
+    :func:`two_model_metrics` gives on ``router_scores[idx[b]]``, ``small_score[idx[b]]``,
+    ``large_score[idx[b]]``, vectorised over b (equal up to float rounding; the tests check it). The routerlab
+    curve of a resample keeps the data's tie groups and weighs each query by its multiplicity; ``counts``
+    (:func:`resample_counts` of ``idx``, in :func:`exact_sum_dtype`) may be passed to share them between
+    routers. RouterXBench's curve is its released code's, row by row. Scores must be observed (no NaN)."""
+    _check_convention(convention, get_args(AurocConvention), "resampled_two_model_metrics")
+    s, small, large = router_scores, small_score, large_score
+    n = s.size
+    labels = _ability_labels(small, large, convention)
+    if convention == "routerlab":
+        w = resample_counts(idx, n, exact_sum_dtype(small, large)) if counts is None else counts
+        order = _routerlab_order(s, large - small)
+        ends = _group_ends(s[order])
+        w_sorted = w[order]
+        sent = _at_group_ends(w_sorted, ends)
+        phi = _resampled_routerlab_phi(w, w_sorted, ends, sent, small, (large - small)[order], n)
+        perf_s, perf_l = phi[:, 0], phi[:, -1]
+        auroc_b = _weighted_auroc(w_sorted, ends, sent, labels[order], one_label=math.nan)
+        x = np.arange(_GRID) / (_GRID - 1)
+    else:
+        phi, perf_s, perf_l = _routerxbench_phi(s[idx], small[idx], large[idx])
+        order = np.argsort(s, kind="stable")
+        w_sorted, ends = resample_counts(idx, n, exact_sum_dtype(small, large))[order], _group_ends(s[order])
+        auroc_b = _weighted_auroc(w_sorted, ends, _at_group_ends(w_sorted, ends), labels[order], one_label=0.5)
+        x = np.linspace(0, 1, _XB_GRID)
+    return {"auroc": auroc_b, **_resampled_curve_metrics(phi, x, perf_s, perf_l, convention, lpm_band, rp_band)}
+
+
+_GRID = 101  # the call-rate grid of the resampled curves (routerlab's default, RouterXBench's linspace)
+
+
+def _at_group_ends(w_sorted: npt.NDArray[np.floating[Any]], ends: npt.NDArray[np.intp],
+                   values: FloatArray | None = None) -> FloatArray:
+    """(groups + 1, rows): the cumulative sum of the multiplicities ``w_sorted`` (n, rows) of the sorted queries
+    (times their ``values``) at each tie group's end, a zero row first; summed in the multiplicities' dtype
+    (see :func:`exact_sum_dtype`), returned as float64."""
+    weighted = w_sorted if values is None else w_sorted * values.astype(w_sorted.dtype)[:, None]
+    total = np.cumsum(weighted, axis=0)[ends - 1]
+    return np.concatenate([np.zeros((1, w_sorted.shape[1])), total], axis=0, dtype=np.float64)
+
+
+def _resampled_routerlab_phi(w: npt.NDArray[np.floating[Any]], w_sorted: npt.NDArray[np.floating[Any]],
+                             ends: npt.NDArray[np.intp], sent: FloatArray,
+                             small: FloatArray, gain_sorted: FloatArray, n: int) -> FloatArray:
+    """(rows, grid) routerlab curves of the resamples: tie groups of the router score are fixed by the data, a
+    resample only changes how many copies of each query a group holds; the expected gain of sending k queries
+    is the linear interpolation, in k, of the cumulative gain at the groups' ends (as :func:`call_rate_curve`).
+    ``sent`` is :func:`_at_group_ends` of the multiplicities: the queries sent when whole groups go."""
+    b = w.shape[1]
+    sent = np.ascontiguousarray(sent.T)  # (b, g + 1), non-decreasing per row
+    gained = np.ascontiguousarray(_at_group_ends(w_sorted, ends, gain_sorted).T)
+    g = ends.size
+    k = _grid_counts(n, _GRID).astype(np.float64)
+    offsets = np.arange(b, dtype=np.float64) * (n + 1)  # rows laid end to end stay sorted
+    pos = np.searchsorted((sent + offsets[:, None]).ravel(), (k[None, :] + offsets[:, None]).ravel(), side="right")
+    j = np.minimum(pos.reshape(b, _GRID) - 1 - (np.arange(b) * (g + 1))[:, None], g - 1)
+    r = np.arange(b)[:, None]
+    lo_n, hi_n = sent[r, j], sent[r, j + 1]
+    step = np.where(hi_n > lo_n, (k[None, :] - lo_n) / np.where(hi_n > lo_n, hi_n - lo_n, 1.0), 0.0)
+    step = np.clip(step, 0.0, 1.0)
+    gain = gained[r, j] + step * (gained[r, j + 1] - gained[r, j])
+    return np.asarray((small @ w)[:, None] + gain) / n
+
+
+def _weighted_auroc(w_sorted: npt.NDArray[np.floating[Any]], ends: npt.NDArray[np.intp], sent: FloatArray,
+                    labels_sorted: BoolArray, *, one_label: float) -> FloatArray:
+    """Mann-Whitney AUROC per resample (ties 1/2, as :func:`auroc`) from the multiplicities (n, rows) of the
+    queries sorted by router score, ``ends`` closing each tie group (``sent``: :func:`_at_group_ends` of the
+    multiplicities); ``one_label`` where a resample holds a single label."""
+    pos_cum = _at_group_ends(w_sorted, ends, labels_sorted.astype(np.float64))
+    neg_cum = sent - pos_cum
+    pos, neg = np.diff(pos_cum, axis=0), np.diff(neg_cum, axis=0)
+    n_pos, n_neg = pos_cum[-1], neg_cum[-1]
+    both = (n_pos > 0) & (n_neg > 0)
+    wins = (pos * (neg_cum[:-1] + 0.5 * neg)).sum(axis=0)
+    return np.asarray(np.where(both, wins / np.where(both, n_pos * n_neg, 1.0), one_label))
+
+
+def _resampled_curve_metrics(phi: FloatArray, x: FloatArray, perf_s: FloatArray, perf_l: FloatArray,
+                             convention: str, lpm_band: tuple[float, float], rp_band: tuple[float, float]
+                             ) -> dict[str, FloatArray]:
+    """LPM, MPM, HCR, AUC and APGR of the curves ``phi`` (rows) on the grid ``x``, by the rules :func:`lpm`,
+    :func:`mpm`, :func:`hcr`, :func:`auc_phi` and :func:`apgr` apply to one curve (the same bands, tolerances
+    and thresholds; the means taken as masked sums over each row)."""
+    tau_1 = _tau(perf_s, perf_l, rp_band[0])[:, None]
+    tau_2 = _tau(perf_s, perf_l, rp_band[1])[:, None]
+    tol = _tolerance(convention)
+    if convention == "routerxbench":
+        start, end = _routerxbench_band(x, lpm_band)
+        lpm_b = phi[:, start:end].mean(axis=1)
+        floor = phi[:, end - 1]
+    else:
+        band = _band_mask(x, *lpm_band)
+        lpm_b = phi[:, band].mean(axis=1) if band.any() else np.full(phi.shape[0], math.nan)
+        # Phi(d_hi), linear between the grid points around it
+        j = min(max(int(np.searchsorted(x, lpm_band[1], side="right")) - 1, 0), x.size - 2)
+        frac = (lpm_band[1] - x[j]) / (x[j + 1] - x[j])
+        floor = phi[:, j] + frac * (phi[:, j + 1] - phi[:, j])
+    mid = _mid_band(phi, floor[:, None], tau_1, tol)
+    high = _high_band(phi, tau_1, tau_2, tol)
+    n_high, n_mid = high.sum(axis=1), mid.sum(axis=1)
+    hcr_b = np.where(n_high > 0, 1.0 - (high * x).sum(axis=1) / np.maximum(n_high, 1), 0.0)
+    mpm_b = np.where(n_mid > 0, (mid * phi).sum(axis=1) / np.maximum(n_mid, 1), 0.0)
+    auc_b = _trapezoids(phi, x)
+    gap = perf_l - perf_s
+    apgr_b = np.where(gap != 0, (auc_b - perf_s) / np.where(gap != 0, gap, 1.0), math.nan)
+    return {"lpm": np.asarray(lpm_b, dtype=np.float64), "mpm": mpm_b, "hcr": hcr_b, "auc": auc_b, "apgr": apgr_b}

@@ -1,19 +1,27 @@
 """Two-model routing with in-domain and out-of-domain evaluation (SPEC 6, routerxbench-probedirichlet.txt
-sec. 3-5, its Tables 1-2 layout).
+sec. 3-5, its Tables 1-2 layout), registered as the protocol ``two-model``.
 
 A routing table is cut to two actors, the small model first. In-domain datasets are split (``split``) and every
 router trains on their train part; each router's two-model score s(q) ("the small model will do") is then read
 on the test part of every in-domain dataset and on every query of every out-of-domain dataset, and each
 dataset gets the call-rate curve and its metrics (AUROC, LPM, MPM, HCR, AUC, APGR, Perf_S, Perf_L), each with a
-95% percentile bootstrap interval over that dataset's queries (SPEC 7). The resamples of a dataset are drawn
-once and shared by every router, so two routers' intervals come from the same resampled queries (paired), and
-the replicate curves are computed for all resamples at once (no Python loop over replicates).
+95% percentile bootstrap interval over that dataset's queries (SPEC 7). Every curve metric, of the data and of
+each resample, comes from :mod:`routerlab.metrics.curves`; this module only splits, trains, resamples and
+collects. The resamples of a dataset are drawn once and shared by every router, so two routers' intervals come
+from the same resampled queries (paired), and the replicate curves are computed for all resamples at once.
 
 Queries where either model's score is unobserved are dropped (and counted): no curve can score them.
+
+The protocol's records (:func:`two_model_records`) are one per router, metric and slice: ``dataset=NAME`` for
+each evaluated dataset, ``domain=id`` and ``domain=ood`` for the means over the in-domain and out-of-domain
+datasets; the run has no pooled whole-test number, so no record has the slice ``''``. Beside them, the
+artifacts ``curves`` (each router's Phi per dataset) and ``per_query`` (:class:`TwoModelScores`: every
+evaluated query's s(q) per router, from which any call rate's per-query decisions follow).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 import zlib
@@ -34,21 +42,34 @@ from routerlab.features.registry import Encoder
 from routerlab.metrics import curves as C
 from routerlab.metrics.bootstrap import percentile_interval, resample_indices
 from routerlab.progress import task, track
+from routerlab.protocols.base import (
+    ENCODER_HELP,
+    NBOOT,
+    NBOOT_HELP,
+    MetricRecord,
+    Protocol,
+    ProtocolSettings,
+    Result,
+    RunContext,
+    SettingError,
+    check_encoder,
+    check_split,
+    register_protocol,
+    setting,
+)
 from routerlab.protocols.full import RouterLike, applicable_routers, featurize, interval, router_label
 from routerlab.routers.base import Router
 from routerlab.routers.two_model import TwoModelRouter, two_model_score
 
 FloatArray = npt.NDArray[np.float64]
 
-BOOT_METRICS = ("auroc", "lpm", "mpm", "hcr", "auc", "apgr")
+BOOT_METRICS = C.RESAMPLED
 """The metrics that carry a bootstrap interval (``<metric>_ci``)."""
-METRICS = (*BOOT_METRICS, "perf_small", "perf_large")
+METRICS = C.TWO_MODEL_METRICS
 CONVENTIONS = ("routerlab", "routerxbench")
 """The curve conventions the protocol offers: RouteLLM's 11 threshold points have no call-rate grid to read
 LPM, MPM and HCR on (:mod:`routerlab.metrics.curves`)."""
 DROPPED_UNOBSERVED = "small_or_large_unobserved"
-_TOL = 1e-12  # the rounding allowance of the routerlab convention (metrics.curves)
-_GRID = 101
 
 
 # --------------------------------------------------------------------------------------------- results
@@ -73,8 +94,52 @@ class TwoModelRouterResult:
 
 
 @dataclass
+class TwoModelScores:
+    """The evaluated queries of a two-model run, in its order (in-domain test parts and out-of-domain datasets,
+    by table row): their ids and datasets, both models' scores, and each router's s(q) ("the small model will
+    do"; the lowest are escalated first). Every per-query decision of the run follows from these."""
+
+    ids: list[str]
+    datasets: list[str]
+    small: FloatArray
+    large: FloatArray
+    scores: dict[str, FloatArray]
+
+    def escalated(self, spec: str, rate: float) -> npt.NDArray[np.int64]:
+        """Router ``spec``'s choice per query at call rate ``rate``, 1 = the large model: the round(rate * n)
+        queries with the lowest s(q) (ties in query order), one threshold over every evaluated query."""
+        n = len(self.ids)
+        choice = np.zeros(n, dtype=np.int64)
+        choice[np.argsort(self.scores[spec], kind="stable")[:round(rate * n)]] = 1
+        return choice
+
+    def at_call_rate(self, rate: float, n_boot: int, seed: int
+                     ) -> tuple[dict[str, npt.NDArray[np.int64]], dict[str, FloatArray], dict[str, dict[str, Any]]]:
+        """Every router's choices (:meth:`escalated`), the scores of the answers they give, and per router Phi at
+        ``rate`` (their mean) with its 95% bootstrap interval (``n_boot`` resamples of the queries, ``seed``), the
+        share of the large model's mean score it keeps and the share of the queries sent to the large model."""
+        from routerlab.metrics.bootstrap import bootstrap_ci
+
+        n = len(self.ids)
+        perf_l = float(self.large.mean())
+        choices: dict[str, npt.NDArray[np.int64]] = {}
+        got: dict[str, FloatArray] = {}
+        stats: dict[str, dict[str, Any]] = {}
+        for spec in self.scores:
+            choice = self.escalated(spec, rate)
+            answered = np.where(choice == 1, self.large, self.small)
+            est = bootstrap_ci(answered, n_boot=n_boot, seed=seed)
+            choices[spec], got[spec] = choice, answered
+            stats[spec] = {"phi": est.value, "ci": [est.lo, est.hi], "share_of_large": est.value / perf_l
+                           if perf_l > 0 else math.nan, "perf_large": perf_l, "perf_small": float(self.small.mean()),
+                           "call_rate": round(rate * n) / n if n else math.nan}
+        return choices, got, stats
+
+
+@dataclass
 class TwoModelResult:
-    """Everything one two-model run produced, with what is needed to reproduce it (SPEC 6-7)."""
+    """Everything one two-model run produced, with what is needed to reproduce it (SPEC 6-7). ``per_query``
+    (not part of the record) holds every evaluated query's scores."""
 
     provenance: Provenance
     small: str
@@ -88,6 +153,7 @@ class TwoModelResult:
     dropped: dict[str, int]
     signals: dict[str, Any] | None
     results: list[TwoModelRouterResult] = field(default_factory=list)
+    per_query: TwoModelScores | None = None
 
     def result(self, spec: str) -> TwoModelRouterResult:
         """The result of the router labelled ``spec``."""
@@ -109,29 +175,129 @@ class TwoModelResult:
         }
 
 
-# --------------------------------------------------------------------------------------------- checks
-def check_band(band: Sequence[float], what: str) -> tuple[float, float]:
-    """A band (lo, hi): two finite numbers in [0, 1], lo <= hi; a UsageError naming ``what`` otherwise."""
-    values = tuple(band)
+# ------------------------------------------------------------------------------------- settings and checks
+def check_band(band: Any) -> tuple[float, float]:
+    """A band (lo, hi) from ``LO,HI`` text or a pair of numbers: both finite, in [0, 1], lo <= hi (lo = hi is
+    one point); a UsageError saying why otherwise (the caller names the band)."""
+    if isinstance(band, str):
+        values: list[Any] = [x.strip() for x in band.split(",")]
+    elif isinstance(band, list | tuple):
+        values = list(band)
+    else:
+        raise UsageError(f"must be two numbers LO,HI in [0, 1], got {band!r}")
     if len(values) != 2:
-        raise UsageError(f"{what} needs two numbers LO,HI, got {len(values)}")
+        shown = repr(band) if isinstance(band, str) else f"{len(values)} numbers"
+        raise UsageError(f"needs two numbers LO,HI in [0, 1], got {shown}")
     try:
+        if any(isinstance(v, bool) for v in values):
+            raise TypeError
         lo, hi = float(values[0]), float(values[1])
     except (TypeError, ValueError):
-        raise UsageError(f"{what} must be two numbers in [0, 1], got {values!r}") from None
+        raise UsageError(f"must be two numbers in [0, 1], got {band!r}") from None
     if not (math.isfinite(lo) and math.isfinite(hi) and 0.0 <= lo <= 1.0 and 0.0 <= hi <= 1.0):
-        raise UsageError(f"{what} must be two numbers in [0, 1], got {lo:g},{hi:g}")
+        raise UsageError(f"must be two numbers in [0, 1], got {lo:g},{hi:g}")
     if lo > hi:
-        raise UsageError(f"{what} must have LO <= HI, got {lo:g},{hi:g}")
+        raise UsageError(f"must have LO <= HI, got {lo:g},{hi:g}")
     return lo, hi
 
 
 def check_convention(convention: str) -> str:
+    """One of :data:`CONVENTIONS` (RouteLLM's is refused with the reason)."""
     if convention not in CONVENTIONS:
         extra = (" (RouteLLM's 11 threshold points have no call-rate grid for LPM, MPM and HCR)"
                  if convention in get_args(C.Convention) else "")
-        raise UsageError(f"convention must be one of {', '.join(CONVENTIONS)}, got {convention!r}{extra}")
+        raise UsageError(f"must be one of {', '.join(CONVENTIONS)}, got {convention!r}{extra}")
     return convention
+
+
+def check_two_model_split(spec: str) -> str:
+    """A split of the in-domain queries (given[:NAME], random[:F]); ``ood:`` is refused: out-of-domain datasets
+    are named with ood_datasets (--ood)."""
+    if spec.partition(":")[0] == "ood":
+        raise UsageError("'ood:...' does not apply here: name out-of-domain datasets with ood_datasets "
+                         "(--ood D1,D2); the split divides the in-domain queries (given, random[:F])")
+    return check_split(spec)
+
+
+def check_features(path: str) -> str:
+    """The signals' path: an extract directory or a file (.npz) that exists."""
+    if not (Path(path).is_dir() or Path(path).is_file()):
+        raise UsageError(f"no such directory or file: {path}")
+    return path
+
+
+def _checked(name: str, check: Any, value: Any) -> Any:
+    """``value`` through a setting's own check, its error naming ``name`` as a setting's does."""
+    try:
+        return check(value)
+    except SettingError:
+        raise
+    except UsageError as exc:
+        raise SettingError(name, str(exc)) from None
+
+
+PAIR_HELP = "(default: the pair the table designates, set by routerlab join --small A --large B)"
+BAND_TYPE = "pair of float"
+
+
+@dataclass(frozen=True)
+class TwoModelSettings(ProtocolSettings):
+    """The settings of ``routerlab two-model`` that change its numbers (the routers and seed are the run's)."""
+
+    small: str | None = setting(None, f"the small model: the actor that answers by default {PAIR_HELP}")
+    large: str | None = setting(None, f"the large model: the actor a query is escalated to {PAIR_HELP}")
+    features: str | None = setting(
+        None, "the small model's signals: a routerlab extract directory or an .npz of arrays (ids + hidden / "
+              "option_logits / self_ask / samples), joined by query id", check=check_features)
+    id_datasets: tuple[str, ...] | None = setting(
+        None, "in-domain datasets (default: every dataset not named out-of-domain)", option="--id")
+    ood_datasets: tuple[str, ...] | None = setting(
+        None, "out-of-domain datasets: evaluated whole, never trained on (default: none)", option="--ood")
+    split: str = setting("random:0.2", "split of the in-domain queries: random[:F] (seeded, stratified by "
+                                       "dataset) or given[:NAME]", check=check_two_model_split)
+    encoder: str = setting("tfidf", ENCODER_HELP, check=check_encoder)
+    n_boot: int = setting(1000, NBOOT_HELP, NBOOT, option="--boot")
+    convention: str = setting("routerlab", "curve convention: routerlab (exact tie expectation) or routerxbench "
+                                           "(its released code)", check=check_convention)
+    # the bands are typed Any for the base, which refuses a repeated value in a list setting (LO = HI is a valid
+    # one-point band): check_band parses and checks them, and they hold a (float, float) tuple
+    lpm_band: Any = setting((0.25, 0.30), "LPM call-rate band LO,HI in [0, 1]",  # noqa: RUF009
+                            check=check_band)
+    rp_band: Any = setting((0.85, 0.95), "HCR relative-performance band R1,R2 in [0, 1] (tau_i = "  # noqa: RUF009
+                                         "Perf_S + R_i (Perf_L - Perf_S))", check=check_band)
+    compare_to: str | None = setting(
+        None, "a router of the run: every other router gets its paired differences from it (each metric's "
+              "difference with a 95% interval from the same resamples); none = off")
+
+    def validate(self) -> None:
+        if (self.small is None) != (self.large is None):
+            given, missing = ("small", "large") if self.small is not None else ("large", "small")
+            raise SettingError(missing, f"must be given with {given}: the pair is a small and a large actor")
+        if self.small is not None and self.small == self.large:
+            raise SettingError("large", f"the small and the large model are both {self.small!r}; name two "
+                                        "different actors")
+        both = [d for d in self.id_datasets or () if d in (self.ood_datasets or ())]
+        if both:
+            raise SettingError("ood_datasets", f"dataset {both[0]!r} is named both in-domain and out-of-domain")
+
+    @classmethod
+    def describe(cls) -> list[dict[str, Any]]:
+        return [{**d, "type": BAND_TYPE} if d["name"] in ("lpm_band", "rp_band") else d for d in super().describe()]
+
+
+def resolve_pair(table: RoutingTable, small: str | None, large: str | None) -> tuple[str, str]:
+    """The (small, large) pair: the one given, else the one ``table`` designates (``routerlab join --small A
+    --large B``); a UsageError saying how to name one when there is neither."""
+    from routerlab.data.join import two_model_pair
+
+    if small is not None and large is not None:
+        return small, large
+    pair = two_model_pair(table)
+    if pair is None:
+        raise UsageError(f"name the small and the large model (small and large, --small A --large B): table "
+                         f"{table.name!r} designates no pair (routerlab join TABLE... --small A --large B -o DIR "
+                         "designates one)")
+    return pair
 
 
 def pair_table(table: RoutingTable, small: str, large: str) -> RoutingTable:
@@ -167,6 +333,7 @@ def resolve_domains(datasets: Sequence[str], id_datasets: Sequence[str] | None, 
     return ids, ood
 
 
+
 # --------------------------------------------------------------------------------------------- protocol
 def run_two_model(
     table: RoutingTable,
@@ -185,6 +352,7 @@ def run_two_model(
     lpm_band: tuple[float, float] = (0.25, 0.30),
     rp_band: tuple[float, float] = (0.85, 0.95),
     compare_to: str | None = None,
+    cache_dir: str | None = None,
 ) -> TwoModelResult:
     """Train ``routers`` on the in-domain train part and score each in-domain test part and each out-of-domain
     dataset (module docstring; SPEC 6). ``signals`` (an extract directory or an ``.npz``) adds the small
@@ -192,9 +360,12 @@ def run_two_model(
     the features lack is an error before any router is trained. ``encoder`` defaults to evaluate's (tfidf),
     fitted on the training texts. ``compare_to`` (a router label of the run) adds to every other router its
     paired differences from that router (``versus``): each metric's difference with an interval from the same
-    resamples, per dataset and for the ID / OOD means. Same inputs and seed give the same numbers."""
-    convention = check_convention(convention)
-    lpm_band, rp_band = check_band(lpm_band, "lpm_band"), check_band(rp_band, "rp_band")
+    resamples, per dataset and for the ID / OOD means. ``cache_dir`` caches the encoded texts (as evaluate's).
+    The arguments go through the same checks as :class:`TwoModelSettings` (the protocol's door, which also takes
+    the pair a table designates); here ``n_boot`` may be any count >= 1. Same inputs and seed give the same
+    numbers; the result's ``per_query`` holds every evaluated query's s(q) per router."""
+    convention = _checked("convention", check_convention, convention)
+    lpm_band, rp_band = _checked("lpm_band", check_band, lpm_band), _checked("rp_band", check_band, rp_band)
     if int(n_boot) < 1:
         raise UsageError(f"n_boot must be at least 1, got {n_boot}")
     if int(seed) < 0:
@@ -230,7 +401,7 @@ def run_two_model(
                          "use a larger test fraction or fewer datasets")
 
     chosen, _ = applicable_routers(list(routers), train, seed)  # every router checked before any is trained
-    ftrain, feval = featurize(train, evaluation, encoder or "tfidf")
+    ftrain, feval = featurize(train, evaluation, encoder or "tfidf", cache_dir)
     summary = None
     if signals is not None:
         ftrain, feval, summary = _attach_signals(Path(signals), pair, train_rows, eval_rows, ftrain, feval)
@@ -251,6 +422,9 @@ def run_two_model(
                                  split_extra={"n_evaluated": int(evaluation.n_queries)}),
         small=small, large=large, convention=convention, lpm_band=lpm_band, rp_band=rp_band, n_boot=int(n_boot),
         id_datasets=id_names, ood_datasets=ood_names, dropped=dropped, signals=summary,
+        per_query=TwoModelScores([str(q) for q in evaluation.queries.ids.tolist()], eval_sets.tolist(),
+                                 evaluation.score[:, 0].astype(np.float64), evaluation.score[:, 1].astype(np.float64),
+                                 scores),
     )
     with task("two-model: curves and bootstrap intervals"):
         cells = _score_datasets(scores, evaluation, [*id_names, *ood_names], convention, lpm_band, rp_band,
@@ -295,11 +469,9 @@ def _split_name(split: str | Split) -> str:
 
 
 def _split(id_table: RoutingTable, spec: str, seed: int) -> Split:
-    """The in-domain split; ``ood:`` is refused here, since out-of-domain datasets are named with --ood."""
-    if spec.partition(":")[0] == "ood":
-        raise UsageError("split 'ood:...' does not apply here: name out-of-domain datasets with ood_datasets "
-                         "(--ood D1,D2); the split divides the in-domain queries (given, random[:F])")
-    return make_split(id_table, spec, seed)
+    """The in-domain split (:func:`check_two_model_split`: ``ood:`` is refused, out-of-domain datasets are named
+    with ood_datasets)."""
+    return make_split(id_table, _checked("split", check_two_model_split, spec), seed)
 
 
 def _two_model_scores(router: Router, features: Features) -> FloatArray:
@@ -367,10 +539,11 @@ def _dataset_seed(seed: int, name: str) -> int:
 def _score_datasets(scores: Mapping[str, FloatArray], evaluation: RoutingTable, names: Sequence[str],
                     convention: str, lpm_band: tuple[float, float], rp_band: tuple[float, float], n_boot: int,
                     seed: int) -> dict[str, dict[str, _Cell]]:
-    """Every router's cell on every dataset: point metrics from metrics.curves, intervals from one set of
-    resamples per dataset shared by all routers."""
+    """Every router's cell on every dataset: point metrics and the resamples' metrics from metrics.curves, the
+    resamples drawn once per dataset and shared by all routers (with their multiplicities)."""
     datasets = evaluation.queries.dataset.astype(str)
     out: dict[str, dict[str, _Cell]] = {spec: {} for spec in scores}
+    kind: C.AurocConvention = "routerxbench" if convention == "routerxbench" else "routerlab"
     for name in names:
         rows = np.flatnonzero(datasets == name)
         small = evaluation.score[rows, 0].astype(np.float64)
@@ -379,14 +552,14 @@ def _score_datasets(scores: Mapping[str, FloatArray], evaluation: RoutingTable, 
         points: dict[str, tuple[C.CallRateCurve, dict[str, float]]] = {}
         for spec, s_all in scores.items():
             s = s_all[rows]
-            curve = C.call_rate_curve(s, small, large, convention=convention)  # type: ignore[arg-type]
-            points[spec] = (curve, point_metrics(curve, s, small, large, convention, lpm_band, rp_band))
-        exact = _exact_dtype(small, large)
+            curve = C.call_rate_curve(s, small, large, convention=kind)
+            points[spec] = (curve, C.two_model_metrics(curve, s, small, large, lpm_band, rp_band))
+        exact = C.exact_sum_dtype(small, large)
         for idx in resample_indices(rows.size, n_boot, _dataset_seed(seed, name)):
-            counts = _multiplicities(idx, rows.size, exact) if convention == "routerlab" else None
+            counts = C.resample_counts(idx, rows.size, exact) if kind == "routerlab" else None
             for spec, s_all in scores.items():
-                values = replicate_metrics(s_all[rows], small, large, idx, convention, lpm_band, rp_band,
-                                           counts=counts, point_curve=points[spec][0])
+                values = C.resampled_two_model_metrics(s_all[rows], small, large, idx, kind, lpm_band, rp_band,
+                                                       counts=counts)
                 for m in BOOT_METRICS:
                     reps[spec][m].append(values[m])
         for spec in scores:
@@ -414,171 +587,57 @@ def _mean_cell(cells: Sequence[_Cell]) -> dict[str, Any]:
     return out
 
 
-def point_metrics(curve: C.CallRateCurve, s: FloatArray, small: FloatArray, large: FloatArray, convention: str,
-                  lpm_band: tuple[float, float], rp_band: tuple[float, float]) -> dict[str, float]:
-    """SPEC 6's metrics of one router on one dataset, from the pure functions of metrics.curves."""
-    return {
-        "auroc": C.router_auroc(s, small, large, convention=convention),  # type: ignore[arg-type]
-        "lpm": C.lpm(curve, lpm_band), "mpm": C.mpm(curve, lpm_band, rp_band), "hcr": C.hcr(curve, rp_band),
-        "auc": C.auc_phi(curve), "apgr": C.apgr(curve), "perf_small": curve.perf_s, "perf_large": curve.perf_l,
-    }
+# ------------------------------------------------------------------------------------------- the protocol
+def two_model_records(result: TwoModelResult) -> list[MetricRecord]:
+    """The run's metric records, per router: every metric of :data:`METRICS` (with its 95% interval where it has
+    one) on each in-domain dataset (slice ``dataset=NAME``), their mean (``domain=id``), each out-of-domain
+    dataset and their mean (``domain=ood``); with ``compare_to``, each bootstrapped metric's paired difference
+    from the reference router (``<metric>_diff``) on the same slices."""
+    out: list[MetricRecord] = []
+    for r in result.results:
+        for metrics, suffix, cells in ((METRICS, "", r.to_dict()),
+                                       (BOOT_METRICS, "_diff", r.versus)):
+            if cells is None:
+                continue
+            parts = [*((f"dataset={d}", cells["datasets"][d]) for d in result.id_datasets),
+                     ("domain=id", cells["id_mean"]),
+                     *((f"dataset={d}", cells["datasets"][d]) for d in result.ood_datasets),
+                     *((("domain=ood", cells["ood_mean"]),) if cells["ood_mean"] is not None else ())]
+            for where, cell in parts:
+                out += [MetricRecord.of(r.spec, m + suffix, cell[m + suffix], cell.get(f"{m}{suffix}_ci"), where)
+                        for m in metrics]
+    return out
 
 
-def _exact_dtype(small: FloatArray, large: FloatArray) -> type[np.floating[Any]]:
-    """float32 where every partial sum of the resample sums is an integer below 2^24 (0/1 scores: counts, gains
-    and labels are small integers, exact in float32 and summed about twice as fast), else float64."""
-    binary = bool(np.isin(small, (0.0, 1.0)).all() and np.isin(large, (0.0, 1.0)).all())
-    return np.float32 if binary and small.size < 2**23 else np.float64
+def two_model_result(native: TwoModelResult, settings: TwoModelSettings) -> Result:
+    """A :class:`TwoModelResult` as the protocol layer's :class:`Result`: its records, the artifacts ``curves``
+    and ``per_query``, the training and evaluated sizes, and a note when queries were dropped."""
+    split = native.provenance.split if isinstance(native.provenance.split, dict) else {}
+    dropped = sum(native.dropped.values())
+    notes = ([f"{dropped} queries dropped: {native.small!r} or {native.large!r} has no score on them"]
+             if dropped else [])
+    return Result(TwoModel.name, native.provenance, settings, two_model_records(native), native=native,
+                  n_train=int(split.get("n_train", 0)), n_test=int(split.get("n_evaluated", 0)),
+                  artifacts={"curves": {r.spec: r.curves for r in native.results}, "per_query": native.per_query},
+                  notes=notes)
 
 
-def _multiplicities(idx: npt.NDArray[np.intp], n: int, dtype: type[np.floating[Any]] = np.float64
-                    ) -> npt.NDArray[np.floating[Any]]:
-    """(n, rows): how often each query occurs in each resample of ``idx`` (rows, n). Queries run down the first
-    axis, so sums over sorted queries are column-wise cumulative sums (vectorised over resamples)."""
-    rows = idx.shape[0]
-    offsets = (np.arange(rows, dtype=np.intp) * n)[:, None]
-    counts = np.bincount((idx + offsets).ravel(), minlength=rows * n).reshape(rows, n)
-    return np.ascontiguousarray(counts.T, dtype=dtype)
+@register_protocol("two-model")
+class TwoModel(Protocol):
+    summary = ("routers between a small and a large model: trained in-domain, the call-rate curve's metrics on "
+               "each in-domain and out-of-domain dataset with 95% CIs")
+    spec = "SPEC 6, 7"
+    Settings = TwoModelSettings
 
-
-def _labels(small: FloatArray, large: FloatArray, convention: str) -> npt.NDArray[np.bool_]:
-    """The router-ability label per query, by the convention's rule (metrics.curves.router_auroc)."""
-    if convention == "routerlab":
-        return C.small_good_enough(small, large)
-    graded = bool((large > 1).any() or (small > 1).any())
-    return np.asarray(small >= large if graded else 1 - small <= 0)
-
-
-def replicate_metrics(s: FloatArray, small: FloatArray, large: FloatArray, idx: npt.NDArray[np.intp],
-                      convention: str, lpm_band: tuple[float, float], rp_band: tuple[float, float], *,
-                      counts: npt.NDArray[np.floating[Any]] | None = None, point_curve: C.CallRateCurve | None = None
-                      ) -> dict[str, FloatArray]:
-    """The bootstrapped metrics of one router for every resample of ``idx`` (rows, n) at once: what
-    :func:`point_metrics` gives on ``s[idx[b]], small[idx[b]], large[idx[b]]``, vectorised over b (equal up to
-    float rounding; the tests check it). ``counts`` (the resamples' multiplicities, (n, rows)) may be passed to share
-    them between routers."""
-    n = s.size
-    labels = _labels(small, large, convention)
-    if convention == "routerlab":
-        w = _multiplicities(idx, n, _exact_dtype(small, large)) if counts is None else counts
-        order = np.lexsort((large - small, s))  # the scalar curve's order: ties in s, then by gain
-        ends = _group_ends(s[order])
-        w_sorted = w[order]
-        sent = _at_group_ends(w_sorted, ends)
-        phi = _routerlab_phi(w, w_sorted, ends, sent, small, (large - small)[order], n)
-        perf_s, perf_l = phi[:, 0], phi[:, -1]
-        auroc = _weighted_auroc(w_sorted, ends, sent, labels[order], one_label=math.nan)
-        x = np.arange(_GRID) / (_GRID - 1)
-    else:
-        phi, perf_s, perf_l = _routerxbench_phi(s[idx], small[idx], large[idx])
-        order = np.argsort(s, kind="stable")
-        w_sorted, ends = _multiplicities(idx, n, _exact_dtype(small, large))[order], _group_ends(s[order])
-        auroc = _weighted_auroc(w_sorted, ends, _at_group_ends(w_sorted, ends), labels[order], one_label=0.5)
-        x = np.linspace(0, 1, _GRID)
-    return {"auroc": auroc, **_curve_metrics(phi, x, perf_s, perf_l, convention, lpm_band, rp_band, point_curve)}
-
-
-def _group_ends(sorted_scores: FloatArray) -> npt.NDArray[np.intp]:
-    """One past the last position of each tie group of sorted router scores."""
-    return np.flatnonzero(np.append(sorted_scores[1:] != sorted_scores[:-1], True)) + 1
-
-
-def _at_group_ends(w_sorted: npt.NDArray[np.floating[Any]], ends: npt.NDArray[np.intp], values: FloatArray | None = None
-                   ) -> FloatArray:
-    """(groups + 1, rows): the cumulative sum of the multiplicities ``w_sorted`` (n, rows) of the sorted queries
-    (times their ``values``) at each tie group's end, a zero row first; summed in the multiplicities' dtype
-    (see :func:`_exact_dtype`), returned as float64."""
-    weighted = w_sorted if values is None else w_sorted * values.astype(w_sorted.dtype)[:, None]
-    total = np.cumsum(weighted, axis=0)[ends - 1]
-    return np.concatenate([np.zeros((1, w_sorted.shape[1])), total], axis=0, dtype=np.float64)
-
-
-def _routerlab_phi(w: npt.NDArray[np.floating[Any]], w_sorted: npt.NDArray[np.floating[Any]],
-                   ends: npt.NDArray[np.intp], sent: FloatArray,
-                   small: FloatArray, gain_sorted: FloatArray, n: int) -> FloatArray:
-    """(rows, grid) replicate curves of the routerlab convention: tie groups of the router score are fixed by the
-    data, a resample only changes how many copies of each query a group holds; the expected gain of sending k
-    queries is the linear interpolation, in k, of the cumulative gain at the groups' ends (metrics.curves).
-    ``sent`` is :func:`_at_group_ends` of the multiplicities: the queries sent when whole groups go."""
-    b = w.shape[1]
-    sent = np.ascontiguousarray(sent.T)  # (b, g + 1), non-decreasing per row
-    gained = np.ascontiguousarray(_at_group_ends(w_sorted, ends, gain_sorted).T)
-    g = ends.size
-    k = ((np.arange(_GRID) * n) // (_GRID - 1)).astype(np.float64)
-    offsets = np.arange(b, dtype=np.float64) * (n + 1)  # rows laid end to end stay sorted
-    pos = np.searchsorted((sent + offsets[:, None]).ravel(), (k[None, :] + offsets[:, None]).ravel(), side="right")
-    j = np.minimum(pos.reshape(b, _GRID) - 1 - (np.arange(b) * (g + 1))[:, None], g - 1)
-    r = np.arange(b)[:, None]
-    lo_n, hi_n = sent[r, j], sent[r, j + 1]
-    step = np.where(hi_n > lo_n, (k[None, :] - lo_n) / np.where(hi_n > lo_n, hi_n - lo_n, 1.0), 0.0)
-    step = np.clip(step, 0.0, 1.0)
-    gain = gained[r, j] + step * (gained[r, j + 1] - gained[r, j])
-    return np.asarray((small @ w)[:, None] + gain) / n
-
-
-def _routerxbench_phi(s: FloatArray, small: FloatArray, large: FloatArray) -> tuple[FloatArray, FloatArray,
-                                                                                       FloatArray]:
-    """Replicate curves of RouterXBench's released code, row by row as metrics.curves computes one: numpy's
-    default argsort, int(rate * n) on the float grid, prefix sums in sorted order; Perf from row-order means."""
-    b, n = s.shape
-    order = np.argsort(s, axis=1)
-    sorted_small = np.take_along_axis(small, order, axis=1)
-    sorted_large = np.take_along_axis(large, order, axis=1)
-    prefix_small, prefix_large = np.cumsum(sorted_small, axis=1), np.cumsum(sorted_large, axis=1)
-    total_small = prefix_small[:, -1]
-    phi = np.empty((b, _GRID))
-    for i, rate in enumerate(np.linspace(0, 1, _GRID)):  # 101 grid points, not replicates
-        k = int(rate * n)
-        if k == 0:
-            phi[:, i] = total_small / n
-        elif k >= n:
-            phi[:, i] = np.mean(sorted_large, axis=1)
-        else:
-            phi[:, i] = (prefix_large[:, k - 1] + (total_small - prefix_small[:, k - 1])) / n
-    return phi, np.mean(small, axis=1), np.mean(large, axis=1)
-
-
-def _weighted_auroc(w_sorted: npt.NDArray[np.floating[Any]], ends: npt.NDArray[np.intp], sent: FloatArray,
-                    labels_sorted: npt.NDArray[np.bool_], *, one_label: float) -> FloatArray:
-    """Mann-Whitney AUROC per resample (ties 1/2) from the multiplicities (n, rows) of the queries sorted by
-    router score, ``ends`` closing each tie group (``sent``: :func:`_at_group_ends` of the multiplicities);
-    ``one_label`` where a resample holds a single label."""
-    pos_cum = _at_group_ends(w_sorted, ends, labels_sorted.astype(np.float64))
-    neg_cum = sent - pos_cum
-    pos, neg = np.diff(pos_cum, axis=0), np.diff(neg_cum, axis=0)
-    n_pos, n_neg = pos_cum[-1], neg_cum[-1]
-    both = (n_pos > 0) & (n_neg > 0)
-    wins = (pos * (neg_cum[:-1] + 0.5 * neg)).sum(axis=0)
-    return np.where(both, wins / np.where(both, n_pos * n_neg, 1.0), one_label)
-
-
-def _curve_metrics(phi: FloatArray, x: FloatArray, perf_s: FloatArray, perf_l: FloatArray, convention: str,
-                   lpm_band: tuple[float, float], rp_band: tuple[float, float],
-                   point_curve: C.CallRateCurve | None) -> dict[str, FloatArray]:
-    """LPM, MPM, HCR, AUC and APGR of replicate curves ``phi`` (rows) on the grid ``x``, by the convention's
-    rules (metrics.curves: bands, tolerances, Phi(d_hi))."""
-    tau_1 = perf_s + rp_band[0] * (perf_l - perf_s)
-    tau_2 = perf_s + rp_band[1] * (perf_l - perf_s)
-    if convention == "routerlab":
-        band = (x >= lpm_band[0] - _TOL) & (x <= lpm_band[1] + _TOL)
-        lpm = phi[:, band].mean(axis=1) if band.any() else np.full(phi.shape[0], math.nan)
-        tol = _TOL
-        j = min(max(int(np.searchsorted(x, lpm_band[1], side="right")) - 1, 0), x.size - 2)
-        frac = (lpm_band[1] - x[j]) / (x[j + 1] - x[j])
-        floor = phi[:, j] + frac * (phi[:, j + 1] - phi[:, j])
-        mid = (phi > floor[:, None] + _TOL) & (phi < tau_1[:, None] - _TOL)
-    else:
-        ref = point_curve if point_curve is not None else C.CallRateCurve(x, phi[0], "routerxbench", (0.0, 0.0))
-        start, end = C._routerxbench_band(ref, lpm_band)
-        lpm = phi[:, start:end].mean(axis=1)
-        tol = 0.0
-        floor = phi[:, end - 1]
-        mid = (phi > floor[:, None]) & (phi < tau_1[:, None])
-    high = (phi >= tau_1[:, None] - tol) & (phi <= tau_2[:, None] + tol)
-    n_high, n_mid = high.sum(axis=1), mid.sum(axis=1)
-    hcr = np.where(n_high > 0, 1.0 - (high * x).sum(axis=1) / np.maximum(n_high, 1), 0.0)
-    mpm = np.where(n_mid > 0, (mid * phi).sum(axis=1) / np.maximum(n_mid, 1), 0.0)
-    auc = (np.diff(x) * (phi[:, 1:] + phi[:, :-1]) / 2.0).sum(axis=1)
-    gap = perf_l - perf_s
-    apgr = np.where(gap != 0, (auc - perf_s) / np.where(gap != 0, gap, 1.0), math.nan)
-    return {"lpm": np.asarray(lpm, dtype=np.float64), "mpm": mpm, "hcr": hcr, "auc": auc, "apgr": apgr}
+    def run(self, table: RoutingTable, settings: Any, seed: int = 0, routers: Sequence[Any] = (),
+            context: RunContext | None = None) -> Result:
+        s: TwoModelSettings = settings
+        small, large = resolve_pair(table, s.small, s.large)
+        if (small, large) != (s.small, s.large):  # the table's pair: the settings record what ran
+            s = dataclasses.replace(s, small=small, large=large)
+        native = run_two_model(
+            table, small, large, list(routers), signals=s.features, id_datasets=s.id_datasets,
+            ood_datasets=s.ood_datasets or (), split=s.split, seed=seed, encoder=s.encoder, n_boot=s.n_boot,
+            convention=s.convention, lpm_band=s.lpm_band, rp_band=s.rp_band, compare_to=s.compare_to,
+            cache_dir=context.cache_dir if context is not None else None)
+        return two_model_result(native, s)

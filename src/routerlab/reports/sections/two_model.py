@@ -2,24 +2,26 @@
 audit names a small/large pair (``--small A --large B``) or the table designates one (``meta["two_model"]``, set by
 ``routerlab join --small A --large B``).
 
-The protocol (:func:`routerlab.protocols.two_model.run_two_model`) runs on the audit's own split: its training
-queries train the routers and its evaluated test queries are scored, those where either model's score is unknown
-left out, so this section and the others see the same test queries. Every dataset with a test query is in-domain
-(an audit names no out-of-domain datasets). Routers: the oracle bound, random, best-single and the learned knn and
-linear (those that can train on the split); 200 bootstrap resamples (50 with ``--quick``). Every sentence is
-computed from the run. Without a pair the section says in one line why it is skipped.
+The protocol ``two-model`` (:class:`routerlab.protocols.two_model.TwoModel`, the run ``routerlab two-model``
+makes) runs on the audit's own split: its training queries train the routers and its evaluated test queries are
+scored, those where either model's score is unknown left out, so this section and the others see the same test
+queries. The section hands the protocol those queries with their split column set to the audit's split and the
+setting ``split = "given:test"``. Every dataset with a test query is in-domain (an audit names no out-of-domain
+datasets). Routers: the oracle bound, random, best-single and the learned knn and linear (those that can train on
+the split); 200 bootstrap resamples (50 with ``--quick``). Every sentence is computed from the run. Without a pair
+the section says in one line why it is skipped.
 
 Per-query decisions at the call rate ``CALL_RATE`` (the top of the default LPM band): each router escalates to the
 large model the share ``CALL_RATE`` of the test queries it trusts least (lowest s(q), ties in query order), one
-threshold over all test queries as a deployment would use; the routers are fitted a second time for these (the
-protocol keeps no per-query scores), with the same seed, so the choices are those of the routers scored above.
+threshold over all test queries as a deployment would use; they come from the run's per-query scores (its
+``per_query`` artifact), so the routers are fitted once.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -32,6 +34,9 @@ from routerlab.reports.audit import AuditContext, audit_section
 from routerlab.reports.blocks import Block, Decisions, Figure, Finding, Paragraph, Section, Table
 from routerlab.reports.two_model_report import cell_values, is_bound, plot_call_rate_curves, table_blocks
 from routerlab.routers.base import get_router
+
+if TYPE_CHECKING:
+    from routerlab.protocols.two_model import TwoModelScores
 
 ROUTERS = ("oracle", "random", "best-single", "knn", "linear")
 N_BOOT = 200
@@ -88,6 +93,20 @@ def pair_split(table: RoutingTable, split: Split, small: str, large: str) -> tup
     return table.select_queries(kept), mapped, untested
 
 
+TEST_LABEL = "test"
+
+
+def split_as_given(sub: RoutingTable, split: Split) -> RoutingTable:
+    """``sub``'s queries of ``split`` (train and test; those it leaves out dropped), in table order, with the split
+    column saying which side each is on: the protocol's split ``given:test`` of it is ``split``. (The audit's
+    splits list their positions in table order, so the training queries keep their order too.)"""
+    rows = np.sort(np.concatenate([split.train, split.test]))
+    labels = np.empty(sub.n_queries, dtype=object)
+    labels[split.train] = "train"
+    labels[split.test] = TEST_LABEL
+    return sub.select_queries(rows).with_split(labels[rows])
+
+
 def _applicable(pair: RoutingTable, split: Split, small: str, large: str, seed: int
                 ) -> tuple[list[str], dict[str, str]]:
     """The section's routers that can train on the pair's training queries, and why the others cannot."""
@@ -136,47 +155,15 @@ def _or(v: Any, default: float) -> float:
     return default if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
 
 
-def call_rate_decisions(sub: RoutingTable, split: Split, small: str, large: str, routers: list[str],
-                        datasets: list[str], *, encoder: str, seed: int, rate: float = CALL_RATE, n_boot: int = N_BOOT
-                        ) -> tuple[Decisions, dict[str, dict[str, Any]]]:
+def call_rate_decisions(per_query: TwoModelScores, small: str, large: str, *, seed: int, rate: float = CALL_RATE,
+                        n_boot: int = N_BOOT) -> tuple[Decisions, dict[str, dict[str, Any]]]:
     """Each router's per-query decision at call rate ``rate`` (module docstring) on the test queries the protocol
-    scores, and per router the mean score of its answers there (Phi at ``rate``) with its bootstrap interval, the
-    share of the large model's score it keeps and the share of the test queries sent to the large model."""
-    from routerlab.metrics.bootstrap import bootstrap_ci
-    from routerlab.metrics.curves import oracle_two_model_score
-    from routerlab.protocols.full import applicable_routers, featurize
-    from routerlab.routers.two_model import TwoModelRouter, two_model_score
-
-    pair = sub.select_actors([small, large])
-    id_rows = np.flatnonzero(np.isin(pair.queries.dataset.astype(str), datasets))
-    train, evaluation = pair.select_queries(id_rows[split.train]), pair.select_queries(np.sort(id_rows[split.test]))
-    chosen, _ = applicable_routers(routers, train, seed)
-    ftrain, feval = featurize(train, evaluation, encoder)
-    s_col, l_col = evaluation.score[:, 0].astype(np.float64), evaluation.score[:, 1].astype(np.float64)
-    n = evaluation.n_queries
-    k = round(rate * n)
-    perf_l = float(l_col.mean())
-    choices: dict[str, Any] = {}
-    scores: dict[str, Any] = {}
-    stats: dict[str, dict[str, Any]] = {}
-    for spec, router in chosen:
-        router.fit(train, ftrain)
-        if router.uses_test_labels:  # the oracle: the only router handed the test outcomes
-            s = oracle_two_model_score(s_col, l_col)
-        elif isinstance(router, TwoModelRouter):
-            s = router.small_score(feval)
-        else:
-            s = two_model_score(router, router.scores(feval))
-        choice = np.zeros(n, dtype=np.int64)
-        choice[np.argsort(s, kind="stable")[:k]] = 1  # the k queries it trusts least go to the large model
-        got = np.where(choice == 1, l_col, s_col)
-        est = bootstrap_ci(got, n_boot=n_boot, seed=seed)
-        choices[spec], scores[spec] = choice, got
-        stats[spec] = {"phi": est.value, "ci": [est.lo, est.hi], "share_of_large": est.value / perf_l
-                       if perf_l > 0 else math.nan, "perf_large": perf_l, "perf_small": float(s_col.mean()),
-                       "call_rate": k / n if n else math.nan}
-    ids = [str(q) for q in evaluation.queries.ids.tolist()]
-    return Decisions(f"two-model call rate {rate:g}", ids, [small, large], choices, scores), stats
+    scored (its ``per_query`` artifact), and per router the mean score of its answers there (Phi at ``rate``) with
+    its bootstrap interval, the share of the large model's score it keeps and the share of the test queries sent
+    to the large model."""
+    choices, scores, stats = per_query.at_call_rate(rate, n_boot, seed)
+    return Decisions(f"two-model call rate {rate:g}", per_query.ids, [small, large], dict(choices),
+                     dict(scores)), stats
 
 
 def finding_objects(result: dict[str, Any], stats: dict[str, dict[str, Any]], rate: float = CALL_RATE
@@ -238,7 +225,8 @@ def two_model_section(table: RoutingTable, ctx: AuditContext) -> Section:
         return _skipped("no small/large pair: pass `--small A --large B` to the audit, or designate one in the "
                         "table with `routerlab join TABLE... --small A --large B -o DIR`")
     small, large = pair
-    from routerlab.protocols.two_model import run_two_model
+    from routerlab.protocols.base import get_protocol
+    from routerlab.protocols.two_model import TwoModelSettings
 
     n_boot = N_BOOT_QUICK if ctx.quick else N_BOOT
     encoder = str(ctx.options.get("encoder", "tfidf"))
@@ -252,16 +240,17 @@ def two_model_section(table: RoutingTable, ctx: AuditContext) -> Section:
     try:
         if not chosen or not datasets:
             raise UsageError("no router can train on the split" if datasets else "no test query has both scores")
-        res = run_two_model(sub, small, large, chosen, id_datasets=datasets, split=split, seed=ctx.seed,
-                            encoder=encoder, n_boot=n_boot)
-        decisions, stats = call_rate_decisions(sub, split, small, large, chosen, datasets, encoder=encoder,
-                                               seed=ctx.seed, n_boot=n_boot)
+        settings = TwoModelSettings(small=small, large=large, id_datasets=tuple(datasets), split=f"given:{TEST_LABEL}",
+                                    encoder=encoder, n_boot=n_boot)
+        run = get_protocol("two-model").run(split_as_given(sub, split), settings, ctx.seed, chosen, ctx.run_context)
+        decisions, stats = call_rate_decisions(run.artifacts["per_query"], small, large, seed=ctx.seed,
+                                               n_boot=n_boot)
     except UsageError as exc:  # e.g. too few training queries: reported, never fatal to the audit
         reason = f"not measured: {str(exc).rstrip('.')}"
         return Section(TITLE, [Paragraph(f"`{small}` (small) and `{large}` (large): {reason}.{skipped_text}")],
                        {"measured": False, "small": small, "large": large, "reason": reason,
                         "skipped_routers": skipped}, [], [], name=NAME)
-    result = res.to_dict()
+    result = run.native.to_dict()
     n_train = int(split.train.size)
     n_test = sum(int(d["n"]) for d in result["results"][0]["datasets"].values())
     source = "The audit names" if ctx.options.get("small") is not None else "The table designates"
