@@ -121,7 +121,7 @@ CASES = [  # setting, Python value, TOML value, CLI option and text, the message
     ("split", "ood:a", "ood:a", "--split", "ood:a",
      "'ood:...' does not apply here: name out-of-domain datasets with ood_datasets (--ood D1,D2); the split "
      "divides the in-domain queries (given, random[:F])"),
-    ("n_boot", 10, 10, "--boot", "10", "must be an integer in [40, 1e+06], got 10"),
+    ("n_boot", 10, 10, "--boot", "10", "must be an integer in [40, 1,000,000], got 10"),
     ("features", "/nonexistent/s.npz", "/nonexistent/s.npz", "--features", "/nonexistent/s.npz",
      "no such directory or file: /nonexistent/s.npz"),
 ]
