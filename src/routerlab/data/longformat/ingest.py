@@ -486,6 +486,8 @@ def read_long(
     sources = [_open_source(p, mapping, i) for i, p in enumerate(files)]
     for src in sources:
         src.text_columns = frozenset(kept)
+    if not any(src.json for src in sources):
+        _check_kept_present(kept, sources)  # headers tell already: fail before reading the data
     actor_info = read_actors(side[0]) if side else None
     enabled = progress
 
@@ -512,7 +514,7 @@ def read_long(
                     src.rows += len(batch)
                     bar.update(len(batch))
 
-    _check_kept_present(kept, sources)
+    _check_kept_present(kept, sources)  # JSON: some record has the key
     n, m = len(qv), len(av)
     present = {f for src in sources for f in CELL_FIELDS if src.has(f)}
     present.add("score")
