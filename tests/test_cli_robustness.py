@@ -225,6 +225,7 @@ def test_collect_variants_asks_the_variants(quiz: Path, variants_file: Path, scr
     assert extra["variant_of"].tolist() == [q for q, _, _ in VARIANTS]
     assert extra["level"].tolist() == [lv for _, lv, _ in VARIANTS]
     assert [int(x) for x in extra["variant"].tolist()] == [0] * 6
+    assert {"variant_of", "level", "variant", "gold"} <= set(table.queries.hidden)  # never seen by a router
     gold = {i: a for i, _, _, a, _ in QUESTIONS}
     assert extra["gold"].tolist() == [gold[q] for q, _, _ in VARIANTS]  # the original's options and gold
     assert table.queries.split.tolist() == ["test"] * 6

@@ -8,7 +8,11 @@ The rules: after ``fit`` on a small synthetic split, one ``route`` pass gives fi
 choice is their argmax, and the distribution is a probability distribution per query that agrees with the scores
 (it *is* the softmax of the scores unless the router has a distribution of its own, and then it gives the chosen
 actor positive probability); the same seed gives the same numbers; unobserved (NaN) training cells do not break
-it; and it never sees test outcomes (only a bound marked ``uses_test_labels`` accepts them, through ``reveal``).
+it; it never sees test outcomes (only a bound marked ``uses_test_labels`` accepts them, through ``reveal``); and
+its choices depend on its features only (:data:`FEATURES_ONLY`): refitted and rerouted with every hidden query
+column permuted across queries (the demo's latent ``difficulty`` and ``tier``, plus a column naming each query's
+best actor, as RouterBench's oracle column does) and the test outcomes permuted across test queries, it must make
+exactly the same choices, and reading a hidden column by name fails the check.
 
 A two-model router (``two_model``, SPEC 6) is checked on the demo's smallest and largest actor (small first) with
 synthetic small-model signals (``hidden``, ``option_logits``, ``self_ask``, ``samples``) made from a hash of each
@@ -20,12 +24,13 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import secrets
 from dataclasses import replace
 
 import numpy as np
 
 from routerlab.data.demo import demo
-from routerlab.data.table import RoutingTable
+from routerlab.data.table import HiddenColumnError, Queries, RoutingTable
 from routerlab.errors import UsageError
 from routerlab.features.base import Features
 from routerlab.metrics.selection import softmax
@@ -72,6 +77,80 @@ def _two_model_view(train: RoutingTable, test: RoutingTable) -> tuple[RoutingTab
     return train.select_actors(pair), test.select_actors(pair)
 
 
+FEATURES_ONLY = ("a router's choices may depend only on its features (a query's id, text, dataset, split and "
+                 "visible columns) and its training feedback, never on a hidden query column or a test outcome")
+"""The rule the visibility check enforces, as its error states it."""
+
+BEST_ACTOR = "best_actor"
+"""The hidden column the visibility check adds: the name of each query's best actor (first on ties)."""
+
+
+def _with_best_actor(table: RoutingTable) -> RoutingTable:
+    """``table`` with a hidden query column naming each query's best actor, as RouterBench's
+    ``oracle_model_to_route_to`` does: what a cheat would read."""
+    q = table.queries
+    best = np.asarray(table.actor_names, dtype=object)[np.nan_to_num(table.score, nan=-1.0).argmax(axis=1)]
+    return replace(table, queries=Queries(q.ids, q.text, q.dataset, q.split, {**q.extra, BEST_ACTOR: best},
+                                          q.visible))
+
+
+def _shuffled(table: RoutingTable, rng: np.random.Generator, *, outcomes: bool) -> RoutingTable:
+    """``table`` with its hidden query columns permuted across queries (one permutation for all of them) and,
+    with ``outcomes``, its matrices' rows permuted across queries by another; ids, texts, datasets, splits and
+    visible columns stay."""
+    q, n = table.queries, table.n_queries
+    rows = rng.permutation(n)
+    extra = {k: (np.asarray(v)[rows] if k in q.hidden else v) for k, v in q.extra.items()}
+    queries = Queries(q.ids, q.text, q.dataset, q.split, extra, q.visible)
+    mats = {k: v[rng.permutation(n)] for k, v in table.matrices().items()} if outcomes else {}
+    return replace(table, queries=queries, **mats)  # type: ignore[arg-type]
+
+
+def _demo_split(router: Router, n_queries: int, seed: int, tag: str, *, shuffle: bool = False
+                ) -> tuple[RoutingTable, RoutingTable, Features, Features]:
+    """The demo's train and test splits (two-model routers: their two-model view) with a :data:`BEST_ACTOR`
+    column and query ids that carry ``tag`` (new for each check, so no other copy of the demo alive in the process
+    matches them), and their features; with ``shuffle``, the hidden columns of both splits and the test outcomes
+    permuted (:func:`_shuffled`). Nothing else refers to the tables made on the way."""
+    table = demo(n_queries, seed=seed)
+    q = table.queries
+    table = replace(table, queries=Queries(np.array([f"{tag}{i}" for i in q.ids.tolist()], dtype=object), q.text,
+                                           q.dataset, q.split, q.extra, q.visible))
+    train, test = table.select_split("train"), table.select_split("test")
+    del table
+    two_model = bool(getattr(router, "two_model", False))
+    if two_model:
+        train, test = _two_model_view(train, test)
+    train, test = _with_best_actor(train), _with_best_actor(test)
+    if shuffle:
+        rng = np.random.default_rng([seed, 20])
+        train, test = _shuffled(train, rng, outcomes=False), _shuffled(test, rng, outcomes=True)
+    ftrain, ftest = _features(train, test)
+    if two_model:
+        ftrain, ftest = ftrain.with_signals(synthetic_signals(train)), ftest.with_signals(synthetic_signals(test))
+    return train, test, ftrain, ftest
+
+
+def _reads_hidden(router: Router, exc: HiddenColumnError) -> AssertionError:
+    return AssertionError(f"{router.name}: reads a hidden query column ({exc}); {FEATURES_ONLY}")
+
+
+def _check_features_only(router: Router, plain: np.ndarray, n_queries: int, seed: int, tag: str) -> None:
+    """The visibility rule (:data:`FEATURES_ONLY`): refitted and rerouted with the hidden columns and the test
+    outcomes permuted, ``router`` makes the ``plain`` choices again. Called once the unpermuted tables are gone, so
+    a router that finds a table by walking the stack or the heap finds only the permuted one."""
+    try:
+        # the permuted test table stays referenced while the router runs: the one a stack or heap walk finds
+        train, _test, ftrain, ftest = _demo_split(router, n_queries, seed, tag, shuffle=True)
+        shuffled = _fresh(router).fit(train, ftrain).route(ftest).choice
+    except HiddenColumnError as exc:
+        raise _reads_hidden(router, exc) from None
+    if not np.array_equal(plain, shuffled):
+        changed = int((plain != shuffled).sum())
+        raise AssertionError(f"{router.name}: its choices change on {changed} of {plain.shape[0]} test queries when "
+                             f"only hidden query columns and test outcomes are permuted; {FEATURES_ONLY}")
+
+
 def _fresh(router: Router) -> Router:
     return copy.deepcopy(router)
 
@@ -102,14 +181,19 @@ def _check_routing(router: Router, r: Routing, n: int, m: int) -> None:
 def check_router(router: Router, *, n_queries: int = 400, seed: int = 0) -> None:
     """Raise ``AssertionError`` (naming the rule) unless ``router`` honours the contract; ``router`` itself is
     left unfitted (copies are checked). Runs on routerlab's synthetic demo, in about a second."""
-    table = demo(n_queries, seed=seed)
-    train, test = table.select_split("train"), table.select_split("test")
+    tag = f"check-{secrets.token_hex(6)}-"
+    try:
+        plain = _check_contract(router, *_demo_split(router, n_queries, seed, tag), seed=seed)
+    except HiddenColumnError as exc:
+        raise _reads_hidden(router, exc) from None
+    if not router.uses_test_labels:  # bounds read test outcomes by design
+        _check_features_only(router, plain, n_queries, seed, tag)
+
+
+def _check_contract(router: Router, train: RoutingTable, test: RoutingTable, ftrain: Features, ftest: Features, *,
+                    seed: int) -> np.ndarray:
+    """Every rule but the visibility one, on the demo's ``train``/``test``; the choices of the first fit."""
     two_model = bool(getattr(router, "two_model", False))
-    if two_model:
-        train, test = _two_model_view(train, test)
-    ftrain, ftest = _features(train, test)
-    if two_model:
-        ftrain, ftest = ftrain.with_signals(synthetic_signals(train)), ftest.with_signals(synthetic_signals(test))
     n, m = test.n_queries, test.n_actors
 
     first = _fit(_fresh(router), train, test, ftrain)
@@ -134,7 +218,7 @@ def check_router(router: Router, *, n_queries: int = 400, seed: int = 0) -> None
             raise AssertionError(f"{router.name}: accepts test outcomes but is not marked uses_test_labels")
 
     if two_model:
-        return
+        return r1.choice
     score = train.score.copy()
     rng = np.random.default_rng(seed)
     score[rng.random(score.shape) < 0.3] = np.nan
@@ -144,3 +228,4 @@ def check_router(router: Router, *, n_queries: int = 400, seed: int = 0) -> None
     except UsageError as exc:
         raise AssertionError(f"{router.name}: cannot fit with 30% unobserved training cells: {exc}") from None
     _check_routing(router, r3, n, m)
+    return r1.choice

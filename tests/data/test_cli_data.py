@@ -112,3 +112,60 @@ def test_info_says_leaks_unchecked_without_train_labels() -> None:
     assert "leaks        not checked: no 'train' split labels" in info_text(t.describe())
     labelled = RoutingTable.from_arrays(np.eye(2), actors=["a", "b"], text=["x", "x"], split=["train", "test"])
     assert "leaks        1 held-out queries also occur in train" in info_text(labelled.describe())
+
+
+VIS_CSV = ("query_id,actor,score,text,task,gold\n"
+           "q1,a,1,two plus two,math,4\nq1,b,0,,math,4\nq2,a,0,reverse a list,code,x[::-1]\nq2,b,1,,code,\n")
+
+
+def test_import_visible_declares_columns_and_info_lists_them(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src, out = _csv(tmp_path, VIS_CSV), tmp_path / "t"
+    assert main(["import", "long", src, "-o", str(out), "--visible", "task", "-O", "hidden=gold"]) == 0
+    capsys.readouterr()
+    assert json.loads((out / MANIFEST).read_text())["visible_columns"] == ["task"]
+    assert main(["info", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "visible      task  (query columns routers may read beside id, text, dataset and split)" in text
+    assert "hidden       gold  (kept for reports; never reach a router)" in text
+    assert main(["info", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["query_columns"] == {"visible": ["task"], "hidden": ["gold"]}
+    # repeated and comma-separated: both declared
+    assert main(["import", "long", src, "-o", str(tmp_path / "u"), "--visible", "task", "--visible", "gold"]) == 0
+    assert json.loads((tmp_path / "u" / MANIFEST).read_text())["visible_columns"] == ["gold", "task"]
+    assert main(["import", "long", src, "-o", str(tmp_path / "v")]) == 0  # unnamed columns are not kept
+    capsys.readouterr()
+    assert main(["info", str(tmp_path / "v"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["query_columns"] == {"visible": [], "hidden": []}
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--visible", "nope"], "no input file has the column 'nope'"),
+    (["--visible", "task,text"], "'text' is a long-format column"),
+    (["--visible", "gold", "-O", "hidden=gold"], "column 'gold' is named both visible and hidden"),
+])
+def test_import_visible_refuses_an_unknown_column(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                  args: list[str], message: str) -> None:
+    src, out = _csv(tmp_path, VIS_CSV), tmp_path / "t"
+    assert main(["import", "long", src, "-o", str(out), *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err
+    assert not out.exists()
+
+
+def test_import_visible_on_another_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "rb.csv"  # RouterBench's wide layout
+    src.write_text(",sample_id,prompt,eval_name,m1,m2,oracle_model_to_route_to\n"
+                   "0,s0,['x'],e,1.0,0.0,m1\n1,s1,['y'],e,0.0,1.0,m2\n", encoding="utf-8")
+    assert main(["import", "routerbench", str(src), "-o", str(tmp_path / "a")]) == 0
+    assert json.loads((tmp_path / "a" / MANIFEST).read_text())["visible_columns"] == ["sample_id"]
+    assert main(["import", "routerbench", str(src), "-o", str(tmp_path / "b"), "--visible",
+                 "oracle_model_to_route_to"]) == 0
+    assert json.loads((tmp_path / "b" / MANIFEST).read_text())["visible_columns"] == [
+        "oracle_model_to_route_to", "sample_id"]
+    capsys.readouterr()
+    assert main(["import", "routerbench", str(src), "-o", str(tmp_path / "c"), "--visible", "oracle"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == ("routerlab: error: no query column 'oracle'; the table's query metadata columns are "
+                       "oracle_model_to_route_to, sample_id (id, text, dataset and split are always visible)")
+    assert not (tmp_path / "c").exists()

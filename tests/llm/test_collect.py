@@ -122,6 +122,9 @@ def test_logits_mode_cells_and_logits() -> None:
     assert x["output.fake"][0] == "" and x["output.fake"][5] == "The answer is 42"
     assert x["gold"].tolist() == ["B", "A", "B", "C", "A", "42", "Paris"]
     assert x["kind"].tolist() == ["mc"] * 5 + ["short"] * 2
+    # routers see the question's form and options, never an answer (README "What a router sees")
+    assert table.queries.visible == {"choices", "kind"}
+    assert table.queries.hidden == ("gold", "logits.fake", "output.fake", "pred.fake")
     logits = choice_logits(table, "fake")
     assert logits.shape == (7, 10) and logits[0, :3].tolist() == [0.0, 3.0, -2.0]
     assert np.isnan(logits[0, 3:]).all() and np.isnan(logits[5]).all()

@@ -28,8 +28,19 @@ def import_cmd(
         typer.Option("--option", "-O", help="Importer option KEY=VALUE, repeatable (e.g. on_duplicate=mean, "
                      "rename=prompt_id=query_id,model_id=actor,label=score, actors=FILE)."),
     ] = None,
+    visible: Annotated[
+        list[str] | None,
+        typer.Option("--visible", metavar="COL,...", help="Query metadata columns routers may read, comma-separated "
+                     "and repeatable, beside those the importer declares (a task or cluster label a deployed router "
+                     "would know); every other column stays hidden from routers. For 'long' files these are also "
+                     "the per-query columns kept (-O hidden=COL,... keeps more, hidden). An unknown column is an "
+                     "error."),
+    ] = None,
 ) -> None:
-    """Read upstream routing data into a routerlab table directory."""
+    """Read upstream routing data into a routerlab table directory.
+
+    A router sees a query's id, text, dataset, split and the columns declared visible, nothing else; 'routerlab
+    info' lists which columns are visible and which hidden."""
     from routerlab._spec import coerce
     from routerlab.data.importers import read
     from routerlab.errors import UsageError
@@ -40,7 +51,12 @@ def import_cmd(
         key, eq, value = item.partition("=")
         if not eq or not key.strip():
             raise UsageError(f"bad --option {item!r}; write KEY=VALUE")
-        options[key.strip()] = value if key.strip() in {"rename", "actors", "name"} else coerce(value)
+        options[key.strip()] = value if key.strip() in {"rename", "actors", "name", "visible", "hidden"} \
+            else coerce(value)
+    declared = [c.strip() for v in [*([str(options["visible"])] if "visible" in options else []), *(visible or [])]
+                for c in v.split(",") if c.strip()]
+    if declared:
+        options["visible"] = ",".join(dict.fromkeys(declared))
     if trust_pickle:
         options["trust_pickle"] = True
     table = read(format, *paths, **options)

@@ -6,6 +6,9 @@ domain-specific skills, latency profiles of the kind routerworld.txt Table 4 mea
 5.7 s, ITL 3.5 to 19 ms) and per-1M-token prices; and 0/1 scores drawn from a two-parameter
 item-response model, P(correct) = sigmoid(discrimination_q * (skill[actor, domain] - difficulty_q)).
 Tokens come from per-actor verbosity, latency and cost from SPEC 1. No number in it is real data.
+
+The query metadata ``difficulty`` and ``tier`` are the generator's latent variables: hidden from routers (a
+deployed router never knows them), kept for reports. A router must read the difficulty cue from the text.
 """
 
 from __future__ import annotations
@@ -161,6 +164,7 @@ def demo(n_queries: int = 3000, seed: int = 0, test_fraction: float = 0.2) -> Ro
         dataset=np.asarray(DOMAINS, dtype=object)[d],
         split=split,
         extra={"difficulty": difficulty.round(4), "tier": np.asarray(["easy", "medium", "hard"], dtype=object)[tier]},
+        visible=(),  # both are the generator's latent variables: hidden from routers
     )
     actors = Actors.create(
         [a.name for a in _ACTORS],

@@ -126,14 +126,20 @@ def _aligned(col: npt.NDArray[Any], pos: npt.NDArray[np.intp]) -> npt.NDArray[An
     return out
 
 
-def _joined_extra(tables: Sequence[RoutingTable], rows: list[npt.NDArray[np.intp]]) -> dict[str, np.ndarray]:
-    """The first table's query metadata columns, then a later table's columns the earlier ones lack."""
+def _joined_extra(
+    tables: Sequence[RoutingTable], rows: list[npt.NDArray[np.intp]]
+) -> tuple[dict[str, np.ndarray], set[str]]:
+    """The first table's query metadata columns, then a later table's columns the earlier ones lack; and which
+    of them are visible to routers (as the table each column came from declares)."""
     extra: dict[str, np.ndarray] = {}
+    visible: set[str] = set()
     for t, pos in zip(tables, rows, strict=True):
         for key, col in t.queries.extra.items():
             if key not in extra:
                 extra[key] = _aligned(np.asarray(col), pos)
-    return extra
+                if key in t.queries.visible:
+                    visible.add(key)
+    return extra, visible
 
 
 def _joined_matrices(
@@ -185,8 +191,9 @@ def join(
     Rows follow the first table's order (``how="inner"``: the ids in every table; ``"left"``: all of the first
     table's). Query text must agree per id (stripped; ``""`` = unknown); actor names must be distinct across
     tables. Dataset, split and query metadata come from the first table; a later table's metadata columns
-    are added when the earlier ones lack them. ``meta["join"]`` records how, the sources (name, content hash,
-    queries, actors, ids dropped) and the kept count; ``small``/``large`` set ``meta["two_model"]``.
+    are added when the earlier ones lack them, each visible to routers when the table it came from says so.
+    ``meta["join"]`` records how, the sources (name, content hash, queries, actors, ids dropped) and the kept
+    count; ``small``/``large`` set ``meta["two_model"]``.
     """
     tables = list(tables)
     if not tables:
@@ -202,8 +209,9 @@ def join(
     rows = [_positions(t, ids) for t in tables]
     text = _joined_text(tables, rows)
     first = tables[0]
+    extra, visible = _joined_extra(tables, rows)
     queries = Queries.create(ids, text=text, dataset=first.queries.dataset[rows[0]],
-                             split=first.queries.split[rows[0]], extra=_joined_extra(tables, rows))
+                             split=first.queries.split[rows[0]], extra=extra, visible=visible)
     sources = []
     for t, pos in zip(tables, rows, strict=True):
         matched = int(np.count_nonzero(pos >= 0))

@@ -2,7 +2,8 @@
 
 Layout of ``DIR``::
 
-    manifest.json      format version, sizes, content hash, file sizes, name, meta, routerlab version
+    manifest.json      format version, sizes, content hash, file sizes, name, meta, routerlab version,
+                       and ``visible_columns``: the query metadata columns routers may read (the rest are hidden)
     queries.parquet    id, text, dataset, split, then metadata columns as ``x.<name>``
     actors.parquet     name, params_b, ttft_ms, itl_ms, input_price, output_price, ``x.<name>``
     <matrix>.parquet   one float32 column ``value``: the (n, m) matrix flattened row-major
@@ -19,6 +20,10 @@ Why this shape, at RouterEval scale (36,000 x 8,500 = 306M cells, 1.2 GB of floa
 - The content hash is computed on a helper thread while the Parquet files are written, and checked on
   every load: each matrix row group is hashed as soon as it is decoded, while the next ones decode, so a
   swapped or edited file is caught for little more than the cost of reading.
+
+Visibility is a declaration, not data: it is not part of the content hash. A table saved before it was
+recorded (no ``visible_columns`` in the manifest) gets the declaration of its format's importer
+(:mod:`routerlab.data.visibility`); a table of no known format keeps every metadata column hidden.
 
 The directory is written beside the target and renamed into place, so a crash never leaves a
 half-written table, and an existing table is replaced only once the new one is complete. Its files and
@@ -55,6 +60,7 @@ from routerlab.data.table import (
     hash_labels,
     hash_matrix_header,
 )
+from routerlab.data.visibility import declared_visible
 from routerlab.errors import DataError, UsageError
 
 FORMAT = "routerlab-table"
@@ -177,6 +183,7 @@ def save(table: RoutingTable, path: str | Path, *, compression: str = "lz4") -> 
             "matrices": sorted(table.matrices()),
             "matrix_layout": "one float32 column 'value', the (n_queries, n_actors) matrix flattened row-major",
             "content_hash": stored_hash,
+            "visible_columns": sorted(q.visible),
             "files": {name: (tmp / name).stat().st_size for name in files},
             "meta": table.meta,
         }
@@ -359,6 +366,7 @@ def _read_labels(target: Path, manifest: dict[str, Any]) -> tuple[Queries, Actor
         dataset=qcore["dataset"].astype(object),
         split=qcore["split"].astype(object),
         extra=qextra,
+        visible=_visible_columns(manifest, qextra, target),
     )
     actors = Actors(
         names=acore["name"].astype(object),
@@ -374,6 +382,25 @@ def _read_labels(target: Path, manifest: dict[str, Any]) -> tuple[Queries, Actor
     if len(actors) != m:
         raise DataError(f"holds {len(actors)} actors but the manifest says {m}", file=afile)
     return queries, actors
+
+
+def _visible_columns(manifest: dict[str, Any], extra: dict[str, np.ndarray], target: Path) -> frozenset[str]:
+    """The manifest's ``visible_columns`` (each must be a query metadata column), or, for a table saved before
+    visibility was recorded, its format's declaration (module docstring)."""
+    listed = manifest.get("visible_columns")
+    if listed is None:
+        meta = manifest.get("meta")
+        fmt = meta.get("format") if isinstance(meta, dict) else None
+        return declared_visible(fmt if isinstance(fmt, str) else None, extra)
+    mfile = target / MANIFEST
+    if not isinstance(listed, list) or not all(isinstance(c, str) for c in listed):
+        raise DataError(f"visible_columns must be a list of column names, got {listed!r}", file=mfile,
+                        field="visible_columns")
+    unknown = sorted(set(listed) - set(extra))
+    if unknown:
+        raise DataError(f"visible_columns names {unknown}, which are not query metadata columns of the table "
+                        f"({sorted(extra) or 'none'})", file=mfile, field="visible_columns")
+    return frozenset(listed)
 
 
 def load(path: str | Path, *, verify: bool = True) -> RoutingTable:

@@ -2,12 +2,17 @@
 
 Everything in routerlab reads this one data model. Matrices are dense float32 with NaN for an
 unobserved cell; string columns use ``""`` for "unknown" so that they sort and compare safely.
+
+A query's metadata columns (``Queries.extra``) are *hidden* from routers unless declared *visible*
+(``Queries.visible``; default-deny): a router sees a query's id, text, dataset, split and visible columns
+only, as a deployed router would (README "What a router sees"). Hidden columns (gold answers, the oracle's
+pick, a generator's latent difficulty) stay in the table for reports.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -62,15 +67,78 @@ def _extra_columns(extra: Mapping[str, Any] | None, n: int, what: str) -> dict[s
     return out
 
 
+class HiddenColumnError(UsageError, KeyError):
+    """A router read a query metadata column that is hidden from routers. A KeyError too, so ``in`` and
+    ``.get`` on the columns treat a hidden column as absent."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class QueryColumns(Mapping[str, np.ndarray]):
+    """The metadata columns of queries as a router sees them: the visible ones only. Reading a hidden one by
+    name raises :class:`HiddenColumnError`, which says it is hidden and how to declare it visible."""
+
+    __slots__ = ("_columns", "_hidden")
+
+    def __init__(self, columns: Mapping[str, np.ndarray], hidden: Iterable[str]) -> None:
+        self._columns = dict(columns)
+        self._hidden = frozenset(hidden) - set(self._columns)
+
+    @property
+    def hidden(self) -> frozenset[str]:
+        """The names of the hidden columns (their values are not here)."""
+        return self._hidden
+
+    def take(self, index: npt.NDArray[np.intp]) -> QueryColumns:
+        return QueryColumns({k: v[index] for k, v in self._columns.items()}, self._hidden)
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        if key in self._columns:
+            return self._columns[key]
+        if key in self._hidden:
+            shown = ", ".join(sorted(self._columns)) or "none"
+            raise HiddenColumnError(
+                f"query column {key!r} is hidden from routers: a router sees a query's id, text, dataset, split and "
+                f"visible columns only (visible here: {shown}); if a deployed router would know {key!r}, declare it "
+                f"visible (routerlab import ... --visible {key}, or table.with_visible([{key!r}]))")
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._columns)
+
+    def __len__(self) -> int:
+        return len(self._columns)
+
+
+def _column_names(columns: str | Iterable[str]) -> list[str]:
+    """Column names from an iterable or one comma-separated string (``"task,cluster"``)."""
+    if isinstance(columns, str):
+        return [c.strip() for c in columns.split(",") if c.strip()]
+    return [str(c) for c in columns]
+
+
 @dataclass(frozen=True, eq=False)
 class Queries:
-    """The rows of a routing table: unique ids, text, dataset (domain), split and free metadata."""
+    """The rows of a routing table: unique ids, text, dataset (domain), split and free metadata.
+
+    ``visible`` names the metadata columns a router may read (a deployed router would know them: a task or
+    cluster label, the question's options); every other column of ``extra`` is hidden from routers."""
 
     ids: npt.NDArray[np.object_]
     text: npt.NDArray[np.object_]
     dataset: npt.NDArray[np.object_]
     split: npt.NDArray[np.object_]
     extra: Mapping[str, np.ndarray] = field(default_factory=dict)
+    visible: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        vis = frozenset(_column_names(self.visible))
+        unknown = sorted(vis - set(self.extra))
+        if unknown:
+            raise DataError(f"visible column(s) {unknown} are not query metadata columns "
+                            f"(the columns are {sorted(self.extra) or 'none'})", field="visible")
+        object.__setattr__(self, "visible", vis)
 
     @classmethod
     def create(
@@ -80,7 +148,9 @@ class Queries:
         dataset: Iterable[Any] | None = None,
         split: Iterable[Any] | None = None,
         extra: Mapping[str, Any] | None = None,
+        visible: Iterable[str] = (),
     ) -> Queries:
+        """Queries from columns; ``visible`` names the ``extra`` columns routers may read (the rest are hidden)."""
         id_arr = np.array([str(i) for i in ids], dtype=object)
         n = id_arr.shape[0]
         q = cls(
@@ -89,9 +159,40 @@ class Queries:
             dataset=_str_array(dataset, n, "query dataset"),
             split=_str_array(split, n, "query split"),
             extra=_extra_columns(extra, n, "query"),
+            visible=frozenset(str(c) for c in visible),
         )
         q.check_unique()
         return q
+
+    @property
+    def hidden(self) -> tuple[str, ...]:
+        """The metadata columns routers never see (every column not declared visible), sorted."""
+        return tuple(sorted(k for k in self.extra if k not in self.visible))
+
+    def visible_only(self) -> Queries:
+        """These queries as a router sees them: id, text, dataset, split and the visible columns only; ``extra``
+        becomes a :class:`QueryColumns`, which names a hidden column when a router asks for it."""
+        if not self.hidden:
+            return self
+        columns = QueryColumns({k: v for k, v in self.extra.items() if k in self.visible}, self.hidden)
+        return Queries(self.ids, self.text, self.dataset, self.split, columns, self.visible)
+
+    def with_visible(self, columns: str | Iterable[str]) -> Queries:
+        """These queries with ``columns`` (names, or one comma-separated string) declared visible too."""
+        return replace(self, visible=self.visible | self._known(columns))
+
+    def with_hidden(self, columns: str | Iterable[str]) -> Queries:
+        """These queries with ``columns`` hidden from routers (taken back out of the visible ones)."""
+        return replace(self, visible=self.visible - self._known(columns))
+
+    def _known(self, columns: str | Iterable[str]) -> frozenset[str]:
+        names = _column_names(columns)
+        unknown = [c for c in names if c not in self.extra]
+        if unknown:
+            raise UsageError(f"no query column {unknown[0]!r}; the table's query metadata columns are "
+                             f"{', '.join(sorted(self.extra)) or 'none'} (id, text, dataset and split are "
+                             "always visible)")
+        return frozenset(names)
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
@@ -110,7 +211,9 @@ class Queries:
             text=self.text[index],
             dataset=self.dataset[index],
             split=self.split[index],
-            extra={k: v[index] for k, v in self.extra.items()},
+            extra=(self.extra.take(index) if isinstance(self.extra, QueryColumns)
+                   else {k: v[index] for k, v in self.extra.items()}),
+            visible=self.visible,
         )
 
 
@@ -365,7 +468,32 @@ class RoutingTable:
     def with_split(self, split: Iterable[Any]) -> RoutingTable:
         """The same table with the split column replaced (e.g. by a seeded random split)."""
         q = self.queries
-        return replace(self, queries=Queries(q.ids, q.text, q.dataset, _str_array(split, len(q), "split"), q.extra))
+        return replace(self, queries=Queries(q.ids, q.text, q.dataset, _str_array(split, len(q), "split"), q.extra,
+                                             q.visible))
+
+    # ------------------------------------------------------------------ what routers see
+    def with_visible(self, columns: str | Iterable[str]) -> RoutingTable:
+        """This table with query metadata ``columns`` declared visible to routers (names, or ``"a,b"``); an
+        unknown name is a UsageError listing the table's columns. Data and content hash are unchanged."""
+        return self._with_queries(self.queries.with_visible(columns))
+
+    def with_hidden(self, columns: str | Iterable[str]) -> RoutingTable:
+        """This table with query metadata ``columns`` hidden from routers again."""
+        return self._with_queries(self.queries.with_hidden(columns))
+
+    def visible_only(self) -> RoutingTable:
+        """This table as a router may read it: hidden query metadata columns dropped (the table itself when it
+        has none). What :meth:`routerlab.routers.base.Router.fit` trains on."""
+        if not self.queries.hidden:
+            return self
+        return replace(self, queries=self.queries.visible_only())  # other data: its own content hash
+
+    def _with_queries(self, queries: Queries) -> RoutingTable:
+        """The same table with another visibility declaration (not data: the content hash carries over)."""
+        out = replace(self, queries=queries)
+        if "content_hash" in self.__dict__:
+            out.__dict__["content_hash"] = self.__dict__["content_hash"]
+        return out
 
     # ------------------------------------------------------------------ summaries
     def dataset_counts(self) -> dict[str, int]:
@@ -406,6 +534,7 @@ class RoutingTable:
             "actors": self.actor_names,
             "datasets": self.dataset_counts(),
             "splits": self.split_counts(),
+            "query_columns": {"visible": sorted(self.queries.visible), "hidden": list(self.queries.hidden)},
             "observed_fraction": self.observed_fraction,
             "has_tokens": self.tokens_out is not None,
             "has_latency": self.latency_s is not None,
@@ -506,7 +635,8 @@ def concat(tables: Sequence[RoutingTable], name: str | None = None) -> RoutingTa
 
     Query ids must not repeat across tables. An actor's attributes, metadata (``actors.extra``)
     included, come from the first table that knows them; a different known value in a later
-    table is an error, not a silent choice.
+    table is an error, not a silent choice. A query metadata column is visible to routers when
+    every table holding it declares it visible (default-deny: hidden anywhere, hidden in the result).
     """
     if not tables:
         raise UsageError("concat needs at least one table")
@@ -552,12 +682,14 @@ def concat(tables: Sequence[RoutingTable], name: str | None = None) -> RoutingTa
     for k in extra_keys:
         cols = [t.queries.extra.get(k, np.full(t.n_queries, None, dtype=object)) for t in tables]
         extra[k] = np.concatenate([np.asarray(c, dtype=object) for c in cols])
+    visible = [k for k in extra_keys if all(k in t.queries.visible for t in tables if k in t.queries.extra)]
     queries = Queries.create(
         np.concatenate([t.queries.ids for t in tables]),
         text=np.concatenate([t.queries.text for t in tables]),
         dataset=np.concatenate([t.queries.dataset for t in tables]),
         split=np.concatenate([t.queries.split for t in tables]),
         extra=extra,
+        visible=visible,
     )
     derived = sorted({d for t in tables for d in t.meta.get("derived", [])})
     meta = {"source": [t.meta.get("source", t.name) for t in tables], "derived": derived}

@@ -1,10 +1,13 @@
 """What a router sees of the queries it routes: their vectors, the queries and the actors' descriptions.
 
-Never an outcome: a :class:`Features` keeps the queries (ids, text, dataset, split, metadata) and the actors
-(names, sizes, prices, TTFT/ITL) of the table it was made from, and drops the score, token, latency and cost
-matrices, so a router cannot read the outcomes of the queries it routes, by accident or on purpose. Training
-outcomes reach a router through ``fit``; the bounds that are allowed to read test outcomes (the oracle) receive
-them explicitly through :meth:`routerlab.routers.base.Router.reveal`.
+Never an outcome: a :class:`Features` keeps the queries (ids, text, dataset, split and the *visible* metadata
+columns) and the actors (names, sizes, prices, TTFT/ITL) of the table it was made from, and drops the score,
+token, latency and cost matrices and every hidden metadata column (a gold answer, the oracle's pick, a latent
+difficulty), so a router cannot read the outcomes of the queries it routes, by accident or on purpose. This is
+enforced here, where every :class:`Features` is built, so no protocol can bypass it; reading a hidden column by
+name is a UsageError naming it (README "What a router sees"). Training outcomes reach a router through ``fit``
+(whose table has its hidden columns dropped too); the bounds that are allowed to read test outcomes (the oracle)
+receive them explicitly through :meth:`routerlab.routers.base.Router.reveal`.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from types import MappingProxyType
 import numpy as np
 import numpy.typing as npt
 
-from routerlab.data.table import Actors, Queries, RoutingTable
+from routerlab.data.table import Actors, Queries, QueryColumns, RoutingTable
 from routerlab.errors import DataError, UsageError
 
 # How to get each per-query signal of a small model (two-model routing, SPEC 6), for error messages.
@@ -31,7 +34,9 @@ SIGNAL_SOURCES = {
 @dataclass(frozen=True, eq=False, init=False)
 class Features:
     """Vectors ``X`` (n, d) of n ``queries``, in the same order, made by ``encoder``; the ``actors`` a router
-    chooses among. Built from a table (``Features(X, table, encoder)``) whose outcomes it does not keep.
+    chooses among. Built from a table (``Features(X, table, encoder)``) whose outcomes and hidden query columns
+    it does not keep: ``queries.extra`` holds the visible columns only (a :class:`QueryColumns` naming the hidden
+    ones when there are any).
 
     ``signals`` holds per-query arrays beyond ``X`` whose first axis is the queries, in the same order: the small
     model's own signals for two-model routing (SPEC 6; ``hidden`` (n, layers, dim), ``option_logits`` (n, K) NaN
@@ -85,7 +90,7 @@ class Features:
             row = int(np.argwhere(~np.isfinite(x))[0, 0])
             raise DataError(f"feature vector is not finite (query {queries.ids[row]!r})", row=row + 1)
         object.__setattr__(self, "X", x)
-        object.__setattr__(self, "queries", queries)
+        object.__setattr__(self, "queries", queries.visible_only())  # the one place: no Features holds more
         object.__setattr__(self, "actors", actors)
         object.__setattr__(self, "encoder", encoder)
         object.__setattr__(self, "signals", MappingProxyType({}))
@@ -97,6 +102,12 @@ class Features:
     @property
     def actor_names(self) -> list[str]:
         return [str(a) for a in self.actors.names.tolist()]
+
+    @property
+    def hidden_columns(self) -> tuple[str, ...]:
+        """The names of the query metadata columns kept from routers (sorted); their values are not here."""
+        extra = self.queries.extra
+        return tuple(sorted(extra.hidden)) if isinstance(extra, QueryColumns) else ()
 
     def take(self, rows: npt.NDArray[np.intp]) -> Features:
         out = Features.of(self.X[rows], self.queries.take(rows), self.actors, self.encoder)

@@ -29,7 +29,8 @@
   two-model routers (read them back with :func:`choice_logits`); ``pred.<actor>`` the answer read (a letter,
   or the short answer); ``output.<actor>`` the generated text (empty for logits). The questions' own
   ``gold``, ``choices`` (JSON list) and ``kind`` are kept too, so a collected table is itself a question
-  source for another collect.
+  source for another collect. Routers see only ``choices`` and ``kind``: the gold answer, every actor's
+  ``pred``/``logits``/``output`` and the variant columns are hidden (:mod:`routerlab.data.visibility`).
 - **Resuming.** Every call goes through the on-disk call cache (:mod:`routerlab.llm.cache`): a rerun asks
   nothing again, and an interrupted run resumes where it stopped (only the missing calls run). Nothing is
   written until every actor has answered; the caller saves the table once (atomically).
@@ -190,6 +191,7 @@ def collect(
     """
     from routerlab import __version__
     from routerlab.data.table import Actors, Queries, RoutingTable
+    from routerlab.data.visibility import declared_visible
 
     if not questions:
         raise UsageError("no questions to ask")
@@ -282,7 +284,8 @@ def collect(
     }
     return RoutingTable(
         queries=Queries.create(ids, text=[q.text for q in questions], dataset=[q.dataset for q in questions],
-                               split=[q.split for q in questions], extra=qx),
+                               split=[q.split for q in questions], extra=qx,
+                               visible=declared_visible("collect", qx)),  # choices, kind; never an answer
         actors=actor_table,
         score=np.stack([c.score for c in columns], axis=1),
         tokens_in=np.stack([c.tokens_in for c in columns], axis=1),

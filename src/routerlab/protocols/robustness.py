@@ -298,7 +298,7 @@ def _batch(bench: Bench, used: PerturbationSet, fvar: Features) -> Features:
     texts = np.array([v.text for v in used.variants], dtype=object)
     queries = Queries(ids=np.concatenate([q.ids, keys]), text=np.concatenate([q.text, texts]),
                       dataset=np.concatenate([q.dataset, vq.dataset]), split=np.concatenate([q.split, vq.split]),
-                      extra={k: np.concatenate([v, vq.extra[k]]) for k, v in q.extra.items()})
+                      extra={k: np.concatenate([v, vq.extra[k]]) for k, v in q.extra.items()}, visible=q.visible)
     queries.check_unique()
     return Features.of(np.vstack([bench.ftest.X, fvar.X]), queries, bench.test.actors, bench.ftest.encoder)
 

@@ -63,6 +63,11 @@ def info_text(info: dict[str, Any]) -> str:
         + (f" ({q['repeated_texts_with_different_scores']} repeated texts carry different scores)" if q else ""),
         _leak_line(info, q),
     ]
+    cols = info.get("query_columns")
+    if cols is not None:
+        lines.append(f"visible      {', '.join(cols['visible']) or 'none'}  (query columns routers may read beside "
+                     "id, text, dataset and split)")
+        lines.append(f"hidden       {', '.join(cols['hidden']) or 'none'}  (kept for reports; never reach a router)")
     for d in info.get("derived", []):
         lines.append(f"derived      {d}")
     lines.append("actors       mean score (observed cells)")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Self, TypeVar
 
 import numpy as np
@@ -129,8 +129,12 @@ class Router(ABC):
 
         Logged feedback reaches ``_fit`` through the router's recipe (option ``logged``, default its appendix-G
         ``logged_recipe``): :func:`routerlab.routers.logged.training_table` builds the table (and the matching
-        feature rows) it trains on; ``self.recipe`` records which. Under full feedback the option does nothing."""
+        feature rows) it trains on; ``self.recipe`` records which. Under full feedback the option does nothing.
+        The training table's hidden query metadata columns are dropped before anything of the router sees it
+        (:meth:`RoutingTable.visible_only`): a router reads visible columns only, in training as in routing."""
         feedback = as_feedback(train)
+        if feedback.table.queries.hidden:
+            feedback = replace(feedback, table=feedback.table.visible_only())
         table = feedback.table
         if features.n != table.n_queries:
             raise UsageError(f"{features.n} feature rows for {table.n_queries} training queries")

@@ -56,7 +56,11 @@ def importers() -> dict[str, ImporterInfo]:
 
 
 def read(format: str, *paths: str | Path, **options: Any) -> RoutingTable:
-    """Read upstream files of ``format`` into a routing table (see ``routerlab import --help``)."""
+    """Read upstream files of ``format`` into a routing table (see ``routerlab import --help``).
+
+    ``visible=`` (column names, or ``"a,b"``) declares query metadata columns visible to routers beside those
+    the importer declares; an importer that takes ``visible`` itself (``long``: which file columns to keep)
+    gets it as an option, any other importer's table gets it through :meth:`RoutingTable.with_visible`."""
     info = _REGISTRY.get(format)
     if not paths:
         raise UsageError(f"format {format!r} needs at least one input path")
@@ -66,6 +70,7 @@ def read(format: str, *paths: str | Path, **options: Any) -> RoutingTable:
             raise DataError("no such file or directory", file=p)
     fn = info.fn
     params = inspect.signature(fn).parameters
+    declared = options.pop("visible", None) if "visible" not in params else None
     if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
         accepted = [n for n, p in params.items() if p.kind is p.KEYWORD_ONLY]
         unknown = sorted(set(options) - set(accepted))
@@ -75,4 +80,5 @@ def read(format: str, *paths: str | Path, **options: Any) -> RoutingTable:
         for key, value in options.items():
             default = params[key].default
             check_option_type(f"format {format!r}", key, value, None if default is inspect.Parameter.empty else default)
-    return fn(resolved, **options)
+    table = fn(resolved, **options)
+    return table if declared is None else table.with_visible(declared)

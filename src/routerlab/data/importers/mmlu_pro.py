@@ -14,6 +14,10 @@ the difference is counted in a warning and ``answer_differs`` marks the question
 Rows named in errors: the 1-based item position in the model's list (the line for a JSON syntax error).
 Entries of a list that are not records (bare strings, numbers, lists: some real files hold category names
 or totals between the records) are skipped with one warning per file; a file with no record is an error.
+
+Visible to routers: ``src`` (the source subset, a task label) and ``options`` (part of the prompt). Hidden:
+``answer`` and ``answer_differs``, the gold letter and whether files disagree on it
+(:mod:`routerlab.data.visibility`).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import numpy as np
 from routerlab.data.importers import importer
 from routerlab.data.importers._common import expand_paths, json_text, parse_json, warn
 from routerlab.data.table import Actors, Queries, RoutingTable
+from routerlab.data.visibility import declared_visible
 from routerlab.errors import DataError
 from routerlab.progress import track
 
@@ -119,6 +124,7 @@ def read_mmlu_pro(paths: list[Path]) -> RoutingTable:
             "options": np.array([json_text(r["options"]) for r in rows], dtype=object),
             "answer_differs": np.isin(qids, np.fromiter(questions.differs["answer"], dtype=np.int64)),
         },
+        visible=declared_visible("mmlu-pro", ("src", "options")),  # never the answer
     )
     actors = Actors.create(
         [m.name for m in models],

@@ -11,6 +11,9 @@ task_performance, response}}}``. Mapping: ``task_performance`` -> score, ``promp
 to the data file and in ``../profile_data/``. Cost is then derived by the table from tokens and prices.
 ``params_b`` is ``parameters`` (the exact count) when present, else ``size`` ("7B"); a task in several
 domains gets them all joined by ``|``. Rows named in errors: the 1-based item position in the list.
+
+Visible to routers: ``metric``, ``choices``, ``task_id`` and ``domain``. Hidden: ``ground_truth``, the answer
+(:mod:`routerlab.data.visibility`).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from routerlab.data.importers._common import (
     warn,
 )
 from routerlab.data.table import Actors, Queries, RoutingTable
+from routerlab.data.visibility import declared_visible
 from routerlab.errors import DataError
 
 MODELS_FILE, DOMAINS_FILE = "candidate_models.json", "domain_task_map.json"
@@ -114,7 +118,8 @@ def read_routeprofile(
         extra["domain"] = _domains(dataset, domain_file, notes)
     actors = _actors(order, model_file, notes)
     return RoutingTable(
-        queries=Queries.create(unique_ids(ids, field="query_id"), text=text, dataset=dataset, split=split, extra=extra),
+        queries=Queries.create(unique_ids(ids, field="query_id"), text=text, dataset=dataset, split=split, extra=extra,
+                               visible=declared_visible("routeprofile", extra)),  # all but ground_truth
         actors=actors,
         score=mats["score"],
         tokens_in=mats["tokens_in"],

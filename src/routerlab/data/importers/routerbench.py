@@ -8,6 +8,9 @@ folder) and, with ``trust_pickle=True``, the upstream pickle (``routerbench_0sho
 - ``sample_id`` -> query id, ``prompt`` (a Python-list repr; its parts are joined by a blank line) -> text,
   ``eval_name`` -> dataset, ``oracle_model_to_route_to`` -> query metadata; split from the file name.
 
+Visible to routers: ``sample_id`` (RouterBench's id of the prompt). Hidden: ``oracle_model_to_route_to``, the
+best model read off the outcomes; a router that read it would score the oracle (:mod:`routerlab.data.visibility`).
+
 Quality, response and cost columns come in different model orders, so they are matched by model name,
 never by position. Actors are sorted by name.
 
@@ -39,6 +42,7 @@ from routerlab.data.importers._common import (
     warn,
 )
 from routerlab.data.table import Actors, Queries, RoutingTable
+from routerlab.data.visibility import declared_visible
 from routerlab.errors import DataError
 
 ID, PROMPT, EVAL, ORACLE = "sample_id", "prompt", "eval_name", "oracle_model_to_route_to"
@@ -120,6 +124,7 @@ def read_routerbench(paths: list[Path], *, trust_pickle: bool = False) -> Routin
             ID: np.array([s for b in blocks for s in b.raw_ids], dtype=object),
             ORACLE: np.array([o for b in blocks for o in b.oracle], dtype=object),
         },
+        visible=declared_visible("routerbench", (ID, ORACLE)),  # the id; never the oracle's pick
     )
     return RoutingTable(
         queries=queries,

@@ -15,6 +15,9 @@ Optional extra inputs, given as options or auto-detected among the paths:
 - model prices (``models=path``, or a ``.json`` dict of models with ``input_price``): LLMRouter's
   ``default_llm.json`` (USD per 1M tokens; ``size`` -> params_b). Only scored models are kept.
 
+Visible to routers: ``cluster_id`` (a k-means cluster of the text's embedding), ``task_name``, ``metric``,
+``choices`` and ``task_id``. Hidden: ``ground_truth``, the answer (:mod:`routerlab.data.visibility`).
+
 Rows named in errors: the 1-based item position in a JSON list, the line number in JSON lines.
 """
 
@@ -44,6 +47,7 @@ from routerlab.data.importers._common import (
     warn,
 )
 from routerlab.data.table import Actors, Queries, RoutingTable
+from routerlab.data.visibility import declared_visible
 from routerlab.errors import DataError
 
 _META_FIELDS = ("task_name", "ground_truth", "metric", "choices", "task_id")
@@ -139,7 +143,8 @@ def read_routerdc(
 
     actors = _actors(names, model_file, notes)
     return RoutingTable(
-        queries=Queries.create(ids, text=texts, dataset=datasets, split=splits, extra=extra),
+        queries=Queries.create(ids, text=texts, dataset=datasets, split=splits, extra=extra,
+                               visible=declared_visible("routerdc", extra)),  # all but ground_truth
         actors=actors,
         score=score,
         name="routerdc",

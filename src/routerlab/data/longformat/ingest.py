@@ -223,6 +223,7 @@ class _State:
     av: _Vocab  # actor names, complete after pass 1
     qualify: bool  # ids become <dataset>/<query_id>
     attrs: dict[str, _Attr] = field(default_factory=dict)
+    kept: tuple[str, ...] = ()  # per-query metadata columns kept (visible= and hidden=), checked as attributes
     dup_cells: list[npt.NDArray[np.int64]] = field(default_factory=list)
     dup_values: dict[str, list[npt.NDArray[np.float32]]] = field(default_factory=dict)
 
@@ -312,7 +313,7 @@ def _ingest(st: _State, batch: _Batch, src: _Source) -> None:
         qid = _qualified(qid, batch.cols.get("dataset"))
     q = qv.codes(qid)
     a = av.codes(_strings(batch.cols["actor"]))
-    for name in QUERY_ATTRS:  # first: a contradiction explains a duplicate cell better than the other way round
+    for name in (*QUERY_ATTRS, *st.kept):  # first: a contradiction explains a duplicate cell better than the reverse
         arr = batch.cols.get(name) if src.has(name) else None
         if arr is None and name == "split" and src.split:
             arr = pa.DictionaryArray.from_arrays(pa.array(np.zeros(k, dtype=np.int32)), pa.array([src.split]))
@@ -442,6 +443,8 @@ def read_long(
     batch_rows: int = 1 << 20,
     name: str | None = None,
     progress: bool | None = None,
+    visible: str | Sequence[str] | None = None,
+    hidden: str | Sequence[str] | None = None,
 ) -> RoutingTable:
     """Read long-format files (one row per query x actor cell) into a routing table, streaming.
 
@@ -449,7 +452,15 @@ def read_long(
     (``"last"``: the whole cell, every column), or is averaged with it (``"mean"``, per column over
     the non-missing values). ``batch_rows`` bounds the rows processed at once; results do not depend
     on it. ``progress=None`` shows progress on stderr (a bar on a terminal, lines elsewhere); False hides it.
+
+    Other file columns are ignored unless named: ``visible`` (names, or ``"a,b"``) keeps per-query columns as
+    query metadata routers may read (a task or cluster label a deployed router would know), ``hidden`` keeps
+    them hidden from routers (a gold answer, for reports). Both are text, read like ``dataset``: the first
+    non-empty value of a query wins and a different later one is an error. A name no input file has is a
+    UsageError.
     """
+    kept_visible, kept_hidden = _names(visible), _names(hidden)
+    kept = (*kept_visible, *kept_hidden)
     if on_duplicate not in ON_DUPLICATE:
         raise UsageError(f"on_duplicate must be one of {ON_DUPLICATE}, got {on_duplicate!r}")
     batch_rows = int(batch_rows)
@@ -470,7 +481,13 @@ def read_long(
     if not files:
         raise UsageError("no long-format data file among the inputs (only an actors side-file)")
     mapping = column_map(columns, rename)
+    _check_kept(kept_visible, kept_hidden, mapping)
+    mapping.update({c: c for c in kept})
     sources = [_open_source(p, mapping, i) for i, p in enumerate(files)]
+    for src in sources:
+        src.text_columns = frozenset(kept)
+    if not any(src.json for src in sources):
+        _check_kept_present(kept, sources)  # headers tell already: fail before reading the data
     actor_info = read_actors(side[0]) if side else None
     enabled = progress
 
@@ -478,7 +495,7 @@ def read_long(
     qv = _Vocab()
     av = _Vocab(actor_info[0] if actor_info else ())
     id_fields = ["query_id", "actor", *(["dataset"] if qualify_ids else [])]
-    all_fields = ["query_id", "actor", *QUERY_ATTRS, *CELL_FIELDS, PROPENSITY]
+    all_fields = ["query_id", "actor", *QUERY_ATTRS, *CELL_FIELDS, PROPENSITY, *kept]
     with Progress("long: ids", unit="row", unit_scale=True, enabled=enabled) as bar:
         for src in sources:
             # JSON is parsed whole anyway: read every key to learn which columns the file has
@@ -497,13 +514,15 @@ def read_long(
                     src.rows += len(batch)
                     bar.update(len(batch))
 
+    _check_kept_present(kept, sources)  # JSON: some record has the key
     n, m = len(qv), len(av)
     present = {f for src in sources for f in CELL_FIELDS if src.has(f)}
     present.add("score")
     mats = {f: np.full(n * m, np.nan, dtype=np.float32) for f in CELL_FIELDS if f in present and f != "score"}
     mats["score"] = np.full(n * m, _SENTINEL, dtype=np.uint32).view(np.float32)
-    st = _State(n=n, m=m, mats=mats, on_duplicate=on_duplicate, sources=sources, qv=qv, av=av, qualify=qualify_ids)
-    for a in QUERY_ATTRS:
+    st = _State(n=n, m=m, mats=mats, on_duplicate=on_duplicate, sources=sources, qv=qv, av=av, qualify=qualify_ids,
+                kept=kept)
+    for a in (*QUERY_ATTRS, *kept):
         st.attrs[a] = _Attr(n)
 
     # pass 2: everything
@@ -525,6 +544,8 @@ def read_long(
         text=st.attrs["text"].final(),
         dataset=st.attrs["dataset"].final(),
         split=st.attrs["split"].final(),
+        extra={c: np.array(st.attrs[c].final(), dtype=object) for c in kept},
+        visible=kept_visible,
     )
     if actor_info is not None:
         names, attrs, extra = actor_info
@@ -543,6 +564,35 @@ def read_long(
     matrices = {f: v.reshape(n, m) for f, v in mats.items()}
     meta = {"source": [str(p) for p in files], "format": "long"}
     return RoutingTable(queries=queries, actors=act, name=name or _table_name(files), meta=meta, **matrices)
+
+
+def _names(columns: str | Sequence[str] | None) -> tuple[str, ...]:
+    """Column names from a sequence or one comma-separated string, in order, without repeats."""
+    parts = (columns or "").split(",") if isinstance(columns, str | None) else [str(c) for c in columns]
+    return tuple(dict.fromkeys(c.strip() for c in parts if c.strip()))
+
+
+def _check_kept(visible: Sequence[str], hidden: Sequence[str], mapping: Mapping[str, str]) -> None:
+    """Refuse a kept column that is a long-format column, fills one, or is named both visible and hidden."""
+    both = sorted(set(visible) & set(hidden))
+    if both:
+        raise UsageError(f"column {both[0]!r} is named both visible and hidden")
+    for c in (*visible, *hidden):
+        if c in mapping:
+            raise UsageError(f"{c!r} is a long-format column; visible=/hidden= name other per-query columns "
+                             "to keep as query metadata")
+        if c in mapping.values():
+            canonical = next(k for k, v in mapping.items() if v == c)
+            raise UsageError(f"file column {c!r} fills the long-format column {canonical!r}; it cannot also be "
+                             "kept as query metadata")
+
+
+def _check_kept_present(kept: Sequence[str], sources: Sequence[_Source]) -> None:
+    """Every kept column must be in some input file (JSON: some record has the key; known after pass 1)."""
+    for c in kept:
+        if not any(src.has(c) for src in sources):
+            files = ", ".join(str(s.path) for s in sources[:3]) + (", ..." if len(sources) > 3 else "")
+            raise UsageError(f"no input file has the column {c!r} named in visible=/hidden= ({files})")
 
 
 def _pad_extra(v: np.ndarray, pad: int) -> np.ndarray:

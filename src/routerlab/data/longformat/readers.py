@@ -133,9 +133,12 @@ def _line_numbers(chunk: bytes, first_line: int) -> npt.NDArray[np.int64] | None
 
 
 def _py_records(
-    records: Sequence[tuple[int, Any]], wanted: dict[str, str], path: Path
+    records: Sequence[tuple[int, Any]], wanted: dict[str, str], path: Path,
+    text_columns: frozenset[str] = frozenset(),
 ) -> tuple[dict[str, pa.Array], npt.NDArray[np.int64]]:
-    """Columns from parsed JSON records, with their row numbers; used where Arrow's reader refuses a chunk."""
+    """Columns from parsed JSON records, with their row numbers; used where Arrow's reader refuses a chunk.
+    ``text_columns`` are read as text beside :data:`STRING_FIELDS` (kept query metadata columns)."""
+    strings = STRING_FIELDS + tuple(text_columns)
     cols: dict[str, list[Any]] = {c: [] for c in wanted}
     rows = np.fromiter((r for r, _ in records), dtype=np.int64, count=len(records))
     for r, obj in records:
@@ -143,7 +146,7 @@ def _py_records(
             raise DataError(f"expected a JSON object, got {type(obj).__name__}", file=path, row=r)
         for canonical, src in wanted.items():
             v = obj.get(src)
-            if canonical not in STRING_FIELDS:
+            if canonical not in strings:
                 if isinstance(v, str):
                     v = v.strip()
                     if v == "":
@@ -170,7 +173,7 @@ def _py_records(
                                         "pair): not valid Unicode", file=path, row=r, field=canonical) from None
                 cols[canonical].append(text)
     out = {
-        c: pa.array(v, type=pa.string() if c in STRING_FIELDS else pa.float64()) for c, v in cols.items()
+        c: pa.array(v, type=pa.string() if c in strings else pa.float64()) for c, v in cols.items()
     }
     return out, rows
 
@@ -188,7 +191,8 @@ def _read_jsonl(src: _Source, wanted: dict[str, str], batch_rows: int) -> Iterat
             n = tbl.num_rows
             for c in wanted:  # keys no record of this chunk has
                 if c not in cols:
-                    cols[c] = pa.nulls(n, pa.string() if c in STRING_FIELDS else pa.float64())
+                    cols[c] = pa.nulls(n, pa.string() if c in STRING_FIELDS or c in src.text_columns
+                                       else pa.float64())
         except pa.ArrowInvalid:
             # mixed types (ids as numbers and strings), a line Arrow cannot parse: read it record by record
             records = []
@@ -200,7 +204,7 @@ def _read_jsonl(src: _Source, wanted: dict[str, str], batch_rows: int) -> Iterat
                         raise DataError(f"invalid JSON: {exc.msg}", file=src.path, row=first_line + i) from None
                     except UnicodeDecodeError:
                         raise DataError("not UTF-8 text", file=src.path, row=first_line + i) from None
-            cols, lines = _py_records(records, wanted, src.path)
+            cols, lines = _py_records(records, wanted, src.path, src.text_columns)
             keys = frozenset(c for c in wanted if any(wanted[c] in obj for _, obj in records))
             n = len(records)
         for lo, part in _slices(cols, n, batch_rows):
@@ -220,7 +224,7 @@ def _read_json_array(src: _Source, wanted: dict[str, str], batch_rows: int) -> I
         missing = [c for c in REQUIRED if all(wanted[c] not in obj for _, obj in records[:1])]
         if missing:
             raise _missing(src.path, missing[0], wanted, list(records[0][1]))
-    cols, rows = _py_records(records, wanted, src.path)
+    cols, rows = _py_records(records, wanted, src.path, src.text_columns)
     keys = frozenset(c for c in wanted if any(wanted[c] in obj for _, obj in records if isinstance(obj, dict)))
     for lo, part in _slices(cols, len(records), batch_rows):
         yield _Batch(part, lo + 1, rows[lo : lo + batch_rows], keys)

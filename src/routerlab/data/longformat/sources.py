@@ -81,6 +81,7 @@ class _Source:
     seen: set[str] = field(default_factory=set)  # JSON: the columns some record has
     order: dict[str, int | None] = field(default_factory=dict)  # last cell key while the file is sorted
     after_others: bool = False  # an earlier file wrote cells: this one may repeat them
+    text_columns: frozenset[str] = frozenset()  # per-query metadata columns kept as text (read_long's visible=)
 
     @property
     def json(self) -> bool:
