@@ -467,6 +467,8 @@ def _check_policy(value: str) -> str:
     return value
 
 
+BOUND_SKIPPED = ("a bound that reads every actor's outcome on the queries it routes; a log holds one outcome per "
+                 "query, so it cannot be evaluated off-policy")
 LOGS_HELP = ("log files (.csv, .jsonl, .parquet: one row per logged query with its propensity; see 'routerlab log') "
              "whose queries the routers are estimated on; none = simulate a log of the split's test part with "
              "'logging'")
@@ -550,11 +552,16 @@ class OffPolicy(Protocol):
 
         s: OPESettings = settings
         cache = context.cache_dir if context else None
-        refuse_bounds(list(routers))
+        # a bound is left out and listed (an experiment runs it beside other routers); with nothing else, refused
+        bounds = {router_label(r): BOUND_SKIPPED for r in routers
+                  if (get_router(r) if isinstance(r, str) else r).uses_test_labels}
+        kept = [r for r in routers if router_label(r) not in bounds]
+        if not kept:
+            refuse_bounds(list(routers))
         logs = protocol_logs(table, s, seed, cache)
         train_logs = read_logs(list(s.train_logs), table) if s.train_logs else None
-        res = off_policy_evaluate(table, logs, list(routers), estimators=s.estimators, split=s.split,
+        res = off_policy_evaluate(table, logs, kept, estimators=s.estimators, split=s.split,
                                   encoder=s.encoder, seed=seed, n_boot=s.n_boot, interval_method=s.interval,
                                   train_logs=train_logs, reward_model=s.reward_model, cache_dir=cache)
-        return Result(self.name, res.provenance, s, ope_records(res), native=res,
+        return Result(self.name, res.provenance, s, ope_records(res), native=res, skipped=bounds,
                       n_train=int(res.training["n_train"]), n_test=res.n_logged, notes=list(res.warnings))
