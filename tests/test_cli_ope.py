@@ -49,6 +49,14 @@ def test_json_record(files: dict[str, Path], capsys: pytest.CaptureFixture[str],
         assert set(res["truth"]) == set(record["metrics"])
         assert res["diagnostics"]["ess"] > 0
     assert json.loads((out / "ope.json").read_text()) == record
+    # the protocol layer's keys: the settings as checked and one record per router x metric x estimator + truth
+    assert record["protocol"] == "ope" and record["settings"]["n_boot"] == 100
+    assert record["settings"]["logs"] == [str(files["logs"])]
+    dr = {(r["router"], r["metric"]): r for r in record["records"] if r["slice"] == "estimator=dr"}
+    for res in record["results"]:
+        cell = res["estimates"]["dr"]["mu_o"]
+        assert dr[(res["router"], "mu_o")]["value"] == cell["value"]
+        assert [dr[(res["router"], "mu_o")]["ci_low"], dr[(res["router"], "mu_o")]["ci_high"]] == cell["ci"]
     assert f"wrote {out / 'ope.json'}" in captured.err
 
 
@@ -89,9 +97,14 @@ def test_training_on_logs_and_warnings_on_stderr(files: dict[str, Path], capsys:
 
 @pytest.mark.parametrize("args,needle", [
     (["--estimators", "ips,ipw"], "unknown estimator 'ipw'"),
-    (["--estimators", ""], "--estimators needs at least one of ips, snips, dr"),
-    (["--interval", "bca"], "--interval must be one of bootstrap, normal"),
-    (["--reward-model", "forest"], "--reward-model must be one of ridge, mean"),
+    (["--estimators", ""], "--estimators: needs at least one value"),
+    (["--estimators", "ips,ips"], "--estimators: lists 'ips' twice"),
+    (["--interval", "bca"], "--interval: must be one of bootstrap, normal, got 'bca'"),
+    (["--reward-model", "forest"], "--reward-model: must be one of mean, ridge, got 'forest'"),
+    (["--split", "sideways"], "--split: unknown split 'sideways'"),
+    (["--encoder", "nosuch"], "--encoder: unknown encoder 'nosuch'"),
+    (["--logging", "softmax:knn:0.5"], "--logging: draws a simulated log, and log files are named"),
+    (["--logging", "softmax:knn:0"], "--logging: logging policy 'softmax:knn:0': T 0 is out of range"),
     (["--routers", "knn,oracle"], "'oracle' is a bound"),
     (["--routers", "nosuch"], "nosuch"),
     (["--n-boot", "5"], "--n-boot"),
@@ -126,5 +139,26 @@ def test_table_left_out_means_the_demo(tmp_path: Path, capsys: pytest.CaptureFix
     record = json.loads(capsys.readouterr().out)
     assert record["data"]["name"] == "demo(seed=0)" and record["n_logged"] == 601
     assert record["results"][0]["truth"]["mu_o"] > 0
-    assert main(["ope", str(tmp_path)]) == 2
-    assert "name the log files" in capsys.readouterr().err
+
+
+def test_without_logs_a_log_of_the_test_part_is_simulated(files: dict[str, Path], tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """No LOGS: the command draws the test part's log with --logging (seeded), exactly the log that
+    'routerlab log --part test' writes with the same seed, so the estimates are the same numbers."""
+    log = tmp_path / "eps.csv"
+    policy = "eps-greedy:best-single:0.2"
+    assert main(["log", str(files["table"]), "--part", "test", "--policy", policy, "--seed", "3",
+                 "--encoder", "tfidf:dim=32", "-o", str(log)]) == 0
+    capsys.readouterr()
+    args = ["--routers", "best-single,knn", "--json", "--seed", "3", *ENC]
+    assert main(["ope", str(files["table"]), str(log), *args]) == 0
+    from_file = json.loads(capsys.readouterr().out)
+    assert main(["ope", str(files["table"]), "--logging", policy, *args]) == 0
+    simulated = json.loads(capsys.readouterr().out)
+    assert simulated["settings"]["logs"] is None and simulated["settings"]["logging"] == policy
+    assert simulated["logs"]["policy"] == policy and from_file["n_logged"] == simulated["n_logged"] > 0
+    for a, b in zip(from_file["results"], simulated["results"], strict=True):
+        assert a["estimates"] == b["estimates"] and a["truth"] == b["truth"] and a["diagnostics"] == b["diagnostics"]
+    assert from_file["records"] == simulated["records"]
+    assert main(["ope", str(files["table"]), "--split", "all", *args]) == 2
+    assert "--split: 'all' leaves no test part to simulate a log of" in capsys.readouterr().err

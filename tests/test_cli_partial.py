@@ -23,9 +23,9 @@ FAST = ["--routers", "random,best-single,knn", "--n-boot", "40"]
 
 BAD = [
     (["--protocol", "bandit"], "--protocol must be one of full, cold-start, voyager, got 'bandit'"),
-    (["--logging", "uniform"], "--logging: applies to protocol cold-start only, not to full"),
+    (["--logging", "uniform"], "--logging: applies to protocol cold-start and ope only, not to full"),
     (["--protocol", "voyager", "--logging", "uniform"],
-     "--logging: applies to protocol cold-start only, not to voyager"),
+     "--logging: applies to protocol cold-start and ope only, not to voyager"),
     (["--rounds", "3"], "--rounds: applies to protocol voyager only, not to full"),
     (["--protocol", "cold-start", "--rounds", "3"], "--rounds: applies to protocol voyager only, not to cold-start"),
     (["--protocol", "cold-start", "--order", "shuffle"],

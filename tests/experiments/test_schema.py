@@ -70,7 +70,7 @@ def test_shipped_demo_experiment_parses() -> None:
     (GOOD.replace("routers =", "router ="), "router", "did you mean 'routers'"),
     (GOOD.replace('["full"]', '["ful"]'), "protocols[1].name", "did you mean 'full'"),
     (GOOD.replace('["full"]', '[{name = "full", logging = "uniform"}]'), "protocols[1].logging",
-     "applies to protocol cold-start only, not to full"),
+     "applies to protocol cold-start and ope only, not to full"),
     (GOOD.replace('["full"]', '[{name = "cold-start", logging = "bogus"}]'), "protocols[1].logging",
      "unknown logging policy"),
     (GOOD.replace('["full"]', '[{name = "voyager", rounds = 1}]'), "protocols[1].rounds",

@@ -75,7 +75,7 @@ def test_a_bad_setting_says_the_same_from_python_toml_and_the_command_line(tmp_p
     ({"encoder": "nope"}, "encoder: unknown encoder 'nope'"),
     ({"skip_inapplicable": "yes"}, "skip_inapplicable: must be true or false, got a string ('yes')"),
     ({"roundz": 3}, "roundz: not a setting of protocol voyager; did you mean 'rounds'?"),
-    ({"logging": "uniform"}, "logging: applies to protocol cold-start only, not to voyager"),
+    ({"logging": "uniform"}, "logging: applies to protocol cold-start and ope only, not to voyager"),
 ])
 def test_each_rule_is_one_readable_line(values: dict[str, Any], message: str) -> None:
     with pytest.raises(UsageError) as err:

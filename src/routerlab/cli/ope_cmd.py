@@ -1,89 +1,88 @@
 """``routerlab ope``: off-policy evaluation of routers from logs (IPS, SNIPS, DR; docs/off-policy.md).
 
-Every option is checked before any data is loaded or any router trained: numbers by their typer ranges, the
-estimator list, the interval kind and the router specs (a bound that reads test outcomes is refused here).
+The command parses its options into :class:`~routerlab.protocols.ope.OPESettings` (every rule checked there, before
+any data is loaded or any router trained; a bound that reads test outcomes is refused here too), runs the
+registered ``ope`` protocol and prints its result. Without log files it simulates a log of the test part with
+``--logging``, as ``routerlab log --part test`` would write it.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from routerlab.cli import app
 from routerlab.cli._io import check_output_dir, emit_record, json_option, open_table, seed_option
-from routerlab.cli.evaluate_cmd import ENCODER_HELP, MAX_BOOT, MIN_BOOT, NBOOT_HELP, router_specs
-from routerlab.errors import UsageError
+from routerlab.cli.evaluate_cmd import router_specs
 from routerlab.metrics.catalog import label
 
 if TYPE_CHECKING:
     from routerlab.protocols.ope import OPEResult
 
 
+def _help(name: str, more: str = "") -> str:
+    """A setting's meaning (then ``more``) and its default as its option's help: the protocol declares both once,
+    and the option itself defaults to None so that a value not typed takes the settings' default."""
+    from routerlab.protocols.ope import OPESettings
+
+    default = next(d["default"] for d in OPESettings.describe() if d["name"] == name)
+    shown = ",".join(map(str, default)) if isinstance(default, list) else "none" if default is None else str(default)
+    text = OPESettings.help(name)
+    return f"{text[:1].upper()}{text[1:]}{more} (default: {shown})."
+
+
 @app.command("ope")
 def ope_cmd(
-    table_dir: Annotated[Path, typer.Argument(
+    table_dir: Annotated[Path | None, typer.Argument(
         help="The table: its actors, its train split (what routers learn from) and, where it holds the logged "
              "queries' full outcomes, the truth. Left out (the first argument is a log file): the embedded demo.",
-        metavar="[TABLE]")],
+        metavar="TABLE")] = None,
     logs: Annotated[list[Path] | None, typer.Argument(
         help="Log files (.csv, .jsonl, .parquet, one row per logged query with its propensity; see "
-             "'routerlab log').", metavar="LOGS...")] = None,
+             "'routerlab log'). None: a log of the test part is simulated with --logging.",
+        metavar="LOGS")] = None,
     routers: Annotated[str, typer.Option("--routers", help="Comma-separated router specs, e.g. knn,best-single.")] = (
         "best-single,knn"
     ),
-    estimators: Annotated[str, typer.Option(help="Comma-separated estimators: ips, snips, dr.")] = "ips,snips,dr",
-    interval: Annotated[str, typer.Option(
-        help="95% interval: bootstrap (percentile, over logged queries) or normal (each estimator's own).")] = (
-        "bootstrap"
-    ),
+    logging: Annotated[str | None, typer.Option(help=_help("logging"))] = None,
+    estimators: Annotated[str | None, typer.Option(help=_help("estimators"))] = None,
+    interval: Annotated[str | None, typer.Option(help=_help("interval"))] = None,
     train_logs: Annotated[list[Path] | None, typer.Option(
-        "--train-logs", help="Train on these logs (logged feedback) instead of the table's train split; "
-                             "repeat for several files.")] = None,
-    reward_model: Annotated[str, typer.Option(
-        "--reward-model", help="DR's reward model: ridge (cross-fitted, on query features) or mean "
-                               "(cross-fitted per-actor mean).")] = "ridge",
-    encoder: Annotated[str, typer.Option(help=ENCODER_HELP)] = "tfidf",
-    split: Annotated[str, typer.Option(
-        help="Which queries of TABLE train the routers: given (its 'train' rows), all, random[:F] (seeded, the "
-             "train part) or ood:DS1,DS2 (the other datasets). Logged queries never train.")] = "given",
+        "--train-logs", help=_help("train_logs", "; repeat for several files"))] = None,
+    reward_model: Annotated[str | None, typer.Option("--reward-model", help=_help("reward_model"))] = None,
+    encoder: Annotated[str | None, typer.Option(help=_help("encoder"))] = None,
+    split: Annotated[str | None, typer.Option(help=_help("split"))] = None,
     seed: Annotated[int, seed_option("Seed for the split, routers, reward-model folds and the bootstrap.")] = 0,
-    n_boot: Annotated[int, typer.Option("--n-boot", min=MIN_BOOT, max=MAX_BOOT, help=NBOOT_HELP)] = 1000,
+    n_boot: Annotated[int | None, typer.Option("--n-boot", help=_help("n_boot"))] = None,
     as_json: Annotated[bool, json_option()] = False,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Directory to write ope.json to.")] = None,
 ) -> None:
     """Estimate routers' mu_o, cost, latency (and SPEC 5 metrics from simulated logs) from logs alone."""
     from routerlab.cli.log_cmd import LOG_SUFFIXES
-    from routerlab.data.logs import read_logs
-    from routerlab.data.store import load
-    from routerlab.protocols.ope import INTERVALS, REWARD_MODELS, off_policy_evaluate, parse_estimators, refuse_bounds
+    from routerlab.protocols.base import run_protocol
+    from routerlab.protocols.ope import OPESettings, refuse_bounds
 
     # like every command, the table may be left out for the demo: then the first argument is already a log file
-    first_is_log = table_dir.suffix.lower() in LOG_SUFFIXES and not table_dir.is_dir()
-    logs = [table_dir, *(logs or [])] if first_is_log else list(logs or [])
-    if not logs:
-        raise UsageError("name the log files after the table: routerlab ope TABLE LOGS... (see 'routerlab log')")
-    ests = parse_estimators(estimators, "--estimators")
-    if interval not in INTERVALS:
-        raise UsageError(f"--interval must be one of {', '.join(INTERVALS)}, got {interval!r}")
-    if reward_model not in REWARD_MODELS:
-        raise UsageError(f"--reward-model must be one of {', '.join(REWARD_MODELS)}, got {reward_model!r}")
+    first_is_log = (table_dir is not None and table_dir.suffix.lower() in LOG_SUFFIXES
+                    and not table_dir.is_dir())
+    paths = [*([table_dir] if first_is_log and table_dir is not None else []), *(logs or [])]
+    settings = OPESettings.from_cli(
+        logs=[str(p) for p in paths] or None, logging=logging, estimators=estimators, interval=interval,
+        train_logs=[str(p) for p in train_logs] if train_logs else None, reward_model=reward_model,
+        encoder=encoder, split=split, n_boot=n_boot)
     specs = router_specs(routers)
     refuse_bounds(specs)
-    for path in [*logs, *(train_logs or [])]:
-        if not path.is_file():
-            raise UsageError(f"{path}: no such log file")
     if output is not None:
         check_output_dir(output)
-    table = open_table(None) if first_is_log else load(table_dir)
-    logged = read_logs(logs, table)
-    trained_on = read_logs(train_logs, table) if train_logs else None
-    result = off_policy_evaluate(table, logged, specs, estimators=ests, split=split, encoder=encoder, seed=seed,
-                                 n_boot=n_boot, interval_method=interval, train_logs=trained_on,
-                                 reward_model=reward_model)
-    emit_record(result.to_dict(), output, "ope.json", as_json, lambda: ope_text(result))
+    table = open_table(None if first_is_log else table_dir)
+    result = run_protocol("ope", table, settings, seed, specs)
+    native: OPEResult = result.native
+    layer = result.to_dict()
+    record: dict[str, Any] = {**native.to_dict(), **{k: layer[k] for k in ("protocol", "settings", "records")}}
+    emit_record(record, output, "ope.json", as_json, lambda: ope_text(native))
 
 
 def _num(v: float) -> str:

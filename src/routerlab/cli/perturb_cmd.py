@@ -17,15 +17,13 @@ import typer
 from routerlab.cli import app
 from routerlab.cli._io import check_file_parent, json_option, open_table, print_json, seed_option
 from routerlab.errors import UsageError
+from routerlab.perturb.base import DEFAULT_ASK, MAX_VARIANTS, perturb_queries
 
 if TYPE_CHECKING:
     from routerlab.data.table import RoutingTable
     from routerlab.llm.base import Backend, BackendSpec
     from routerlab.perturb.base import PerturbationSet
 
-MAX_VARIANTS = 100
-"""The most variants per query per level: the paper keeps 5 of 10 asked (hse appendix 11); 100 is far beyond any
-use and keeps a typo from asking an LLM for a million rewrites."""
 PARTS = ("test", "train", "all")
 
 TABLE_HELP = "A table directory (default: the embedded demo benchmark)."
@@ -34,7 +32,6 @@ LEVELS_HELP = "Perturbation levels, comma-separated: character, word, syntax, pa
 VARIANTS_HELP = f"Variants per query per level, p (1..{MAX_VARIANTS})."
 BACKEND_HELP = ("LLM backend that writes the paraphrase and rambling levels, KIND:MODEL[,key=value...], e.g. "
                 "local:smollm2-135m,threads=1 (without it those levels are not generated).")
-DEFAULT_ASK = 10
 ASK_HELP = ("Rewrites the LLM is asked for per query and level (paraphrase, rambling; the paper asks 10 and keeps "
             "distinct ones); fewer is cheaper on a CPU.")
 CACHE_HELP = "Call cache directory of the backend (default: $ROUTERLAB_CACHE_DIR/llm or ~/.cache/routerlab/llm)."
@@ -101,21 +98,6 @@ def part_positions(table: RoutingTable, split: str, seed: int, part: str) -> tup
     sp = make_split(table, split, seed)
     chosen = {"test": sp.test, "train": sp.train, "all": np.concatenate([sp.train, sp.test])}[part]
     return np.sort(chosen), sp.describe()
-
-
-def perturb_queries(table: RoutingTable, positions: Any, levels: Sequence[str], p: int, seed: int,
-                    backend: Backend | None, ask: int = DEFAULT_ASK) -> PerturbationSet:
-    """Up to p variants of the queries at ``positions`` at every level (SPEC 3), seeded per query and level; the
-    LLM levels ask for ``ask`` rewrites per call."""
-    from routerlab.perturb.base import perturb
-
-    ids = [str(x) for x in table.queries.ids[positions].tolist()]
-    texts = [str(x) for x in table.queries.text[positions].tolist()]
-    if not ids:
-        raise UsageError("no queries to perturb in that part of the split")
-    llm_options = {"ask": ask}
-    return perturb(ids, texts, levels, p, seed=seed, backend=backend,
-                   options={"paraphrase": llm_options, "rambling": llm_options})
 
 
 def level_summary(pset: PerturbationSet) -> dict[str, dict[str, Any]]:

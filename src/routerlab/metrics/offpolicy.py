@@ -35,7 +35,6 @@ from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import ndtri
 
 from routerlab.metrics._arrays import FloatArray, IntArray
 from routerlab.metrics.bootstrap import bootstrap_means, percentile_interval
@@ -115,6 +114,8 @@ class Contributions:
         ratio estimator's delta method). NaN where the estimate is undefined or n < 2."""
         if not 0.0 < alpha < 1.0:
             raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
+        from scipy.special import ndtri  # here: scipy.special costs 0.5 s to import, and only this needs it
+
         z = float(ndtri(1.0 - alpha / 2.0))
         v = self.value()
         n = self.n

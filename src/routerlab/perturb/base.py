@@ -27,12 +27,18 @@ from routerlab.errors import UsageError
 from routerlab.perturb.spans import protected_strings
 
 if TYPE_CHECKING:
+    from routerlab.data.table import RoutingTable
     from routerlab.llm.base import Backend
 
 LEVELS: tuple[str, ...] = ("character", "word", "syntax", "paraphrase", "rambling")
 """The five levels of the paper's taxonomy, in increasing semantic distance (SPEC 3)."""
 OFFLINE_LEVELS: tuple[str, ...] = ("character", "word", "syntax")
 LLM_LEVELS: tuple[str, ...] = ("paraphrase", "rambling")
+MAX_VARIANTS = 100
+"""The most variants per query per level: the paper keeps 5 of 10 asked (hse appendix 11); 100 is far beyond any
+use and keeps a typo from asking an LLM for a million rewrites."""
+DEFAULT_ASK = 10
+"""Rewrites an LLM level is asked for per query (the paper asks 10 and keeps distinct ones)."""
 NO_BACKEND = "not generated: no LLM backend configured (give --backend SPEC, or bring variants with --variants-file)"
 
 
@@ -255,3 +261,16 @@ def perturb(
                         "dropped": perturber.dropped}
         settings[level] = perturber.settings()
     return PerturbationSet(tuple(variants), tuple(levels), p, seed, not_generated, stats, settings)
+
+
+def perturb_queries(table: RoutingTable, positions: Any, levels: Sequence[str], p: int, seed: int,
+                    backend: Backend | None, ask: int = DEFAULT_ASK) -> PerturbationSet:
+    """Up to p variants of the queries of ``table`` at ``positions`` at every level (SPEC 3), seeded per query and
+    level; the LLM levels ask for ``ask`` rewrites per call."""
+    ids = [str(x) for x in table.queries.ids[positions].tolist()]
+    texts = [str(x) for x in table.queries.text[positions].tolist()]
+    if not ids:
+        raise UsageError("no queries to perturb in that part of the split")
+    llm_options = {"ask": ask}
+    return perturb(ids, texts, levels, p, seed=seed, backend=backend,
+                   options={"paraphrase": llm_options, "rambling": llm_options})

@@ -45,6 +45,7 @@ import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -60,6 +61,22 @@ from routerlab.features.registry import Encoder
 from routerlab.metrics import offpolicy as op
 from routerlab.metrics.selection import expected_per_query
 from routerlab.progress import task, track
+from routerlab.protocols.base import (
+    ENCODER_HELP,
+    NBOOT,
+    NBOOT_HELP,
+    MetricRecord,
+    Options,
+    Protocol,
+    ProtocolSettings,
+    Result,
+    RunContext,
+    SettingError,
+    check_encoder,
+    check_split,
+    register_protocol,
+    setting,
+)
 from routerlab.protocols.full import RouterLike, _class_path, applicable_routers, interval, router_label
 from routerlab.routers.base import get_router
 
@@ -235,8 +252,7 @@ def off_policy_evaluate(
         if n_leak == train_table.n_queries:
             raise UsageError(f"every one of the {n_leak} training queries is a logged query; evaluate logs of "
                              "queries the routers do not train on (e.g. routerlab log --part test)")
-        run_warnings.append(f"{n_leak} logged quer{'y is' if n_leak == 1 else 'ies are'} also in the training "
-                            "split; left out of training so that no router learns an outcome it is evaluated on")
+        run_warnings.append(leak_warning(n_leak))
         train_table = train_table.select_queries(~leak)
         propensity = None if propensity is None else propensity[~leak]
     train: RoutingTable | Feedback = train_table if propensity is None else Feedback(train_table, propensity)
@@ -302,6 +318,12 @@ def off_policy_evaluate(
         reward_model=model_info, training=training, results=results, truth_note=truth_note, warnings=run_warnings,
         query_ids=[str(q) for q in logged.queries.ids],
     )
+
+
+def leak_warning(n_leak: int) -> str:
+    """The warning of a run whose training split holds ``n_leak`` logged queries (left out of training)."""
+    return (f"{n_leak} logged quer{'y is' if n_leak == 1 else 'ies are'} also in the training split; left out of "
+            "training so that no router learns an outcome it is evaluated on")
 
 
 def training_split(table: RoutingTable, split: str | Split, seed: int) -> Split:
@@ -423,3 +445,133 @@ def _describe_logs(logs: Logs) -> dict[str, Any]:
         h.update(key.encode())
         h.update(np.ascontiguousarray(logs.rewards[key], dtype="<f8").tobytes())
     return {**logs.describe(), "content_hash": h.hexdigest()}
+
+
+# -- the registered protocol ---------------------------------------------------------------------------------
+def _check_estimators(value: tuple[str, ...]) -> tuple[str, ...]:
+    unknown = [e for e in value if e not in op.ESTIMATORS]
+    if unknown:
+        raise UsageError(f"unknown estimator {unknown[0]!r}; estimators are {', '.join(op.ESTIMATORS)}")
+    return value
+
+
+def _check_log_files(value: tuple[str, ...]) -> tuple[str, ...]:
+    """Each path names an existing log file (read, and checked against the table, when the protocol runs)."""
+    for path in value:
+        if not Path(path).is_file():
+            raise UsageError(f"{path}: no such log file")
+    return value
+
+
+def _check_training_split(value: str) -> str:
+    """A split spec, or ``all`` (every query of the table trains: off-policy evaluation needs no test part)."""
+    if value != "all":
+        check_split(value)
+    return value
+
+
+def _check_policy(value: str) -> str:
+    from routerlab.protocols.policies import parse_policy
+
+    parse_policy(value)
+    return value
+
+
+BOUND_SKIPPED = ("a bound that reads every actor's outcome on the queries it routes; a log holds one outcome per "
+                 "query, so it cannot be evaluated off-policy")
+LOGS_HELP = ("log files (.csv, .jsonl, .parquet: one row per logged query with its propensity; see 'routerlab log') "
+             "whose queries the routers are estimated on; none = simulate a log of the split's test part with "
+             "'logging'")
+LOGGING_HELP = ("without logs: the logging policy that draws the log of the test part (seeded): uniform, "
+                "eps-greedy:ROUTER:EPS, softmax:ROUTER:T or router:ROUTER")
+OPE_SPLIT_HELP = ("which queries of the table train the routers: given (its 'train' rows), all, random[:F] (seeded, "
+                  "the train part) or ood:DS1,DS2 (the other datasets); logged queries never train")
+
+
+@dataclass(frozen=True)
+class OPESettings(ProtocolSettings):
+    """``routerlab ope``'s settings: which log (a file, or one simulated from the table), the estimators and their
+    intervals, what the routers train on, and DR's reward model."""
+
+    logs: tuple[str, ...] | None = setting(None, LOGS_HELP, check=_check_log_files, option="LOGS")
+    logging: str = setting("uniform", LOGGING_HELP, check=_check_policy)
+    estimators: tuple[str, ...] = setting(list(op.ESTIMATORS), "estimators: ips, snips, dr",
+                                          check=_check_estimators)
+    interval: str = setting("bootstrap", "95% interval: bootstrap (percentile, over logged queries) or normal "
+                            "(each estimator's own)", Options(set(INTERVALS)))
+    train_logs: tuple[str, ...] | None = setting(None, "train on these logs (logged feedback) instead of the "
+                                                 "table's train split", check=_check_log_files)
+    reward_model: str = setting("ridge", "DR's reward model: ridge (cross-fitted, on query features) or mean "
+                                "(cross-fitted per-actor mean)", Options(set(REWARD_MODELS)))
+    encoder: str = setting("tfidf", ENCODER_HELP, check=check_encoder)
+    split: str = setting("given", OPE_SPLIT_HELP, check=_check_training_split)
+    n_boot: int = setting(1000, NBOOT_HELP, NBOOT)
+
+    def validate(self) -> None:
+        if self.logs is not None and self.logging != "uniform":
+            raise SettingError("logging", "draws a simulated log, and log files are named: give one or the other")
+        if self.logs is None and self.split == "all":
+            raise SettingError("split", "'all' leaves no test part to simulate a log of; name the logs, or a split "
+                                        "with a test part")
+
+
+def ope_records(res: OPEResult) -> list[MetricRecord]:
+    """The metric records of an off-policy evaluation, per router: each estimated metric under its own name with
+    slice ``estimator=ips|snips|dr`` and its 95% interval; the truth (the router's actual value on the logged
+    queries) under the metric's name with slice ``''`` where the table holds it; then the importance weights'
+    diagnostics ``ess``, ``n_agree``, ``max_weight`` and ``min_propensity``."""
+    out: list[MetricRecord] = []
+    for r in res.results:
+        for est in res.estimators:
+            for metric in res.metrics:
+                v, lo, hi = r.estimates[est][metric]
+                out.append(MetricRecord.of(r.spec, metric, v, (lo, hi), f"estimator={est}"))
+        for metric in res.metrics:
+            if r.truth is not None and metric in r.truth:
+                out.append(MetricRecord.of(r.spec, metric, r.truth[metric]))
+        d = r.diagnostics
+        out += [MetricRecord.of(r.spec, "ess", d.ess), MetricRecord.of(r.spec, "n_agree", d.n_agree),
+                MetricRecord.of(r.spec, "max_weight", d.max_weight),
+                MetricRecord.of(r.spec, "min_propensity", d.min_propensity)]
+    return out
+
+
+def protocol_logs(table: RoutingTable, settings: OPESettings, seed: int, cache_dir: str | None = None) -> Logs:
+    """The log a run evaluates on: the ``logs`` files read against ``table``'s actors, or, without them, a log of
+    the split's test part drawn by the ``logging`` policy (seeded; what ``routerlab log --part test`` writes)."""
+    from routerlab.data.logs import read_logs
+    from routerlab.protocols.policies import simulate_logs
+
+    if settings.logs:
+        return read_logs(list(settings.logs), table)
+    with task(f"ope: simulating a {settings.logging} log of the test part"):
+        return simulate_logs(table, settings.logging, part="test", split=settings.split, seed=seed,
+                             encoder=settings.encoder, cache_dir=cache_dir)
+
+
+@register_protocol("ope")
+class OffPolicy(Protocol):
+    summary = ("estimate routers' metrics from a log (a file, or one a logging policy draws of the test part) with "
+               "IPS, SNIPS and DR, each with a 95% CI, beside the truth where the table holds it")
+    spec = "SPEC 1, 4, 5, 7"
+    Settings = OPESettings
+
+    def run(self, table: RoutingTable, settings: Any, seed: int = 0, routers: Sequence[Any] = (),
+            context: RunContext | None = None) -> Result:
+        from routerlab.data.logs import read_logs
+
+        s: OPESettings = settings
+        cache = context.cache_dir if context else None
+        # a bound is left out and listed (an experiment runs it beside other routers); with nothing else, refused
+        bounds = {router_label(r): BOUND_SKIPPED for r in routers
+                  if (get_router(r) if isinstance(r, str) else r).uses_test_labels}
+        kept = [r for r in routers if router_label(r) not in bounds]
+        if not kept:
+            refuse_bounds(list(routers))
+        logs = protocol_logs(table, s, seed, cache)
+        train_logs = read_logs(list(s.train_logs), table) if s.train_logs else None
+        res = off_policy_evaluate(table, logs, kept, estimators=s.estimators, split=s.split,
+                                  encoder=s.encoder, seed=seed, n_boot=s.n_boot, interval_method=s.interval,
+                                  train_logs=train_logs, reward_model=s.reward_model, cache_dir=cache)
+        return Result(self.name, res.provenance, s, ope_records(res), native=res, skipped=bounds,
+                      n_train=int(res.training["n_train"]), n_test=res.n_logged, notes=list(res.warnings))

@@ -30,12 +30,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from routerlab._spec import Interval as Range
 from routerlab.data.feedback import as_feedback
 from routerlab.data.provenance import Provenance
 from routerlab.data.splits import Split, make_split
@@ -46,13 +48,30 @@ from routerlab.features.registry import Encoder
 from routerlab.metrics.bootstrap import percentile_interval, resample_indices
 from routerlab.metrics.robustness import invariance_by_level, invariance_check, rho, rho_by_level, rho_per_actor
 from routerlab.metrics.selection import collapsed, oracle_choice, selection_shares, selection_vector
-from routerlab.perturb.base import PerturbationSet
+from routerlab.perturb.base import DEFAULT_ASK, LEVELS, MAX_VARIANTS, PerturbationSet
 from routerlab.progress import task, track
+from routerlab.protocols.base import (
+    ENCODER_HELP,
+    NBOOT,
+    NBOOT_HELP,
+    SPLIT_HELP,
+    MetricRecord,
+    Protocol,
+    ProtocolSettings,
+    Result,
+    RunContext,
+    SettingError,
+    check_encoder,
+    check_split,
+    register_protocol,
+    setting,
+)
 from routerlab.protocols.full import (
     Bench,
     RouterLike,
     _class_path,
     applicable_routers,
+    complete_rows,
     fit_router,
     interval,
     make_bench,
@@ -515,3 +534,293 @@ def ratio_intervals(ratios: dict[str, tuple[npt.NDArray[np.float64], npt.NDArray
         parts.append(np.divide(num, den, out=np.full(num.shape, np.nan), where=den > 0))
     reps = np.concatenate(parts, axis=0)
     return {k: percentile_interval(reps[:, j]) for j, k in enumerate(keys)}
+
+
+# ----------------------------------------------------------------------------------- the registered protocol
+DEFAULT_P = 5
+"""Variants per query per level when none is asked for (and no variants file is given)."""
+
+
+class NoVariants(UsageError):
+    """No level gave a variant of any evaluated test query; ``skipped`` says why, per level."""
+
+    def __init__(self, message: str, skipped: dict[str, str]) -> None:
+        super().__init__(message)
+        self.skipped = skipped
+
+
+def _check_levels(value: tuple[str, ...]) -> tuple[str, ...]:
+    """Level names (``all`` alone = the paper's five), each a registered level."""
+    from routerlab.perturb.base import level_names
+
+    if value == ("all",):
+        return LEVELS
+    known = level_names()
+    for lv in value:
+        if lv not in known:
+            raise UsageError(f"unknown level {lv!r}; known: {', '.join(known)}, or all")
+    return value
+
+
+def _check_path(value: str) -> str:
+    if not Path(value).exists():
+        raise UsageError(f"{value}: no such file or directory")
+    return value
+
+
+def _check_backend(value: str) -> str:
+    """A backend spec ``KIND:MODEL[,key=value...]``, parsed (never loaded) so a bad one fails before any work."""
+    from routerlab.llm.base import parse_backend_spec
+
+    try:
+        parse_backend_spec(value, option="")
+    except UsageError as exc:  # its messages start with the option, which the settings layer puts first
+        raise UsageError(str(exc).strip()) from None
+    return value
+
+
+def _check_cache_dir(value: str) -> str:
+    if Path(value).exists() and not Path(value).is_dir():
+        raise UsageError(f"{value}: is a file, not a directory")
+    return value
+
+
+@dataclass(frozen=True)
+class RobustnessSettings(ProtocolSettings):
+    """``routerlab robustness``'s settings: which variants (generated at some levels, or read from a file), the
+    variants' outcomes for the invariance check, the LLM backend of the LLM levels, and the evaluation's split,
+    encoder and resamples."""
+
+    levels: tuple[str, ...] | None = setting(
+        None, "perturbation levels: character, word, syntax, paraphrase, rambling, or all; none = all (with "
+              "variants_file: every level of the file, else only these)", check=_check_levels)
+    variants: int | None = setting(
+        None, f"variants per query per level, p; none = {DEFAULT_P} (with variants_file: every variant, else the "
+              "first p)", Range(int, 1, MAX_VARIANTS))
+    variants_file: str | None = setting(
+        None, "bring your own variants (routerlab perturb's JSON lines) instead of generating them",
+        check=_check_path)
+    outcomes: str | None = setting(
+        None, "a table of the variants' outcomes (routerlab collect --variants): tests the invariance assumption",
+        check=_check_path)
+    backend: str | None = setting(
+        None, "LLM backend KIND:MODEL[,key=value...] that writes the paraphrase and rambling levels (without it "
+              "they are not generated) and that the prompted router asks, e.g. local:smollm2-135m,threads=1",
+        check=_check_backend)
+    ask: int = setting(DEFAULT_ASK, "rewrites the LLM is asked for per query and level (paraphrase, rambling; the "
+                                    "paper asks 10 and keeps distinct ones); fewer is cheaper on a CPU",
+                       Range(int, 1, 100))
+    cache_dir: str | None = setting(
+        None, "call cache directory of the backend (default: $ROUTERLAB_CACHE_DIR/llm or ~/.cache/routerlab/llm); "
+              "it changes no number", check=_check_cache_dir)
+    max_queries: int | None = setting(
+        None, "perturb at most this many evaluable test queries, a seeded sample (none = every test query)",
+        Range(int, 1, None))
+    skip_unavailable_levels: bool = setting(
+        False, "leave out (and list) a level that cannot be generated here (its perturber fails, e.g. WordNet "
+               "missing, or an LLM level without backend) instead of stopping the run")
+    encoder: str = setting("tfidf", ENCODER_HELP, check=check_encoder)
+    split: str = setting("given", SPLIT_HELP, check=check_split)
+    n_boot: int = setting(1000, NBOOT_HELP, NBOOT)
+
+    def validate(self) -> None:
+        from routerlab.perturb.base import level_class
+
+        if self.variants_file is None and self.backend is None and not self.skip_unavailable_levels:
+            names = self.levels or LEVELS
+            if all(not level_class(lv).offline for lv in names):
+                raise SettingError("levels", f"{','.join(names)}: written by an LLM, and no backend is given (e.g. "
+                                             "local:smollm2-135m,threads=1), or add an offline level: character, "
+                                             "word, syntax")
+
+
+def routers_wanting_backend(specs: Sequence[RouterLike]) -> list[str]:
+    """The routers that route by asking an LLM (``needs_backend``, the ``prompted`` one) and name no backend of
+    their own in their spec: they take the run's ``backend``."""
+    from routerlab.routers.base import get_router
+
+    out = []
+    for item in specs:
+        router = get_router(item) if isinstance(item, str) else item
+        if getattr(type(router), "needs_backend", False) and not router.params.get("backend") \
+                and not router.has_backend():
+            out.append(router_label(item))
+    return out
+
+
+def check_backend_for(routers: Sequence[RouterLike], settings: RobustnessSettings) -> list[str]:
+    """The routers that need the run's backend; a SettingError naming ``backend`` when some do and none is given
+    (checked before any data is read)."""
+    wanting = routers_wanting_backend(routers)
+    if wanting and settings.backend is None:
+        raise SettingError("backend", f"router {', '.join(wanting)} asks an LLM: give one (KIND:MODEL, e.g. "
+                                      "local:smollm2-135m,threads=1) or prompted:backend=KIND:MODEL")
+    return wanting
+
+
+def filter_variants(pset: PerturbationSet, levels: Sequence[str] | None, p: int | None, source: str
+                    ) -> PerturbationSet:
+    """A variants file narrowed by ``levels`` (levels it lacks are an error) and ``p`` (variant numbers below p
+    kept). Variant numbers are renumbered 0.. per query and level so the grid has no gaps."""
+    from routerlab.perturb.base import Variant
+
+    if levels is not None:
+        missing = [lv for lv in levels if lv not in pset.levels]
+        if missing:
+            raise SettingError("variants_file", f"{source} has no variant at level {', '.join(missing)} (it has "
+                                                f"{', '.join(pset.levels)})")
+    if p is None:
+        return pset
+    numbers: dict[tuple[str, str], list[int]] = {}
+    for v in pset.variants:
+        numbers.setdefault((v.query_id, v.level), []).append(v.variant)
+    rank = {(q, lv, j): r for (q, lv), js in numbers.items() for r, j in enumerate(sorted(js))}
+    # file order kept: a seeded random router's draws follow the order the variants are routed in
+    kept = [Variant(v.query_id, v.level, rank[(v.query_id, v.level, v.variant)], v.text) for v in pset.variants
+            if rank[(v.query_id, v.level, v.variant)] < p]
+    stats = {lv: {"queries": len({v.query_id for v in kept if v.level == lv}),
+                  "variants": sum(v.level == lv for v in kept)} for lv in pset.levels}
+    return replace(pset, variants=tuple(kept), p=min(p, pset.p), stats=stats)
+
+
+def check_variants_cover(pset: PerturbationSet, table: RoutingTable, positions: Any, source: str) -> None:
+    """A variants file must hold variants of at least one test query of the table (else nothing can be measured)."""
+    test_ids = {str(x) for x in table.queries.ids[positions].tolist()}
+    if not any(v.query_id in test_ids for v in pset.variants):
+        raise SettingError("variants_file", f"{source}: none of its {len(pset.variants)} variants is of a test "
+                                            f"query of {table.name} ({len(test_ids)} test queries); check the split "
+                                            "and the table")
+
+
+def sample_test(table: RoutingTable, sp: Split, max_queries: int | None, seed: int) -> tuple[Split, bool]:
+    """With ``max_queries``: the split with its test side cut to the evaluable queries (every actor's score
+    observed) and, when more than ``max_queries`` remain, a seeded sample of them (positions kept in order); and
+    whether it sampled. Without: the split as it is."""
+    if max_queries is None:
+        return sp, False
+    test = sp.test[complete_rows(table.select_queries(sp.test))]
+    sampled = test.size > max_queries
+    if sampled:
+        test = test[np.sort(np.random.default_rng(seed).choice(test.size, max_queries, replace=False))]
+    return Split(sp.train, test, sp.kind, sp.seed, dict(sp.params)), sampled
+
+
+def make_variants(table: RoutingTable, positions: Any, levels: Sequence[str], p: int, seed: int, backend: Any,
+                  ask: int, skip_unavailable: bool) -> tuple[PerturbationSet, dict[str, str]]:
+    """The variants of the queries at ``positions`` at every level, and the levels left out with why: none
+    unless ``skip_unavailable``, where a level that fails or makes no variant is left out instead of stopping
+    the run (the set then holds only the levels made)."""
+    from routerlab.perturb.base import perturb_queries
+
+    if not skip_unavailable:
+        pset = perturb_queries(table, positions, levels, p, seed, backend, ask)
+        if not len(pset):
+            raise NoVariants(f"no variant could be made of the {len(positions)} test queries at level "
+                             f"{', '.join(levels)}: {pset.describe()['stats']}", dict(pset.not_generated))
+        return pset, {}
+    skipped: dict[str, str] = {}
+    sets: list[PerturbationSet] = []
+    for level in levels:
+        try:
+            made = perturb_queries(table, positions, [level], p, seed, backend, ask)
+        except Exception as exc:  # a missing or broken level is reported, never fatal here
+            skipped[level] = f"{type(exc).__name__}: {exc}".strip().rstrip(".")
+            continue
+        if not len(made):
+            skipped[level] = made.not_generated.get(level, "no variant could be made for any query")
+            continue
+        sets.append(made)
+    if not sets:
+        raise NoVariants("no perturbation level could be generated: " + "; ".join(
+            f"{k}: {v}" for k, v in skipped.items()), skipped)
+    return PerturbationSet(tuple(v for s in sets for v in s.variants), tuple(lv for s in sets for lv in s.levels),
+                           p, seed, {}, {k: v for s in sets for k, v in s.stats.items()},
+                           {k: v for s in sets for k, v in s.settings.items()}), skipped
+
+
+def robustness_records(rob: Robustness) -> list[MetricRecord]:
+    """The metric records of a robustness run, per router: ``rho`` (whole, ``level=L``, ``actor=A``) and
+    ``accuracy`` with their 95% intervals; with the variants' outcomes, ``perturbed_accuracy`` and the invariance
+    check (``changed_share``, ``changed_share_argmax``, ``rho_all``, ``rho_invariant``), whole and per level."""
+    out: list[MetricRecord] = []
+    for r in rob.results:
+        out.append(MetricRecord.of(r.spec, "rho", r.rho, r.rho_ci))
+        out += [MetricRecord.of(r.spec, "rho", v, r.rho_by_level_ci.get(lv), f"level={lv}")
+                for lv, v in r.rho_by_level.items()]
+        out += [MetricRecord.of(r.spec, "rho", v, r.rho_by_actor_ci.get(a), f"actor={a}")
+                for a, v in r.rho_by_actor.items()]
+        out.append(MetricRecord.of(r.spec, "accuracy", r.accuracy, r.accuracy_ci))
+        if r.perturbed_accuracy is not None:
+            out.append(MetricRecord.of(r.spec, "perturbed_accuracy", r.perturbed_accuracy, r.perturbed_accuracy_ci))
+            out += [MetricRecord.of(r.spec, "perturbed_accuracy", v, (r.perturbed_accuracy_by_level_ci or {}).get(lv),
+                                    f"level={lv}") for lv, v in (r.perturbed_accuracy_by_level or {}).items()]
+        inv = r.invariance
+        if inv.get("tested"):
+            for where, block in [("", inv), *((f"level={lv}", b) for lv, b in inv.get("by_level", {}).items())]:
+                out.append(MetricRecord.of(r.spec, "changed_share", block["changed_share"],
+                                           block["changed_share_ci"], where))
+                out.append(MetricRecord.of(r.spec, "changed_share_argmax", block["changed_share_argmax"], None,
+                                           where))
+                out.append(MetricRecord.of(r.spec, "rho_all", block["rho_all"], None, where))
+                out.append(MetricRecord.of(r.spec, "rho_invariant", block["rho_invariant"],
+                                           block["rho_invariant_ci"], where))
+    return out
+
+
+@register_protocol("robustness")
+class RoutingRobustness(Protocol):
+    summary = ("rho: the share of a test query's meaning-preserving variants routed like the query, per router, "
+               "level and actor, with 95% CIs; with the variants' outcomes, the invariance check")
+    spec = "SPEC 3, 7"
+    Settings = RobustnessSettings
+
+    def run(self, table: RoutingTable, settings: Any, seed: int = 0, routers: Sequence[Any] = (),
+            context: RunContext | None = None) -> Result:
+        """Variants of the test queries (generated, or read from ``variants_file`` and narrowed by ``levels`` and
+        ``variants``), then :func:`robustness`; the variants used are the artifact ``variants`` (a
+        :class:`PerturbationSet`) and the levels left out ``skipped_levels``."""
+        s: RobustnessSettings = settings
+        wanting = check_backend_for(list(routers), s)
+        sp, sampled = sample_test(table, make_split(table, s.split, seed), s.max_queries, seed)
+        positions = np.sort(sp.test)
+        pset: PerturbationSet | None = None
+        names = list(s.levels) if s.levels is not None else None
+        if s.variants_file is not None:
+            from routerlab.perturb.files import read_variants
+
+            pset = filter_variants(read_variants(s.variants_file, levels=names), names, s.variants, s.variants_file)
+            check_variants_cover(pset, table, positions, s.variants_file)
+            llm = False
+        else:
+            names = names if names is not None else list(LEVELS)
+            from routerlab.perturb.base import level_class
+
+            llm = any(not level_class(lv).offline for lv in names)
+        outcome_table = None
+        if s.outcomes is not None:
+            from routerlab.data.store import load
+
+            outcome_table = load(s.outcomes)
+        model = None
+        if s.backend is not None and (llm or wanting):
+            from routerlab.llm.base import load_backend, parse_backend_spec
+
+            model = load_backend(parse_backend_spec(s.backend),
+                                 cache_dir=Path(s.cache_dir) if s.cache_dir is not None else None)
+        skipped_levels: dict[str, str] = {}
+        try:
+            if pset is None:
+                assert names is not None
+                pset, skipped_levels = make_variants(table, positions, names, s.variants or DEFAULT_P, seed, model,
+                                                     s.ask, s.skip_unavailable_levels)
+            rob = robustness(table, list(routers), pset, split=sp, encoder=s.encoder, seed=seed, n_boot=s.n_boot,
+                             outcomes=outcome_table, backend=model,
+                             cache_dir=context.cache_dir if context is not None else None)
+        finally:
+            if model is not None:
+                model.close()
+        notes = [f"a seeded sample of {sp.test.size} evaluable test queries"] if sampled else []
+        notes += [f"level {k} left out: {v}" for k, v in skipped_levels.items()]
+        return Result(self.name, rob.provenance, s, robustness_records(rob), native=rob, skipped=dict(rob.skipped),
+                      n_train=int(sp.train.size), n_test=rob.n_test,
+                      artifacts={"variants": pset, "skipped_levels": skipped_levels}, notes=notes)

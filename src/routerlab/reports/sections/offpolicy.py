@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from routerlab.data.splits import Split
 from routerlab.data.table import RoutingTable
 from routerlab.errors import DataError, UsageError
 from routerlab.metrics.catalog import label
@@ -96,23 +95,23 @@ def read_audit_logs(path: Path, table: RoutingTable) -> Any:
         raise UsageError(f"--logs {path}: does not match table {table.name!r}: {exc}") from exc
 
 
-def training_rows(ctx: AuditContext, table: RoutingTable, logged_ids: np.ndarray) -> tuple[Split, str]:
-    """The audit's training queries that are not logged; when the log covers them all, every query of the table
-    that is not logged (and a sentence saying so)."""
+def training_rows(ctx: AuditContext, table: RoutingTable, logged_ids: np.ndarray) -> tuple[str, np.ndarray, str]:
+    """The split spec the routers train by (the audit's, whose logged training queries the protocol leaves out;
+    when the log covers them all, ``all``: every query of the table that is not logged), the positions of the
+    queries they train on, and a sentence saying what was left out."""
     ids = table.queries.ids.astype(str)
     logged = np.isin(ids, logged_ids.astype(str))
     train = ctx.split.train[~logged[ctx.split.train]]
-    empty = np.zeros(0, dtype=np.intp)
     if train.size:
         left = ctx.split.train.size - train.size
         note = (f"{left} logged queries are also audit training queries and were left out of training. "
                 if left else "")
-        return Split(train, empty, "audit-train-not-logged", ctx.seed), note
+        return ctx.split_spec, train, note
     train = np.flatnonzero(~logged).astype(np.intp)
     if not train.size:
         raise UsageError("every query of the table is logged, so no router has a query to train on; log a part "
                          "(routerlab log TABLE --part test)")
-    return (Split(train, empty, "table-not-logged", ctx.seed),
+    return ("all", train,
             f"The log covers every audit training query, so the routers train on the {train.size} queries of the "
             "table that are not logged. ")
 
@@ -174,12 +173,13 @@ def offpolicy_section(table: RoutingTable, ctx: AuditContext) -> Section:
     given = ctx.options.get("logs")
     if not given:
         return _skipped()
-    from routerlab.protocols.ope import off_policy_evaluate
+    from routerlab.protocols.base import run_protocol
+    from routerlab.protocols.ope import OPESettings, leak_warning
 
     path = Path(str(given))
     logs = read_audit_logs(path, table)
-    split, note = training_rows(ctx, table, logs.table.queries.ids)
-    chosen, skipped = pick_routers(ctx, table.select_queries(split.train))
+    split, train_rows, note = training_rows(ctx, table, logs.table.queries.ids)
+    chosen, skipped = pick_routers(ctx, table.select_queries(train_rows))
     terms = ["ips", "snips", "dr", "mu_o", "95% CI", "truth", "ess", "propensity"]
     skipped_text = "".join(f" Router `{k}` left out: {v}." for k, v in skipped.items())
     if not chosen:
@@ -190,8 +190,9 @@ def offpolicy_section(table: RoutingTable, ctx: AuditContext) -> Section:
     n_boot = N_BOOT[ctx.quick]
     with warnings.catch_warnings():  # the record keeps them (result.warnings); the report states them once
         warnings.simplefilter("ignore")
-        res = off_policy_evaluate(table, logs, chosen, estimators=ESTIMATORS, split=split,
-                                  encoder=str(ctx.options.get("encoder", "tfidf")), seed=ctx.seed, n_boot=n_boot)
+        settings = OPESettings(logs=(str(path),), estimators=ESTIMATORS, split=split, n_boot=n_boot,
+                               encoder=str(ctx.options.get("encoder", "tfidf")))
+        res = run_protocol("ope", table, settings, ctx.seed, chosen, ctx.run_context).native
     result = res.to_dict()
     rows = rows_of(result)
     policy = f" by policy `{logs.policy}`" if logs.policy else ""
@@ -215,7 +216,9 @@ def offpolicy_section(table: RoutingTable, ctx: AuditContext) -> Section:
     found = findings(result, rows)
     blocks: list[Block] = [Paragraph(intro + truth_text), estimates, weights,
                            Paragraph(" ".join(f.text for f in found))]
-    extra = [*(f"Warning: {w}." for w in dict.fromkeys(res.warnings)), *([skipped_text.strip()] if skipped else [])]
+    said = leak_warning(int(res.training["left_out_logged_queries"]))  # the note above says it
+    extra = [*(f"Warning: {w}." for w in dict.fromkeys(res.warnings) if w != said),
+             *([skipped_text.strip()] if skipped else [])]
     others = [k for k in result["metrics"] if k != "mu_o"]
     if others:
         extra.append(f"Also estimated (in results.json): {', '.join(others)}.")

@@ -16,15 +16,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
-from routerlab.data.splits import Split
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.metrics.catalog import label
-from routerlab.perturb.base import OFFLINE_LEVELS, PerturbationSet, level_class, perturb
+from routerlab.perturb.base import OFFLINE_LEVELS, level_class
+from routerlab.protocols.base import run_protocol
 from routerlab.protocols.full import Evaluation
-from routerlab.protocols.robustness import Robustness, robustness
+from routerlab.protocols.robustness import NoVariants, Robustness, RobustnessSettings
 from routerlab.reports.audit import AuditContext, audit_section, display_name
 from routerlab.reports.blocks import Block, Decisions, Figure, Finding, Paragraph, Section, Table
 from routerlab.reports.robustness_plot import plot_accuracy_vs_rho, plot_rho_by_level
@@ -46,29 +44,18 @@ RHO_PLOT = "robustness_rho_by_level.png"
 ACCURACY_PLOT = "robustness_accuracy_vs_rho.png"
 
 
-def _levels(levels: list[str], ids: list[str], texts: list[str], seed: int
-            ) -> tuple[PerturbationSet | None, dict[str, str]]:
-    """Variants at every available level of ``levels``, and the levels skipped with their reason."""
+def _known_levels(levels: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The registered levels of ``levels``, and the others with why (a plugin's level that is not installed)."""
+    known: list[str] = []
     skipped: dict[str, str] = {}
-    sets: list[PerturbationSet] = []
     for level in levels:
         try:
             level_class(level)
-            made = perturb(ids, texts, [level], P, seed=seed)
         except Exception as exc:  # a missing or broken level is reported, never fatal to the audit
             skipped[level] = f"{type(exc).__name__}: {exc}".strip().rstrip(".")
             continue
-        if not len(made):
-            skipped[level] = "no variant could be made for any query"
-            continue
-        sets.append(made)
-    if not sets:
-        return None, skipped
-    made_levels = tuple(lv for s in sets for lv in s.levels)
-    merged = PerturbationSet(tuple(v for s in sets for v in s.variants), made_levels, P, seed,
-                             {}, {k: v for s in sets for k, v in s.stats.items()},
-                             {k: v for s in sets for k, v in s.settings.items()})
-    return merged, skipped
+        known.append(level)
+    return known, skipped
 
 
 def classify(rob: Robustness, keeps: float = KEEPS) -> dict[str, dict[str, Any]]:
@@ -123,15 +110,6 @@ def _applicable(specs: list[str], ctx: AuditContext) -> tuple[list[str], dict[st
 
 def _cap(ctx: AuditContext) -> int:
     return MAX_QUERIES_QUICK if ctx.quick else MAX_QUERIES
-
-
-def _capped(ctx: AuditContext) -> tuple[Split, bool]:
-    test = ctx.split.test
-    cap = _cap(ctx)
-    if test.size <= cap:
-        return ctx.split, False
-    pick = np.sort(np.random.default_rng(ctx.seed).choice(test.size, cap, replace=False))
-    return Split(ctx.split.train, test[pick], ctx.split.kind, ctx.split.seed, dict(ctx.split.params)), True
 
 
 def combined_findings(rob: Robustness, rows: dict[str, dict[str, Any]], full: Evaluation | None
@@ -194,27 +172,37 @@ def robustness_section(table: RoutingTable, ctx: AuditContext) -> Section:
         return Section(title, [Paragraph(f"Robustness skipped: {why}.")],
                        {"measured": False, "reason": why, "headline": f"robustness skipped: {why}"}, [], [],
                        name="robustness")
-    split, capped = _capped(ctx)
-    ids = [str(q) for q in table.queries.ids[split.test].tolist()]
-    texts = [str(t) for t in table.queries.text[split.test].tolist()]
-    levels = list(ctx.options.get("robustness_levels", OFFLINE_LEVELS))
-    variants, skipped_levels = _levels(levels, ids, texts, ctx.seed)
-    skipped_text = " ".join(f"Level `{k}` skipped: {v}." for k, v in skipped_levels.items())
-    if variants is None:
-        text = "No offline perturbation level is available, so robustness was not measured. " + skipped_text
-        return Section(title, [Paragraph(text)], {"measured": False, "skipped_levels": skipped_levels}, [], terms,
-                       name="robustness")
+    levels, skipped_levels = _known_levels(list(ctx.options.get("robustness_levels", OFFLINE_LEVELS)))
+    capped = ctx.split.test.size > _cap(ctx)
     specs = router_specs(ctx)
     chosen, skipped_routers = _applicable(["best-single", "random", *[r for r in LEARNED if r in specs]], ctx)
-    skipped_text += "".join(f" Router `{k}` skipped: {v}." for k, v in skipped_routers.items())
+    def no_levels(skipped: dict[str, str]) -> Section:
+        text = "No offline perturbation level is available, so robustness was not measured. " + " ".join(
+            f"Level `{k}` skipped: {v}." for k, v in skipped.items())
+        return Section(title, [Paragraph(text)], {"measured": False, "skipped_levels": skipped}, [], terms,
+                       name="robustness")
+
+    if not levels:
+        return no_levels(skipped_levels)
     try:
-        rob = robustness(table, chosen, variants, split=split, encoder=str(ctx.options.get("encoder", "tfidf")),
-                         seed=ctx.seed, n_boot=n_boot(ctx))
+        # the audit's evaluable test queries (a seeded sample of at most _cap), p = P per level that can be made
+        settings = RobustnessSettings(levels=tuple(levels), variants=P, max_queries=_cap(ctx),
+                                      skip_unavailable_levels=True, split=ctx.split_spec, n_boot=n_boot(ctx),
+                                      encoder=str(ctx.options.get("encoder", "tfidf")))
+        result = run_protocol("robustness", table, settings, ctx.seed, chosen, ctx.run_context)
+    except NoVariants as exc:
+        return no_levels({**skipped_levels, **exc.skipped})
     except UsageError as exc:  # e.g. no router applicable to a tiny table: reported, never fatal to the audit
+        skipped_text = " ".join(f"Level `{k}` skipped: {v}." for k, v in skipped_levels.items())
+        skipped_text += "".join(f" Router `{k}` skipped: {v}." for k, v in skipped_routers.items())
         text = f"Robustness was not measured: {exc}. {skipped_text}".strip()
         return Section(title, [Paragraph(text)], {"measured": False, "skipped_levels": skipped_levels,
                                                   "skipped_routers": skipped_routers, "reason": str(exc)}, [], terms,
                        name="robustness")
+    rob: Robustness = result.native
+    skipped_levels.update(result.artifacts["skipped_levels"])
+    skipped_text = " ".join(f"Level `{k}` skipped: {v}." for k, v in skipped_levels.items())
+    skipped_text += "".join(f" Router `{k}` skipped: {v}." for k, v in skipped_routers.items())
     rows = classify(rob)
     sentences = findings(rob, rows)
     invariance = ("Invariance check: untested. rho assumes every variant keeps its query's optimal actor; this "
@@ -222,10 +210,10 @@ def robustness_section(table: RoutingTable, ctx: AuditContext) -> Section:
                   "write the variants (`routerlab perturb`), run the table's actors on them (`routerlab collect "
                   "--variants FILE`) and pass the result to `routerlab robustness --outcomes`.")
     sample = (f"a seeded sample of {_cap(ctx)} of the {ctx.split.test.size} evaluated test queries"
-              if capped else f"all {split.test.size} evaluated test queries")
+              if capped else f"all {rob.n_test} evaluated test queries")
     intro = (f"Up to {P} variants per query at each offline level ({', '.join(rob.levels)}; seed {ctx.seed}) of "
              f"{sample}, {rob.perturbations.get('n_variants_used', 0)} variants in all, routed by routers trained "
-             f"on the {split.train.size} training queries. rho is 1 for a fixed router and {rob.uniform_rho:.3f} "
+             f"on the {result.n_train} training queries. rho is 1 for a fixed router and {rob.uniform_rho:.3f} "
              f"(1/N) in expectation for a uniform random one."
              + (f" A quick run: at most {MAX_QUERIES_QUICK} queries and {n_boot(ctx)} bootstrap resamples."
                 if ctx.quick else ""))
