@@ -739,7 +739,8 @@ def make_variants(table: RoutingTable, positions: Any, levels: Sequence[str], p:
 
 
 def robustness_records(rob: Robustness) -> list[MetricRecord]:
-    """The metric records of a robustness run, per router: ``rho`` (whole, ``level=L``, ``actor=A``) and
+    """The metric records of a robustness run, per router: ``rho`` (whole, ``level=L``, ``actor=A`` for the actors
+    it routed test queries to) and
     ``accuracy`` with their 95% intervals; with the variants' outcomes, ``perturbed_accuracy`` and the invariance
     check (``changed_share``, ``changed_share_argmax``, ``rho_all``, ``rho_invariant``), whole and per level."""
     out: list[MetricRecord] = []
@@ -747,8 +748,9 @@ def robustness_records(rob: Robustness) -> list[MetricRecord]:
         out.append(MetricRecord.of(r.spec, "rho", r.rho, r.rho_ci))
         out += [MetricRecord.of(r.spec, "rho", v, r.rho_by_level_ci.get(lv), f"level={lv}")
                 for lv, v in r.rho_by_level.items()]
+        # per actor only where the router sent queries: SPEC 3's 0 for an actor it never chose is no measurement
         out += [MetricRecord.of(r.spec, "rho", v, r.rho_by_actor_ci.get(a), f"actor={a}")
-                for a, v in r.rho_by_actor.items()]
+                for a, v in r.rho_by_actor.items() if r.selection.get(a, 0.0) > 0]
         out.append(MetricRecord.of(r.spec, "accuracy", r.accuracy, r.accuracy_ci))
         if r.perturbed_accuracy is not None:
             out.append(MetricRecord.of(r.spec, "perturbed_accuracy", r.perturbed_accuracy, r.perturbed_accuracy_ci))

@@ -54,6 +54,7 @@ from routerlab.protocols.base import (
     SettingError,
     check_encoder,
     check_split,
+    none_word,
     register_protocol,
     setting,
 )
@@ -267,7 +268,7 @@ class TwoModelSettings(ProtocolSettings):
                                          "Perf_S + R_i (Perf_L - Perf_S))", check=check_band)
     compare_to: str | None = setting(
         None, "a router of the run: every other router gets its paired differences from it (each metric's "
-              "difference with a 95% interval from the same resamples); none = off")
+              "difference with a 95% interval from the same resamples); none = off", check=none_word)
 
     def validate(self) -> None:
         if (self.small is None) != (self.large is None):
