@@ -194,3 +194,27 @@ def test_a_store_from_before_slices_gains_the_column(tmp_path: Path) -> None:
     assert main(["run", str(exp), "--store", str(store), "--backend", "serial"]) == 0
     _, rows = query(store, "SELECT slice, count(*) FROM results GROUP BY slice ORDER BY slice")
     assert rows[0][0] == "" and rows[0][1] > 1  # the old row and the new ones, all on the whole test set
+
+
+@pytest.mark.slow
+def test_one_experiment_reaches_all_nine_protocols(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """examples/all-protocols.toml: every registered protocol runs from one file, results query finds rows of
+    each, and every stored metric is in the metric catalog under the protocol that wrote it."""
+    from routerlab.experiments.store import query
+    from routerlab.metrics.catalog import metric_info
+    from routerlab.protocols.base import protocol_names
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "all-protocols.toml"
+    store = tmp_path / "store"
+    assert main(["run", str(example), "--store", str(store), "--backend", "serial"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("take no routers: the experiment's router list is ignored") == 1
+    _, rows = query(store, "SELECT protocol, count(*) FROM results GROUP BY protocol ORDER BY protocol")
+    assert [r[0] for r in rows] == sorted(protocol_names()) and len(rows) == 9 and all(n > 0 for _, n in rows)
+    _, pairs = query(store, "SELECT DISTINCT protocol, metric FROM results")
+    assert all(p in metric_info(m).protocols for p, m in pairs), pairs
+    _, sliced = query(store, "SELECT DISTINCT protocol FROM results WHERE slice <> '' ORDER BY 1")
+    assert {r[0] for r in sliced} >= {"voyager", "robustness", "scaling", "groups", "two-model", "ope"}
+    # society and scaling: one cell each (router ''), whatever the router list
+    _, cells = query(store, "SELECT protocol, count(*) FROM cells WHERE router = '' GROUP BY protocol ORDER BY 1")
+    assert cells == [("scaling", 1), ("society", 1)]

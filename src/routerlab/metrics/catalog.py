@@ -120,7 +120,7 @@ _BASE: tuple[Metric, ...] = (
            "mean score of the actors a router chose, over the test queries; scores are in [0, 1], higher is better "
            "(SPEC 4). A router is scored as deployed: one that samples its selection distribution (random, r_o(p), "
            "the bandits) by its expected score under that distribution, as every other choice metric of such a "
-           "router", _EVAL_OPE),
+           "router", (*_EVAL_OPE, "scaling")),
     Metric("v_b", "V_B", "ratio", "higher", "4",
            "mu_o divided by the best single actor's mean score on the same test queries (that actor picked on "
            "train), a ratio without unit; above 1 beats always calling it (SPEC 4)", _EVAL),
