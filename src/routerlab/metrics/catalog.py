@@ -323,7 +323,7 @@ def _greedy(base: Metric) -> Metric:
     return Metric(f"{base.name}_greedy", f"{base.label} (greedy)", base.unit, base.direction, base.spec,
                   f"{base.label} of a router that samples its selection distribution when deployed (random, r_o(p), "
                   f"the bandits), had it taken its argmax instead, in the same unit; shown beside the deployed "
-                  f"value, the headline (SPEC {base.spec})", tuple(p for p in base.protocols if p != "ope"),
+                  f"value, the headline (SPEC {base.spec})", tuple(p for p in base.protocols if p in _EVAL),
                   symbol=base.symbol, digits=base.digits)
 
 
