@@ -11,13 +11,13 @@ from routerlab.errors import UsageError
 from routerlab.protocols.base import ProtocolSettings, Result, RunContext, SettingError, option_name, run_protocol
 
 
-def option_help(settings: type[ProtocolSettings], name: str) -> str:
-    """The ``--help`` text of a setting's option: its meaning, then its default (the option itself defaults to
-    None, so that a value not typed takes the settings' default)."""
+def option_help(settings: type[ProtocolSettings], name: str, more: str = "") -> str:
+    """The ``--help`` text of a setting's option: its meaning (then ``more``), then its default (the option itself
+    defaults to None, so that a value not typed takes the settings' default)."""
     default = next(d["default"] for d in settings.describe() if d["name"] == name)
     shown = "none" if default is None else ",".join(map(_fmt, default)) if isinstance(default, list) else _fmt(default)
     text = settings.help(name)
-    return f"{text[:1].upper()}{text[1:]} (default: {shown})."
+    return f"{text[:1].upper()}{text[1:]}{more} (default: {shown})."
 
 
 def _fmt(value: Any) -> str:

@@ -24,14 +24,11 @@ if TYPE_CHECKING:
 
 
 def _help(name: str, more: str = "") -> str:
-    """A setting's meaning (then ``more``) and its default as its option's help: the protocol declares both once,
-    and the option itself defaults to None so that a value not typed takes the settings' default."""
+    """A setting's meaning and default as its option's help (the protocol declares both once)."""
+    from routerlab.cli._protocol import option_help
     from routerlab.protocols.ope import OPESettings
 
-    default = next(d["default"] for d in OPESettings.describe() if d["name"] == name)
-    shown = ",".join(map(str, default)) if isinstance(default, list) else "none" if default is None else str(default)
-    text = OPESettings.help(name)
-    return f"{text[:1].upper()}{text[1:]}{more} (default: {shown})."
+    return option_help(OPESettings, name, more)
 
 
 @app.command("ope")

@@ -24,16 +24,12 @@ if TYPE_CHECKING:
     from routerlab.protocols.base import Result
 
 
-def _help(name: str) -> str:
-    """A setting's meaning and default as its option's help: the protocol declares both once, and the option
-    itself defaults to None so that a value not typed takes the settings' default."""
+def _help(name: str, more: str = "") -> str:
+    """A setting's meaning and default as its option's help (the protocol declares both once)."""
+    from routerlab.cli._protocol import option_help
     from routerlab.protocols.robustness import RobustnessSettings
 
-    default = next(d["default"] for d in RobustnessSettings.describe() if d["name"] == name)
-    shown = ",".join(map(str, default)) if isinstance(default, list) else "none" if default is None else (
-        str(default).lower() if isinstance(default, bool) else str(default))
-    text = RobustnessSettings.help(name)
-    return f"{text[:1].upper()}{text[1:]} (default: {shown})."
+    return option_help(RobustnessSettings, name, more)
 
 
 @app.command("robustness")
