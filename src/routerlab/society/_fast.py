@@ -1,36 +1,48 @@
-"""Whether the compiled (numba) kernels for 0/1 HSE can be used (SPEC 2; the ``fast`` extra).
+"""Whether the compiled (numba) kernels for 0/1 HSE can be used (SPEC 2).
 
-numba is optional. It is imported the first time a kernel is wanted, never when routerlab is
-imported; when it is missing (or fails to import) the NumPy/BLAS routes are used unchanged and this
-is said once, at debug level, on the ``routerlab.society`` logger.
+numba is a core dependency, but it is imported the first time a kernel is wanted, never when
+routerlab is imported. Where it cannot import (a platform without its wheels, a broken llvmlite) the
+NumPy/BLAS routes give the same numbers, slower; this is said once, at debug level, on the
+``routerlab.society`` logger.
+
+A new process pays numba's start-up on its first kernel: its import, the one-time set-up of its CPU
+target and the load of the kernels from numba's disk cache (about 0.3 CPU-s, nearly all of it numba's
+own start-up, not the kernels). :func:`prefetch` starts that in a background thread where the caller
+has other work to do first (a table's scores transposed to the behaviour matrix).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
 from typing import Literal, get_args
+
+import numpy as np
+import numpy.typing as npt
 
 from routerlab.errors import UsageError
 
 GramRoute = Literal["auto", "popcount", "blas"]
 GRAM_ROUTES: tuple[str, ...] = get_args(GramRoute)
 
-SMALL_N = 128  # below this many actors "auto" keeps the NumPy routes: numba's import would cost more
+SMALL_N = 128  # below this many actors "auto" keeps the NumPy routes: numba's start-up would cost more
 log = logging.getLogger("routerlab.society")
 _state: dict[str, ModuleType | None] = {}
+_prefetched: set[str] = set()  # dtypes whose kernels a background thread has been started to load
+_prefetch_lock = threading.Lock()
 
 
 def kernels() -> ModuleType | None:
-    """The compiled-kernel module :mod:`routerlab.society._popcount`, or None without numba."""
+    """The compiled-kernel module :mod:`routerlab.society._popcount`, or None where numba does not import."""
     if "mod" not in _state:
         try:
             from routerlab.society import _popcount
         except ImportError as exc:  # numba (or its llvmlite) is not installed or does not load
-            log.debug("numba is not available (%s): 0/1 HSE uses the float32 BLAS Gram and the NumPy Prim; "
-                      "install routerlab[fast] for the popcount kernels", exc)
+            log.debug("numba is not available (%s): 0/1 HSE uses the float32 BLAS Gram and the NumPy Prim "
+                      "(the same numbers, slower); numba is a dependency of routerlab: reinstall it", exc)
             _state["mod"] = None
         else:
             _state["mod"] = _popcount
@@ -40,6 +52,36 @@ def kernels() -> ModuleType | None:
 def available() -> bool:
     """True when numba imports, so the popcount Gram and the compiled Prim can run."""
     return kernels() is not None
+
+
+def _warm(dtype: str) -> None:
+    try:  # the module directly, not kernels(): this thread never writes _state (see disabled())
+        from routerlab.society import _popcount
+    except ImportError:
+        return  # the caller's own kernels() call says so
+    try:
+        _popcount.warm_up(np.dtype(dtype))
+    except Exception as exc:  # pragma: no cover - an error here resurfaces in the caller's own call
+        log.debug("prefetching the numba kernels failed: %s", exc)
+
+
+def prefetch(dtype: npt.DTypeLike) -> threading.Thread | None:
+    """Start loading numba and the kernels for a behaviour matrix of ``dtype`` in a background thread.
+
+    Returns the thread, or None when there is nothing to do (numba known missing or disabled, or this
+    dtype already started). The kernels give the same results whether or not this ran; it only moves
+    numba's start-up (and, with an empty disk cache, its compilation) off the caller's critical path.
+    """
+    if "mod" in _state and _state["mod"] is None:
+        return None
+    key = np.dtype(dtype).str
+    with _prefetch_lock:
+        if key in _prefetched:
+            return None
+        _prefetched.add(key)
+    thread = threading.Thread(target=_warm, args=(key,), name="routerlab-numba-prefetch", daemon=True)
+    thread.start()
+    return thread
 
 
 def check_gram(gram: str) -> str:
@@ -58,7 +100,8 @@ def use_popcount(gram: str, binary: bool, n: int = SMALL_N) -> bool:
             raise UsageError("gram='popcount' needs 0/1 scores; graded scores use the float64 route "
                              "(gram='auto' or 'blas')")
         if not available():
-            raise UsageError("gram='popcount' needs numba: pip install 'routerlab[fast]' (or use gram='auto')")
+            raise UsageError("gram='popcount' needs numba, which does not import here: reinstall routerlab "
+                             "(numba is a dependency) or use gram='auto'")
         return True
     return binary and n >= SMALL_N and available()
 

@@ -1,7 +1,6 @@
 """numba kernels for exact 0/1 HSE (SPEC 2): a bit-packed AND + popcount Gram matrix and a Prim MST.
 
-Imported only through :mod:`routerlab.society._fast`, and only when numba is installed (the ``fast``
-extra). Nothing here rounds: the Gram entries are integer counts, and the Prim forms each distance
+Imported only through :mod:`routerlab.society._fast` (numba is a core dependency, imported lazily). Nothing here rounds: the Gram entries are integer counts, and the Prim forms each distance
 with the same float64 operations, in the same order, as :func:`routerlab.society.distances._binary_formula`,
 so its tree (edges, weights and tie order) is the one the NumPy Prim in :mod:`.entropy` builds.
 
@@ -381,3 +380,16 @@ def scan01(B: np.ndarray) -> tuple[float, float] | None:
     if flags[:, 0].any():
         return None
     return (0.0 if flags[:, 1].any() else 1.0), (1.0 if flags[:, 2].any() else 0.0)
+
+
+# --------------------------------------------------------------------------- warm-up
+def warm_up(dtype: npt.DTypeLike = np.float32) -> None:
+    """Load (or, with an empty disk cache, compile) every kernel ``hse(B)`` runs for a C-contiguous B of
+    ``dtype``, by running each once on a tiny matrix: the argument types, so the compiled signatures,
+    are those of a real call (see :func:`routerlab.society._fast.prefetch`)."""
+    B = np.zeros((_BLOCK, 64), dtype=dtype)
+    B[1] = 1
+    B[2, ::2] = 1
+    scan01(B)
+    G = popcount_gram(B)
+    prim(GramDistances(G, "cosine", B.shape[1], True))
