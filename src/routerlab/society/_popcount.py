@@ -1,6 +1,7 @@
 """numba kernels for exact 0/1 HSE (SPEC 2): a bit-packed AND + popcount Gram matrix and a Prim MST.
 
-Imported only through :mod:`routerlab.society._fast` (numba is a core dependency, imported lazily). Nothing here rounds: the Gram entries are integer counts, and the Prim forms each distance
+Imported only through :mod:`routerlab.society._fast` (numba is a core dependency, imported lazily).
+Nothing here rounds: the Gram entries are integer counts, and the Prim forms each distance
 with the same float64 operations, in the same order, as :func:`routerlab.society.distances._binary_formula`,
 so its tree (edges, weights and tie order) is the one the NumPy Prim in :mod:`.entropy` builds.
 
