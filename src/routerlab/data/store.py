@@ -43,8 +43,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from routerlab import __version__
 from routerlab._atomic import current_umask
+from routerlab._version import __version__
 from routerlab.data.table import (
     ACTOR_NUMERIC_FIELDS,
     MATRIX_FIELDS,

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from routerlab import __version__
 from routerlab._atomic import atomic_directory
 from routerlab._registry import Registry
+from routerlab._version import __version__
 from routerlab.data.provenance import Provenance
 from routerlab.data.splits import Split, given_split, random_split
 from routerlab.data.table import RoutingTable
