@@ -22,10 +22,10 @@ import numpy as np
 import numpy.typing as npt
 
 from routerlab._atomic import atomic_write
+from routerlab._paths import cache_dir
 
 SHARD_ROWS = 4096
 KEY_BYTES = 32
-ENV_VAR = "ROUTERLAB_CACHE_DIR"
 
 Vectors = npt.NDArray[np.float32]
 
@@ -35,9 +35,9 @@ class CacheWarning(UserWarning):
 
 
 def default_cache_dir() -> Path:
-    """``$ROUTERLAB_CACHE_DIR`` if set, else ``~/.cache/routerlab/features``."""
-    env = os.environ.get(ENV_VAR)
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "routerlab" / "features"
+    """``$ROUTERLAB_CACHE_DIR/features`` if the variable is set, else ``~/.cache/routerlab/features``
+    (:func:`routerlab._paths.cache_dir`, the rule every routerlab cache follows)."""
+    return cache_dir("features")
 
 
 def _shard_id(keys: npt.NDArray[np.bytes_], vecs: Vectors) -> str:
