@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
 
     fast = _fast.available()
     if not fast:
-        print("numba is not installed: only the BLAS route is timed (pip install 'routerlab[fast]')")
+        print("numba does not import: only the BLAS route is timed (numba is a dependency of routerlab: reinstall)")
     elif not args.skip_compile:
         for size in args.first_call.split(","):
             n, L = (int(v) for v in size.lower().split("x"))

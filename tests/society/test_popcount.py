@@ -217,6 +217,7 @@ def test_warm_up_loads_the_signatures_a_real_call_uses(dtype: str) -> None:
 
 def test_prefetch_loads_in_the_background_and_changes_no_number(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_fast, "_prefetched", set())
+    monkeypatch.setattr(_fast, "_prefetch_threads", [])
     B = odd_matrix(200, 300, 6)
     expected = hse(B, gram="blas")
     thread = _fast.prefetch(np.float64)
@@ -227,6 +228,27 @@ def test_prefetch_loads_in_the_background_and_changes_no_number(monkeypatch: pyt
     assert hse(B.astype(np.float64)) == expected
     with _fast.disabled():
         assert _fast.prefetch(np.float32) is None  # as if numba were missing: nothing starts
+
+
+def test_kernels_wait_for_a_running_prefetch(monkeypatch: pytest.MonkeyPatch) -> None:
+    # no kernel runs while the prefetch thread runs one (numba's workqueue layer aborts on concurrent use)
+    import threading
+    import time
+
+    monkeypatch.setattr(_fast, "_prefetched", set())
+    monkeypatch.setattr(_fast, "_prefetch_threads", [])
+    done = threading.Event()
+
+    def slow_warm(dtype: str) -> None:
+        time.sleep(0.3)
+        done.set()
+
+    monkeypatch.setattr(_fast, "_warm", slow_warm)
+    thread = _fast.prefetch(np.float32)
+    assert thread is not None and not done.is_set()
+    assert _fast.kernels() is not None
+    assert done.is_set() and not thread.is_alive()
+    assert _fast._prefetch_threads == [] or not any(t.is_alive() for t in _fast._prefetch_threads)
 
 
 def test_a_table_of_many_actors_prefetches_and_few_actors_never_load_numba(monkeypatch: pytest.MonkeyPatch) -> None:

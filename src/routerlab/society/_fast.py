@@ -32,11 +32,24 @@ SMALL_N = 128  # below this many actors "auto" keeps the NumPy routes: numba's s
 log = logging.getLogger("routerlab.society")
 _state: dict[str, ModuleType | None] = {}
 _prefetched: set[str] = set()  # dtypes whose kernels a background thread has been started to load
+_prefetch_threads: list[threading.Thread] = []
 _prefetch_lock = threading.Lock()
+
+
+def _join_prefetch() -> None:
+    """Wait for running prefetch threads: kernels never run in two threads at once (numba's workqueue
+    threading layer, its fallback where OpenMP and TBB are missing, aborts the process on concurrent use)."""
+    with _prefetch_lock:
+        running = [t for t in _prefetch_threads if t is not threading.current_thread()]
+        _prefetch_threads[:] = [t for t in _prefetch_threads if t.is_alive()]
+    for thread in running:
+        thread.join()
 
 
 def kernels() -> ModuleType | None:
     """The compiled-kernel module :mod:`routerlab.society._popcount`, or None where numba does not import."""
+    if _prefetch_threads:
+        _join_prefetch()
     if "mod" not in _state:
         try:
             from routerlab.society import _popcount
@@ -71,6 +84,7 @@ def prefetch(dtype: npt.DTypeLike) -> threading.Thread | None:
     Returns the thread, or None when there is nothing to do (numba known missing or disabled, or this
     dtype already started). The kernels give the same results whether or not this ran; it only moves
     numba's start-up (and, with an empty disk cache, its compilation) off the caller's critical path.
+    :func:`kernels` waits for it, so no kernel runs while it does.
     """
     if "mod" in _state and _state["mod"] is None:
         return None
@@ -79,8 +93,9 @@ def prefetch(dtype: npt.DTypeLike) -> threading.Thread | None:
         if key in _prefetched:
             return None
         _prefetched.add(key)
-    thread = threading.Thread(target=_warm, args=(key,), name="routerlab-numba-prefetch", daemon=True)
-    thread.start()
+        thread = threading.Thread(target=_warm, args=(key,), name="routerlab-numba-prefetch", daemon=True)
+        thread.start()  # under the lock: _join_prefetch never sees a thread not yet started
+        _prefetch_threads.append(thread)
     return thread
 
 
