@@ -120,7 +120,7 @@ def first_call(n: int, L: int, processes: int, repeat: int, blas: bool) -> None:
 
     popcount: numba's disk cache in an empty temporary ``NUMBA_CACHE_DIR`` (the first process compiles
     and writes it; the next ones load it); table: ``hse(table)`` on the same scores as a routing table
-    (queries x actors), which transposes them first (numba's start-up is prefetched meanwhile); BLAS:
+    (queries x actors), which transposes them first; BLAS:
     ``_fast.disabled()``, the route without numba. The first call's extra cost is its time less the
     median warm call (numba's import, its target set-up and the kernels' load)."""
     print(f"first call of hse(B) in a fresh process, B = {n:,d} x {L:,d} random 0/1 float32 (actors x items, "

@@ -382,15 +382,3 @@ def scan01(B: np.ndarray) -> tuple[float, float] | None:
         return None
     return (0.0 if flags[:, 1].any() else 1.0), (1.0 if flags[:, 2].any() else 0.0)
 
-
-# --------------------------------------------------------------------------- warm-up
-def warm_up(dtype: npt.DTypeLike = np.float32) -> None:
-    """Load (or, with an empty disk cache, compile) every kernel ``hse(B)`` runs for a C-contiguous B of
-    ``dtype``, by running each once on a tiny matrix: the argument types, so the compiled signatures,
-    are those of a real call (see :func:`routerlab.society._fast.prefetch`)."""
-    B = np.zeros((_BLOCK, 64), dtype=dtype)
-    B[1] = 1
-    B[2, ::2] = 1
-    scan01(B)
-    G = popcount_gram(B)
-    prim(GramDistances(G, "cosine", B.shape[1], True))

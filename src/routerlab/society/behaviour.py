@@ -63,10 +63,6 @@ def from_table(table: RoutingTable, split: str | None = "train") -> Society:
     default); a table that has splits but no ``split`` rows is an error.
     """
     notes: list[str] = []
-    if table.n_actors >= _fast.SMALL_N and table.score.size >= _FAST_SCAN:
-        # numba's start-up (import, target set-up, kernels from the disk cache) runs in the background
-        # while the split's scores are selected and transposed, which is NumPy work on the whole table
-        _fast.prefetch(table.score.dtype)
     if split is None:
         score = table.score
     else:
