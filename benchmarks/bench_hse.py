@@ -3,18 +3,21 @@
     .venv/bin/python benchmarks/bench_hse.py            # every size (the naive 8,500 x 3,600 takes minutes)
     .venv/bin/python benchmarks/bench_hse.py --quick    # small sizes only
     .venv/bin/python benchmarks/bench_hse.py --only 8500x36000 --skip-compile
+    .venv/bin/python benchmarks/bench_hse.py --only-first-call --first-call 8500x36000 --processes 5
 
 Random binary behaviour matrices (float32, P(1) = 0.5, seeded) of N actors x L items, timed end to
 end as ``routerlab.society.hse(B)`` (input checks, exact Gram, distances, Prim MST, merge walk):
 
-* popcount: with numba (the ``fast`` extra): bit-packed AND + popcount Gram, compiled Prim (N >= 128);
-* BLAS: what routerlab does without numba: packed float32 BLAS Gram, NumPy Prim;
+* popcount: with numba (a core dependency): bit-packed AND + popcount Gram, compiled Prim (N >= 128);
+* BLAS: the fallback where numba does not import: packed float32 BLAS Gram, NumPy Prim;
 * naive: scipy's ``pdist(B, "cosine")`` + ``linkage(d, "single")`` + a plain merge walk.
 
 Timings are wall-clock seconds: best and median of ``--repeat`` runs (one run for the slow naive
 cases); the split is one more popcount run. The popcount and BLAS HSE must be equal bit for bit.
-Then numba's first-call cost: two fresh processes sharing an empty temporary ``NUMBA_CACHE_DIR``
-(cold: compiles and writes the cache; warm: loads it). The greedy coreset is timed given the distances.
+First (``--first-call``), the first ``hse(B)`` of fresh processes against their warm calls: popcount
+with an empty temporary ``NUMBA_CACHE_DIR`` (the first process compiles, the next ones load the disk
+cache), and at 8,500 x 36,000 the BLAS fallback too (the ratio of the warm times). The greedy coreset is
+timed given the distances.
 """
 
 from __future__ import annotations
@@ -76,39 +79,87 @@ def fmt(times: list[float] | None, cpu: bool = False) -> str:
     return out + (f" {CPU[id(times)]:6.2f}" if cpu else "")
 
 
-_FIRST_CALL = """
-import json, sys, time
+_FRESH = """
+import contextlib, json, sys, time
 t0 = time.perf_counter()
-import numba
-t1 = time.perf_counter()
 sys.path.insert(0, {bench!r})
 from bench_hse import matrix
-from routerlab.society import hse
-B = matrix(256, 36_000, 0)
-t2 = time.perf_counter()
-hse(B)
-t3 = time.perf_counter()
-hse(B)
-t4 = time.perf_counter()
-print(json.dumps({{"import_numba": t1 - t0, "first": t3 - t2, "second": t4 - t3}}))
+import numpy as np
+import routerlab.society as rs
+from routerlab.society import _fast
+t1 = time.perf_counter()
+B = matrix({n}, {L}, {n} + {L})
+if {route!r} == "table":  # a routing table's queries x actors scores, C-contiguous as stored: hse transposes
+    from routerlab.data.table import RoutingTable
+    B = RoutingTable.from_arrays(np.ascontiguousarray(B.T), actors=[f"a{{i}}" for i in range({n})])
+with _fast.disabled() if {route!r} == "blas" else contextlib.nullcontext():
+    t2, c2 = time.perf_counter(), time.process_time()
+    value = rs.hse(B, split=None)
+    t3, c3 = time.perf_counter(), time.process_time()
+    warm, cpu = [], []
+    for _ in range({repeat}):
+        t4, c4 = time.perf_counter(), time.process_time()
+        rs.hse(B, split=None)
+        warm.append(time.perf_counter() - t4)
+        cpu.append(time.process_time() - c4)
+print(json.dumps({{"import": t1 - t0, "first": t3 - t2, "first_cpu": c3 - c2, "warm": warm, "warm_cpu": cpu,
+                   "hse": value.hex(), "numba": "numba" in sys.modules}}))
 """
 
 
-def first_call() -> None:
-    """numba's first-call cost in fresh processes: cold (empty cache dir) and warm (the cache it wrote)."""
-    print("first call of hse on 256 x 36,000 in a fresh process (popcount route; NUMBA_CACHE_DIR = an "
-          "empty temporary directory, then the same one)")
-    code = _FIRST_CALL.format(bench=os.path.dirname(os.path.abspath(__file__)))
+def fresh(n: int, L: int, route: str, repeat: int, env: dict[str, str]) -> dict[str, Any]:
+    """``hse(B)`` timed in a new Python process: its first call, then ``repeat`` warm calls."""
+    code = _FRESH.format(bench=os.path.dirname(os.path.abspath(__file__)), n=n, L=L, route=route, repeat=repeat)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+def first_call(n: int, L: int, processes: int, repeat: int, blas: bool) -> None:
+    """The first ``hse(B)`` of a fresh process against its warm calls, at N x L.
+
+    popcount: numba's disk cache in an empty temporary ``NUMBA_CACHE_DIR`` (the first process compiles
+    and writes it; the next ones load it); table: ``hse(table)`` on the same scores as a routing table
+    (queries x actors), which transposes them first; BLAS:
+    ``_fast.disabled()``, the route without numba. The first call's extra cost is its time less the
+    median warm call (numba's import, its target set-up and the kernels' load)."""
+    print(f"first call of hse(B) in a fresh process, B = {n:,d} x {L:,d} random 0/1 float32 (actors x items, "
+          f"as hse(table) builds it); warm = {repeat} more calls in that process; load average "
+          f"{os.getloadavg()[0]:.1f}")
+    print("wall-clock seconds (cpu: CPU seconds, all threads: steadier than wall time on a shared machine); "
+          "first-warm: the first call less the median warm call")
+    print(f"{'route / process':>34s} | {'first':>6s} {'cpu':>6s} | {'warm best  med   cpu':>20s} | "
+          f"{'first-warm   cpu':>16s} | {'numba':>5s} | HSE")
+    warm_best: dict[str, float] = {}
+    values: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "NUMBA_CACHE_DIR": cache}
-        for label in ("cold (compiles, writes cache)", "warm (loads cache)"):
-            t0 = time.perf_counter()
-            out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                                 check=True).stdout
-            total = time.perf_counter() - t0
-            r = json.loads(out.strip().splitlines()[-1])
-            print(f"  {label:30s}: import numba {r['import_numba']:.2f} s, first hse {r['first']:.2f} s, "
-                  f"second hse {r['second']:.3f} s (process {total:.1f} s)", flush=True)
+        runs = [("popcount", "cold cache (compiles)")] + [("popcount", f"disk cache, process {i + 1}")
+                                                         for i in range(processes)]
+        runs += [("table", f"disk cache, process {i + 1}") for i in range(processes)]
+        if blas:
+            runs += [("blas", f"process {i + 1}") for i in range(max(1, processes // 2))]
+        extra: dict[str, list[tuple[float, float]]] = {}
+        for route, label in runs:
+            r = fresh(n, L, route, 1 if route == "blas" else repeat, env)
+            med, med_cpu = statistics.median(r["warm"]), statistics.median(r["warm_cpu"])
+            warm_best[route] = min(warm_best.get(route, math.inf), min(r["warm"]))
+            values.setdefault(route, r["hse"])
+            assert values[route] == r["hse"], "the HSE differs between processes"
+            if "disk" in label:
+                extra.setdefault(route, []).append((r["first"] - med, r["first_cpu"] - med_cpu))
+            print(f"{route + ': ' + label:>34s} | {r['first']:6.2f} {r['first_cpu']:6.2f} | {min(r['warm']):6.2f} "
+                  f"{med:6.2f} {med_cpu:6.2f} | {r['first'] - med:7.2f} {r['first_cpu'] - med_cpu:8.2f} | "
+                  f"{'yes' if r['numba'] else 'no':>5s} | {float.fromhex(r['hse']):.6f}", flush=True)
+    for route, xs in extra.items():
+        wall, cpu = [x[0] for x in xs], [x[1] for x in xs]
+        print(f"  {route}, disk cache: the first call's extra cost is {statistics.median(wall):.2f} s wall "
+              f"(range {min(wall):.2f}-{max(wall):.2f}), {statistics.median(cpu):.2f} CPU-s (range "
+              f"{min(cpu):.2f}-{max(cpu):.2f}), medians over {len(xs)} processes")
+    if "blas" in warm_best:
+        same = "yes" if values["blas"] == values["popcount"] else "NO"
+        print(f"  warm best: popcount {warm_best['popcount']:.2f} s, BLAS {warm_best['blas']:.2f} s: BLAS / popcount "
+              f"{warm_best['blas'] / warm_best['popcount']:.1f}x; same HSE bit for bit: {same}")
     print()
 
 
@@ -128,7 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-naive-large", action="store_true", help="skip the naive 8,500 x 3,600 run")
     ap.add_argument("--only", default=None, help="comma-separated cases to run, e.g. 8500x36000")
     ap.add_argument("--skip-blas", action="store_true", help="time only the popcount route")
-    ap.add_argument("--skip-compile", action="store_true", help="skip the cold/warm first-call timing")
+    ap.add_argument("--skip-compile", action="store_true", help="skip the fresh-process first-call timing")
+    ap.add_argument("--first-call", default="256x36000,8500x36000",
+                    help="N x L sizes of the fresh-process first-call timing (default 256x36000,8500x36000)")
+    ap.add_argument("--processes", type=int, default=3, help="fresh processes per first-call size (default 3)")
+    ap.add_argument("--only-first-call", action="store_true", help="only the fresh-process first-call timing")
     args = ap.parse_args(argv)
 
     from routerlab.society import Society, _fast, hse, pairwise_distances
@@ -138,9 +193,14 @@ def main(argv: list[str] | None = None) -> int:
 
     fast = _fast.available()
     if not fast:
-        print("numba is not installed: only the BLAS route is timed (pip install 'routerlab[fast]')")
+        print("numba does not import: only the BLAS route is timed (numba is a dependency of routerlab: reinstall)")
     elif not args.skip_compile:
-        first_call()
+        for size in args.first_call.split(","):
+            n, L = (int(v) for v in size.lower().split("x"))
+            first_call(n, L, args.processes, args.repeat, blas=n * L >= 10**8 and not args.skip_blas)
+    if args.only_first_call:
+        return 0
+    if fast:
         hse(matrix(256, 36_000, 0))  # this process's own compile / cache load, outside the timings
 
     cases = [(112, 36_000, True), (1_000, 36_000, True), (8_500, 3_600, not args.skip_naive_large),

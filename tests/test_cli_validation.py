@@ -215,7 +215,7 @@ def test_check_output_dir_read_only(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         if os.geteuid() != 0:  # as root a chmod does not stop writes: the probe below covers that case
             with pytest.raises(UsageError, match="cannot write there"):
                 _io.check_output_dir(ro)
-        monkeypatch.setattr(_io, "_probe_writable", lambda d: d != ro)
+        monkeypatch.setattr(_io, "probe_writable", lambda d: d != ro)
         with pytest.raises(UsageError, match=rf"-o {ro}: cannot write there$"):
             _io.check_output_dir(ro)
         with pytest.raises(UsageError, match=f"nearest existing parent {ro} is not writable"):
@@ -226,6 +226,6 @@ def test_check_output_dir_read_only(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 def test_read_only_output_through_the_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                           capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(_io, "_probe_writable", lambda d: False)
+    monkeypatch.setattr(_io, "probe_writable", lambda d: False)
     assert main(["scaling", "--samples", "2", "-o", str(tmp_path / "out")]) == 2
     assert "cannot write there" in one_error_line(capsys)

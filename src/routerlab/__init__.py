@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
-
+from routerlab._version import __version__
 from routerlab.data.importers import read
 from routerlab.data.join import join
 from routerlab.data.store import load

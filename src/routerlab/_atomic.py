@@ -49,15 +49,18 @@ def _dir_mode() -> int:
     return 0o777 & ~current_umask()
 
 
-def atomic_write(path: Path, write: Callable[[str], None]) -> None:
+def atomic_write(path: str | os.PathLike[str], write: Callable[[str], object], *, keep_suffix: bool = False) -> None:
     """Write via ``write(tmp_path)`` to a temp file beside ``path``, then ``os.replace`` it onto ``path``.
 
     The file's mode follows the user's umask (``0666 & ~umask``), like a plain ``open()`` would; the temp
     file is removed on any exception, KeyboardInterrupt included. Missing parent directories are created.
+    ``keep_suffix``: the temp name ends with ``path``'s suffixes (``.csv.gz``), for writers that choose a
+    format or compression by extension.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    suffix = ".tmp" + ("".join(path.suffixes) if keep_suffix else "")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
     os.close(fd)
     try:
         write(tmp)
@@ -66,6 +69,31 @@ def atomic_write(path: Path, write: Callable[[str], None]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_text(path: str | os.PathLike[str], text: str) -> None:
+    """``path`` holds ``text`` (UTF-8), written atomically."""
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """``path`` holds ``data``, written atomically."""
+    atomic_write(path, lambda tmp: Path(tmp).write_bytes(data))
+
+
+def probe_writable(directory: str | os.PathLike[str]) -> bool:
+    """Whether a file can be created (and removed) in ``directory``: actually tries, with an empty probe
+    file, since ``os.access`` says yes to everything for root."""
+    try:
+        fd, name = tempfile.mkstemp(prefix=".routerlab-probe-", dir=directory)
+    except OSError:
+        return False
+    os.close(fd)
+    try:
+        os.unlink(name)
+    except OSError:
+        return False
+    return True
 
 
 def _conflicts(src: Path, dst: Path) -> list[str]:
@@ -129,6 +157,33 @@ def atomic_directory(target: Path) -> Iterator[Path]:
                             file=target)
         _merge(tmp, target)
         shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+@contextmanager
+def replace_directory(target: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a fresh temporary directory beside ``target`` (mode ``0777 & ~umask``); on normal exit it takes
+    ``target``'s place whole: an existing ``target`` is renamed aside, the new one renamed in, the old one
+    removed. Unlike :func:`atomic_directory`, nothing of the old directory survives (a table directory is
+    rewritten, not merged). On any exception the temporary directory is removed and ``target`` is left
+    as it was. The caller decides whether ``target`` may be replaced (a file there is a DataError)."""
+    target = Path(target)
+    if target.exists() and not target.is_dir():
+        raise DataError("exists and is a file, not a directory; refusing to overwrite it", file=target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    try:
+        os.chmod(tmp, _dir_mode())
+        yield tmp
+        if target.exists():
+            old = target.with_name(f".{target.name}.old-{os.getpid()}-{threading.get_ident()}")
+            os.rename(target, old)
+            os.rename(tmp, target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

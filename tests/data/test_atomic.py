@@ -120,3 +120,59 @@ def test_atomic_directory_refuses_file_target_and_kind_clash(tmp_path: Path) -> 
         (d / "y").write_text("y")
     assert sorted(p.name for p in target.iterdir()) == ["x"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f", "out"]
+
+
+def test_replace_directory_swaps_the_whole_directory(tmp_path: Path, umask: SetMask) -> None:
+    from routerlab._atomic import replace_directory
+
+    umask(0o022)
+    target = tmp_path / "out"
+    target.mkdir()
+    (target / "old.txt").write_text("old")
+    with replace_directory(target) as tmp:
+        (tmp / "new.txt").write_text("new")
+        assert (target / "old.txt").exists()  # untouched until the block ends
+    assert sorted(p.name for p in target.iterdir()) == ["new.txt"]  # replaced, not merged
+    assert mode(target) == 0o755
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no temp or old copy left
+    with pytest.raises(RuntimeError), replace_directory(target) as tmp:
+        (tmp / "half.txt").write_text("x")
+        raise RuntimeError("crash")
+    assert sorted(p.name for p in target.iterdir()) == ["new.txt"]
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+    (tmp_path / "f").write_text("a file")
+    with pytest.raises(DataError, match="is a file"), replace_directory(tmp_path / "f"):
+        pass
+
+
+def test_keep_suffix_and_the_text_and_bytes_helpers(tmp_path: Path) -> None:
+    import gzip
+
+    import pyarrow as pa
+
+    from routerlab._atomic import write_bytes
+    from routerlab._atomic import write_text as atomic_text
+
+    seen: list[str] = []
+
+    def write(tmp: str) -> None:
+        seen.append(tmp)
+        with pa.output_stream(tmp, compression="detect") as out:  # gzip chosen by the temp name's suffix
+            out.write(b"a,b\n1,2\n")
+
+    atomic_write(tmp_path / "x.csv.gz", write, keep_suffix=True)
+    assert seen[0].endswith(".csv.gz") and Path(seen[0]).name.startswith(".x.csv.gz.")
+    assert gzip.decompress((tmp_path / "x.csv.gz").read_bytes()) == b"a,b\n1,2\n"
+    atomic_text(tmp_path / "sub" / "t.txt", "é\n")
+    write_bytes(tmp_path / "b.bin", b"\x00\x01")
+    assert (tmp_path / "sub" / "t.txt").read_text(encoding="utf-8") == "é\n"
+    assert (tmp_path / "b.bin").read_bytes() == b"\x00\x01"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.bin", "sub", "x.csv.gz"]
+
+
+def test_probe_writable(tmp_path: Path) -> None:
+    from routerlab._atomic import probe_writable
+
+    assert probe_writable(tmp_path)
+    assert list(tmp_path.iterdir()) == []  # the probe file is gone
+    assert not probe_writable(tmp_path / "missing")

@@ -156,9 +156,9 @@ def test_large_writes_are_chunked_and_leave_no_temp_files(tmp_path: Path, monkey
 
 def test_cache_dir_defaults_to_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ROUTERLAB_CACHE_DIR", str(tmp_path / "env"))
-    assert default_cache_dir() == tmp_path / "env"
+    assert default_cache_dir() == tmp_path / "env" / "features"  # the one rule: $ROUTERLAB_CACHE_DIR/<kind>
     encode(make_table(TRAIN_TEXTS), CountingEncoder())
-    assert _shards(tmp_path / "env")
+    assert _shards(tmp_path / "env" / "features")
     monkeypatch.delenv("ROUTERLAB_CACHE_DIR")
     assert default_cache_dir() == Path.home() / ".cache" / "routerlab" / "features"
 

@@ -67,3 +67,29 @@ def test_runtime_options_keep_the_vectors_and_precision_is_keyed(vectors: np.nda
     bf16 = get_encoder("minilm:precision=bf16")
     assert np.min(np.sum(bf16.transform(SENTENCES) * vectors, axis=1)) > 0.999
     assert bf16.fingerprint() != get_encoder("minilm").fingerprint() == get_encoder("minilm:threads=1").fingerprint()
+
+
+def test_loading_asks_no_host_and_leaves_the_environment_as_it_was(monkeypatch: pytest.MonkeyPatch,
+                                                                   vectors: np.ndarray) -> None:
+    # offline by construction (local_files_only on the package's directory), not by HF_HUB_OFFLINE /
+    # TRANSFORMERS_OFFLINE, which huggingface_hub reads once at import and which would outlive any scope
+    import os
+    import socket
+
+    asked: list[object] = []
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        asked.append(args[:2])
+        raise OSError("this test has no network")
+
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(minilm_module, "_MODELS", {})  # a fresh load, not the model other tests loaded
+    before = dict(os.environ)
+    model = minilm_module.load_model("cpu")
+    assert dict(os.environ) == before
+    assert asked == []
+    again = model.encode(SENTENCES, normalize_embeddings=True, convert_to_numpy=True)
+    np.testing.assert_allclose(again, vectors, atol=1e-6)

@@ -1,10 +1,9 @@
 """The popcount route for 0/1 HSE (SPEC 2): exact Gram counts, the compiled Prim's tree equal to the
 NumPy Prim's bit for bit, the same HSE as the BLAS route and the scipy reference, and the fallback
-when numba is missing. Tests that run numba kernels skip only when numba is not installed."""
+when numba is missing. numba is a core dependency: the kernel tests run (and fail) without it."""
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import sys
 
@@ -21,7 +20,6 @@ from routerlab.society.synthetic import orthogonal_society
 
 from .reference import naive_hse
 
-needs_numba = pytest.mark.skipif(importlib.util.find_spec("numba") is None, reason="numba is not installed")
 METRICS = ["cosine", "correlation", "euclidean", "manhattan"]
 
 
@@ -43,7 +41,6 @@ def odd_matrix(n: int, L: int, seed: int) -> np.ndarray:
     return B
 
 
-@needs_numba
 @pytest.mark.parametrize(("n", "L"), [(1, 1), (2, 1), (1, 70), (2, 63), (3, 64), (5, 65), (7, 511),
                                       (9, 512), (13, 513), (66, 1000), (130, 36_000), (1030, 67)])
 def test_popcount_gram_equals_float64_reference(n: int, L: int) -> None:
@@ -55,13 +52,11 @@ def test_popcount_gram_equals_float64_reference(n: int, L: int) -> None:
     assert np.array_equal(G, ref)
 
 
-@needs_numba
 def test_popcount_gram_hand_counted() -> None:
     B = np.array([[1, 1, 0, 1], [0, 1, 1, 1], [0, 0, 0, 0]], dtype=np.uint8)
     assert popcount_gram(B).tolist() == [[3, 2, 0], [2, 3, 0], [0, 0, 0]]
 
 
-@needs_numba
 def test_popcount_gram_input_layouts_and_dtypes() -> None:
     B = odd_matrix(40, 300, 3)
     ref = B.astype(np.float64) @ B.T.astype(np.float64)
@@ -72,7 +67,6 @@ def test_popcount_gram_input_layouts_and_dtypes() -> None:
         assert np.array_equal(popcount_gram(arr), ref), (arr.dtype, arr.flags.c_contiguous)
 
 
-@needs_numba
 @pytest.mark.parametrize("metric", METRICS)
 @pytest.mark.parametrize(("n", "L"), [(2, 3), (3, 1), (12, 40), (150, 70), (200, 36_000)])
 def test_compiled_prim_gives_the_numpy_tree(metric: str, n: int, L: int) -> None:
@@ -87,7 +81,6 @@ def test_compiled_prim_gives_the_numpy_tree(metric: str, n: int, L: int) -> None
     assert np.array_equal(single_linkage(dist, kernel="numba"), single_linkage(dist, kernel="numpy"))
 
 
-@needs_numba
 @pytest.mark.parametrize("metric", METRICS)
 def test_compiled_prim_on_dense_graded_distances(metric: str) -> None:
     rng = np.random.default_rng(7)
@@ -100,7 +93,6 @@ def test_compiled_prim_on_dense_graded_distances(metric: str) -> None:
         assert np.array_equal(a, b)
 
 
-@needs_numba
 @pytest.mark.parametrize("metric", METRICS)
 def test_popcount_and_blas_routes_give_the_same_hse_bit_for_bit(metric: str) -> None:
     B = odd_matrix(300, 2000, 11)  # N >= 128: "auto" takes the compiled Prim
@@ -116,7 +108,6 @@ def test_popcount_and_blas_routes_give_the_same_hse_bit_for_bit(metric: str) -> 
     assert pc.hse == pytest.approx(naive_hse(B, metric), rel=1e-12, abs=1e-12)
 
 
-@needs_numba
 def test_popcount_route_keeps_the_paper_anchors() -> None:
     for k in (5, 15, 200):  # orthogonal experts: log2 N exactly
         assert hse(orthogonal_society(k, 3), gram="popcount") == np.log2(k)
@@ -126,7 +117,6 @@ def test_popcount_route_keeps_the_paper_anchors() -> None:
     assert hse(B, gram="popcount") == hse(B, gram="blas") < np.log2(130)
 
 
-@needs_numba
 def test_auto_takes_popcount_for_large_binary_and_float64_for_graded() -> None:
     B = odd_matrix(130, 100, 5)
     assert pairwise_distances(B).gram.dtype == np.int32  # type: ignore[union-attr]
@@ -134,7 +124,6 @@ def test_auto_takes_popcount_for_large_binary_and_float64_for_graded() -> None:
     assert not pairwise_distances(B * 0.5).lazy
 
 
-@needs_numba
 def test_fast_input_scan_agrees_with_numpy() -> None:
     rng = np.random.default_rng(1)
     B = (rng.random((128, 1 << 15)) < 0.5).astype(np.float32)  # 2^22 cells: the numba scan runs
@@ -164,19 +153,22 @@ def test_gram_route_errors() -> None:
 
 def test_without_numba_the_blas_route_is_used(monkeypatch: pytest.MonkeyPatch,
                                               caplog: pytest.LogCaptureFixture) -> None:
-    # numba made unimportable: the kernel module fails to import, said once at debug level
+    # numba made unimportable: the kernel module fails to import, said once at debug level, and the
+    # BLAS Gram + NumPy Prim give the numba route's HSE bit for bit
+    B = odd_matrix(200, 300, 2)
+    fast_value = hse(B)  # numba's popcount route, before numba is made unimportable
+    assert fast_value == hse(B, gram="popcount")
     monkeypatch.setitem(sys.modules, "numba", None)
     monkeypatch.delitem(sys.modules, "routerlab.society._popcount", raising=False)
     monkeypatch.delattr(routerlab.society, "_popcount", raising=False)
     monkeypatch.setattr(_fast, "_state", {})
-    B = odd_matrix(200, 300, 2)
     with caplog.at_level(logging.DEBUG, logger="routerlab.society"):
         dist = pairwise_distances(B)
         value = hse(B)
     assert not _fast.available()
     assert [r.levelno for r in caplog.records if "numba is not available" in r.message] == [logging.DEBUG]
     assert dist.gram is not None and dist.gram.dtype == np.float32
-    assert value == hse(B, gram="blas") == pytest.approx(naive_hse(B), rel=1e-12)
+    assert value == hse(B, gram="blas") == fast_value == pytest.approx(naive_hse(B), rel=1e-12)
     with pytest.raises(UsageError, match="needs numba"):
         pairwise_distances(B, gram="popcount")
     with pytest.raises(UsageError, match="needs numba"):
@@ -184,7 +176,6 @@ def test_without_numba_the_blas_route_is_used(monkeypatch: pytest.MonkeyPatch,
     assert np.array_equal(dd.exact_gram(B), dd.binary_gram(B))
 
 
-@needs_numba
 def test_kernels_compile_in_memory_where_no_cache_is_writable() -> None:
     from routerlab.society import _popcount
 
@@ -192,3 +183,21 @@ def test_kernels_compile_in_memory_where_no_cache_is_writable() -> None:
     exec("def twice(x):\n    return 2 * x\n", namespace)  # no source file: numba has no cache locator
     fn = _popcount._jit()(namespace["twice"])
     assert fn(21) == 42
+
+
+def test_few_actors_never_load_numba(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the popcount route starts at SMALL_N actors, so below it the input scan stays in NumPy too: numba's
+    # start-up (~0.45 CPU-s) would cost more than the scan saves
+    from routerlab.data.table import RoutingTable
+
+    def no_numba() -> None:
+        raise AssertionError("numba was loaded for a society of fewer than SMALL_N actors")
+
+    monkeypatch.setattr(_fast, "kernels", no_numba)
+    rng = np.random.default_rng(3)
+    few = (rng.random((100, 1 << 16)) < 0.5).astype(np.float32)  # 6.5M cells (the numba scan's size), 100 actors
+    assert bh._scan(few)[1:] == (0.0, 1.0, True)
+    table = RoutingTable.from_arrays(few.T, actors=[f"a{i}" for i in range(100)])
+    with _fast.disabled():
+        expected = hse(few, gram="blas")
+    assert hse(table, split=None) == expected

@@ -32,7 +32,7 @@ app = typer.Typer(
 
 def _show_version(value: bool) -> None:
     if value:
-        from routerlab import __version__
+        from routerlab._version import __version__
 
         typer.echo(f"routerlab {__version__}")
         raise typer.Exit()

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,6 +10,7 @@ from typing import Any
 import typer
 from typer.models import OptionInfo
 
+from routerlab._atomic import probe_writable
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 
@@ -66,21 +65,6 @@ def emit_record(record: dict[str, Any], output: Path | None, name: str, as_json:
     say_written(written, to_stderr=as_json)
 
 
-def _probe_writable(directory: Path) -> bool:
-    """Whether a file can be created (and removed) in ``directory``: actually tries, since ``os.access``
-    says yes to everything for root."""
-    try:
-        fd, name = tempfile.mkstemp(prefix=".routerlab-probe-", dir=directory)
-    except OSError:
-        return False
-    os.close(fd)
-    try:
-        os.unlink(name)
-    except OSError:
-        return False
-    return True
-
-
 def check_output_dir(path: Path, *, option: str = "-o") -> None:
     """Refuse, before any data is loaded or computed, an output directory that cannot be written: an
     existing file (or a path under one), a directory without write permission, or a new path whose
@@ -97,7 +81,7 @@ def check_output_dir(path: Path, *, option: str = "-o") -> None:
         probe = parent
     if not probe.is_dir():
         raise UsageError(f"{option} {path}: cannot create a directory under {probe}, which is a file")
-    if not _probe_writable(probe):
+    if not probe_writable(probe):
         where = "" if probe == path else f" (its nearest existing parent {probe} is not writable)"
         raise UsageError(f"{option} {path}: cannot write there{where}")
 
@@ -114,5 +98,5 @@ def check_file_parent(path: Path, *, option: str = "-o") -> None:
         probe = probe.parent
     if not probe.is_dir():
         raise UsageError(f"{option} {path}: cannot create it under {probe}, which is a file")
-    if not _probe_writable(probe):
+    if not probe_writable(probe):
         raise UsageError(f"{option} {path}: cannot write there ({probe} is not writable)")

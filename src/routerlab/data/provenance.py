@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from routerlab import __version__
+from routerlab._version import __version__
 
 if TYPE_CHECKING:
     from routerlab.data.splits import Split

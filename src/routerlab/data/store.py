@@ -35,8 +35,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -48,8 +46,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from routerlab import __version__
-from routerlab._atomic import current_umask
+from routerlab._atomic import atomic_write, replace_directory, write_text
+from routerlab._version import __version__
 from routerlab.data.table import (
     ACTOR_NUMERIC_FIELDS,
     MATRIX_FIELDS,
@@ -123,15 +121,15 @@ def write_matrix(mat: npt.NDArray[np.float32], file: Path, *, compression: str =
     """Write one (n, m) matrix as a flat float32 column ``value`` (row-major), in 16 MiB row groups."""
     flat = np.ascontiguousarray(mat, dtype=np.float32).reshape(-1)
     few = _few_distinct(flat)
-    pq.write_table(
+    atomic_write(file, lambda tmp: pq.write_table(
         pa.table({"value": pa.array(flat)}),  # a zero-copy view of the numpy buffer
-        str(file),
+        tmp,
         compression=compression,
         row_group_size=ROW_GROUP,
         use_dictionary=few,
         use_byte_stream_split=not few,
         write_statistics=False,
-    )
+    ))
 
 
 # ---------------------------------------------------------------------------------------- save
@@ -150,23 +148,20 @@ def save(table: RoutingTable, path: str | Path, *, compression: str = "lz4") -> 
         raise DataError("exists and is a file, not a table directory; refusing to overwrite it", file=target)
     if target.exists() and not (target / MANIFEST).exists() and any(target.iterdir()):
         raise DataError("exists and is not a routerlab table directory; refusing to overwrite it", file=target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
-        os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp gives 0700; a table follows the umask like mkdir
+    with replace_directory(target) as tmp:  # the whole table directory at once: an old table is replaced
         q, a = table.queries, table.actors
         jobs: list[Callable[[], object]] = [
             lambda: table.content_hash,  # hashing overlaps with writing; cached on the table
-            lambda: pq.write_table(
+            lambda: atomic_write(tmp / "queries.parquet", lambda t: pq.write_table(
                 _frame({"id": q.ids, "text": q.text, "dataset": q.dataset, "split": q.split}, q.extra),
-                str(tmp / "queries.parquet"),
+                t,
                 compression="zstd",
-            ),
-            lambda: pq.write_table(
+            )),
+            lambda: atomic_write(tmp / "actors.parquet", lambda t: pq.write_table(
                 _frame({"name": a.names, **{k: getattr(a, k) for k in ACTOR_NUMERIC_FIELDS}}, a.extra),
-                str(tmp / "actors.parquet"),
+                t,
                 compression="zstd",
-            ),
+            )),
         ]
         for key, mat in table.matrices().items():
             jobs.append(_matrix_job(mat, tmp / f"{key}.parquet", compression))
@@ -187,17 +182,7 @@ def save(table: RoutingTable, path: str | Path, *, compression: str = "lz4") -> 
             "files": {name: (tmp / name).stat().st_size for name in files},
             "meta": table.meta,
         }
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str) + "\n")
-        if target.exists():
-            old = target.with_name(f".{target.name}.old-{os.getpid()}-{threading.get_ident()}")
-            target.rename(old)
-            tmp.rename(target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            tmp.rename(target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        write_text(tmp / MANIFEST, json.dumps(manifest, indent=2, default=str) + "\n")
     return target
 
 

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from routerlab._atomic import atomic_write
 from routerlab.errors import RouterlabError, UsageError
 from routerlab.execute.base import check_count
 
@@ -201,6 +202,14 @@ class LocalProcessExecutor:
             self._shutdown(terminate=True)
 
 
+def _save_npy(path: Path, array: np.ndarray) -> None:
+    def save(tmp: str) -> None:
+        with open(tmp, "wb") as fh:  # a handle: np.save would add ".npy" to the temp name
+            np.save(fh, array, allow_pickle=False)
+
+    atomic_write(path, save)
+
+
 class SharedArrays(Mapping[str, np.ndarray]):
     """Named numpy arrays that worker processes map from disk instead of receiving a copy.
 
@@ -221,7 +230,7 @@ class SharedArrays(Mapping[str, np.ndarray]):
                 if not isinstance(array, np.ndarray) or array.dtype == object:
                     raise UsageError(f"SharedArrays: {key!r} must be a numeric numpy array, got {type(array).__name__}")
                 path = self._dir / f"{i}.npy"
-                np.save(path, np.ascontiguousarray(array), allow_pickle=False)
+                _save_npy(path, np.ascontiguousarray(array))
                 self._paths[key] = str(path)
                 self._shapes[key] = (tuple(array.shape), str(array.dtype))
         except BaseException:

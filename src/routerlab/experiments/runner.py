@@ -212,7 +212,7 @@ def run_experiment(exp: Experiment, store_dir: Path, *, executor: Executor | Cal
 
     ``executor`` may be a function that makes one: it is called only when some cell must run (a rerun that
     reuses everything starts no worker or cluster), and the executor it made is closed at the end."""
-    from routerlab import __version__
+    from routerlab._version import __version__
     from routerlab.execute.base import SerialExecutor
     from routerlab.progress import track
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import datetime as dt
 import math
 import os
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from routerlab._atomic import probe_writable
 from routerlab.errors import UsageError
 
 DB_NAME = "results.duckdb"
@@ -149,12 +149,8 @@ def check_store_dir(directory: Path) -> None:
         probe = probe.parent
     if not probe.is_dir():
         raise UsageError(f"--store {directory}: cannot create a directory under {probe}, which is a file")
-    try:
-        fd, name = tempfile.mkstemp(prefix=".routerlab-probe-", dir=probe)
-    except OSError:
-        raise UsageError(f"--store {directory}: cannot write there ({probe} is not writable)") from None
-    os.close(fd)
-    os.unlink(name)
+    if not probe_writable(probe):
+        raise UsageError(f"--store {directory}: cannot write there ({probe} is not writable)")
     if db.exists() and not os.access(db, os.W_OK):
         raise UsageError(f"--store {directory}: {db} is not writable")
 

@@ -4,7 +4,7 @@ Layout: ``<root>/<encoder>/<fingerprint[:32]>/`` holds shards of at most ``SHARD
 each a pair ``<id>.vecs.npy`` (k, d) float32 and ``<id>.keys.npy`` (k,) 32-byte keys, where a key is
 sha256(encoder fingerprint, text) and the fingerprint covers encoder name, version, options and,
 for fitted encoders, the fit set. The index is the union of the ``.keys.npy`` files. Every file is
-written once, atomically (temp file + ``os.replace``), and never changed, so concurrent runs cannot
+written once, atomically (:func:`routerlab._atomic.atomic_write`), and never changed, so concurrent runs cannot
 corrupt each other. A shard's id is the sha256 of its keys and vectors and is checked on read: a
 damaged shard gives a :class:`CacheWarning` and its texts are re-encoded, never wrong vectors.
 """
@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -22,9 +21,11 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from routerlab._atomic import atomic_write
+from routerlab._paths import cache_dir
+
 SHARD_ROWS = 4096
 KEY_BYTES = 32
-ENV_VAR = "ROUTERLAB_CACHE_DIR"
 
 Vectors = npt.NDArray[np.float32]
 
@@ -34,9 +35,9 @@ class CacheWarning(UserWarning):
 
 
 def default_cache_dir() -> Path:
-    """``$ROUTERLAB_CACHE_DIR`` if set, else ``~/.cache/routerlab/features``."""
-    env = os.environ.get(ENV_VAR)
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "routerlab" / "features"
+    """``$ROUTERLAB_CACHE_DIR/features`` if the variable is set, else ``~/.cache/routerlab/features``
+    (:func:`routerlab._paths.cache_dir`, the rule every routerlab cache follows)."""
+    return cache_dir("features")
 
 
 def _shard_id(keys: npt.NDArray[np.bytes_], vecs: Vectors) -> str:
@@ -48,15 +49,11 @@ def _shard_id(keys: npt.NDArray[np.bytes_], vecs: Vectors) -> str:
 
 
 def _atomic_save(path: Path, array: np.ndarray) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
+    def save(tmp: str) -> None:
+        with open(tmp, "wb") as fh:  # a handle: np.save would add ".npy" to a temp name without it
             np.save(fh, array, allow_pickle=False)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+
+    atomic_write(path, save)
 
 
 class VectorCache:

@@ -105,7 +105,7 @@ def encode_with_stats(
     on test texts would put them in a space of their own. Encode the whole table once and take the
     train / test rows from the result (``Features.take``), so both halves share one space.
 
-    ``cache_dir`` defaults to ``$ROUTERLAB_CACHE_DIR`` or ``~/.cache/routerlab/features``;
+    ``cache_dir`` defaults to ``$ROUTERLAB_CACHE_DIR/features`` or ``~/.cache/routerlab/features``;
     ``cache=False`` bypasses it. ``fits`` (a :class:`FitCache` the caller keeps) lets several
     calls share one fit. Returns the features and what this call computed (:class:`EncodeStats`).
     """

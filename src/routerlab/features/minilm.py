@@ -8,13 +8,13 @@ the model is loaded once per process (and device), never per query or per call.
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
+from routerlab._threads import torch_threads
 from routerlab.errors import UsageError
 from routerlab.features.registry import Encoder, encoder
 from routerlab.progress import mode as progress_mode
@@ -43,15 +43,15 @@ def load_model(device: str = "cpu") -> Any:
         if device in _MODELS:
             return _MODELS[device]
         path = model_path()
-        # Weights come from site-packages; the hub must never be asked (this also keeps runs offline).
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         try:
             import torch  # noqa: F401
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
             raise UsageError(f"encoder 'minilm' needs torch and sentence-transformers: {INSTALL_HINT}") from exc
-        model = SentenceTransformer(path, device=device)
+        # Weights come from site-packages and the hub is never asked: local_files_only on a local directory.
+        # No HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE here: huggingface_hub reads them once, when it is first
+        # imported, so setting them (even for this block only) would turn the whole process offline for good.
+        model = SentenceTransformer(path, device=device, local_files_only=True)
         model.eval()
         _MODELS[device] = model
         return model
@@ -99,19 +99,12 @@ class MiniLMEncoder(Encoder):
         model = load_model(device)
         import torch
 
-        threads, previous = int(self.options["threads"]), torch.get_num_threads()
         precision = (
             torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16)
             if self.options["precision"] == "bf16" else contextlib.nullcontext()
         )
-        try:
-            if threads:
-                torch.set_num_threads(threads)
-            with precision:
-                X = model.encode(texts, batch_size=int(self.options["batch_size"]), convert_to_numpy=True,
-                                 normalize_embeddings=True,
-                                 show_progress_bar=len(texts) > 2000 and progress_mode() == "bar")
-        finally:
-            if threads:
-                torch.set_num_threads(previous)
+        with torch_threads(int(self.options["threads"])), precision:
+            X = model.encode(texts, batch_size=int(self.options["batch_size"]), convert_to_numpy=True,
+                             normalize_embeddings=True,
+                             show_progress_bar=len(texts) > 2000 and progress_mode() == "bar")
         return np.asarray(X, dtype=np.float32)

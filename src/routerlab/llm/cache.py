@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from routerlab._atomic import atomic_write
+from routerlab._atomic import write_text
 from routerlab._paths import cache_dir
 from routerlab.llm.base import (
     GREEDY,
@@ -92,7 +92,7 @@ class CallCache:
         """Store ``record`` under ``key`` atomically; a failure to write is a warning, not an error."""
         try:
             text = json.dumps({"key": key, "record": dict(record)}, ensure_ascii=False, allow_nan=False)
-            atomic_write(self.path(key), lambda tmp: _write_text(tmp, text))
+            write_text(self.path(key), text)
         except (OSError, ValueError) as exc:  # ValueError: a NaN/inf number JSON cannot hold
             warnings.warn(f"llm call cache {self.dir}: record {key[:12]} could not be written ({exc})",
                           CacheWarning, stacklevel=2)
@@ -181,10 +181,6 @@ class CachedBackend(Backend):
 
     def __repr__(self) -> str:
         return f"CachedBackend({self.inner!r}, {self.cache!r})"
-
-
-def _write_text(path: str, text: str) -> None:
-    Path(path).write_text(text, encoding="utf-8")
 
 
 

@@ -189,7 +189,7 @@ def collect(
     ``query_meta`` adds query metadata columns, one value per question (``collect --variants``: ``variant_of``,
     ``level``, ``variant``).
     """
-    from routerlab import __version__
+    from routerlab._version import __version__
     from routerlab.data.table import Actors, Queries, RoutingTable
     from routerlab.data.visibility import declared_visible
 

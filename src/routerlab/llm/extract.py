@@ -345,7 +345,7 @@ def _shard_shape(out: Path) -> tuple[int, int]:
 
 def _write_manifest(out: Path, inner: Any, settings: ExtractSettings, report: ExtractReport) -> tuple[int, int]:
     """Write DIR/manifest.json; the directory's (layers, dim), from an earlier run when nothing was fresh."""
-    from routerlab import __version__
+    from routerlab._version import __version__
 
     path = out / MANIFEST
     previous: dict[str, Any] = {}

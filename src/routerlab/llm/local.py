@@ -53,6 +53,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from routerlab._atomic import atomic_directory
+from routerlab._threads import torch_threads
 from routerlab.errors import UsageError
 from routerlab.llm.base import (
     GREEDY,
@@ -357,19 +358,10 @@ class LocalBackend(Backend):
     @contextlib.contextmanager
     def _calling(self) -> Iterator[None]:
         """Hold the model's lock for one call, with torch on ``threads`` threads when that option is set
-        (restored afterwards: the setting is process-wide)."""
-        with self.loaded.lock:
-            if not self.threads:
-                yield
-                return
-            import torch
-
-            before = torch.get_num_threads()
-            torch.set_num_threads(self.threads)
-            try:
-                yield
-            finally:
-                torch.set_num_threads(before)
+        (:func:`routerlab._threads.torch_threads`: the setting is process-wide, so concurrent calls that
+        want another count wait, and the count before is restored when the last one ends)."""
+        with self.loaded.lock, torch_threads(self.threads):
+            yield
 
     # -- prompts --------------------------------------------------------------------------------
     @property

@@ -19,13 +19,11 @@ import contextlib
 import hashlib
 import importlib.util
 import json
-import os
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from routerlab._atomic import atomic_write, current_umask
+from routerlab._atomic import atomic_write, write_text
 from routerlab.errors import UsageError
 
 SMOLLM2 = "smollm2-135m"
@@ -82,7 +80,7 @@ def sha256_memo(path: Path, root: Path) -> str:
             return known
     digest = sha256_file(path)
     with contextlib.suppress(OSError):
-        atomic_write(memo, lambda tmp: _write(tmp, digest))
+        write_text(memo, digest)
     return digest
 
 
@@ -133,11 +131,9 @@ def join_verified(parts: Sequence[Path], dest: Path, sha256: str, *, origin: str
     """
     if dest.is_file() and sha256_file(dest) == sha256:
         return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-    h = hashlib.sha256()
-    try:
-        with os.fdopen(fd, "wb") as out:
+    def join(tmp: str) -> None:  # a mismatch raises before the file is published (and removes it)
+        h = hashlib.sha256()
+        with open(tmp, "wb") as out:
             for part in parts:
                 with open(part, "rb") as fh:
                     while chunk := fh.read(_CHUNK):
@@ -146,11 +142,8 @@ def join_verified(parts: Sequence[Path], dest: Path, sha256: str, *, origin: str
         if h.hexdigest() != sha256:
             raise UsageError(f"{dest.name}: the {len(parts)} joined parts have sha256 {h.hexdigest()}, not the "
                              f"expected {sha256}; refusing to use them (they come from {origin})")
-        os.chmod(tmp, 0o666 & ~current_umask())  # as a plain open() would make it, not mkstemp's 0600
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+    atomic_write(dest, join)
     return dest
 
 
@@ -212,8 +205,6 @@ def provenance(source: ModelSource) -> dict[str, str]:
 def write_json(path: Path, doc: dict[str, object]) -> None:
     """A small JSON file, written atomically."""
     text = json.dumps(doc, indent=2, sort_keys=True)
-    atomic_write(path, lambda tmp: _write(tmp, text + "\n"))
+    write_text(path, text + "\n")
 
 
-def _write(path: str, text: str) -> None:
-    Path(path).write_text(text, encoding="utf-8")

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from routerlab import __version__
-from routerlab._atomic import atomic_directory
+from routerlab._atomic import atomic_directory, write_bytes
 from routerlab._registry import Registry
+from routerlab._version import __version__
 from routerlab.data.provenance import Provenance
 from routerlab.data.splits import Split, given_split, random_split
 from routerlab.data.table import RoutingTable
@@ -289,8 +289,7 @@ def _run_sections(table: RoutingTable, ctx: AuditContext, registered: list[_Regi
         _say_problems(cache, say)
         if entry is not None:
             for rel, data in entry.files.items():
-                (ctx.out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
-                (ctx.out_dir / rel).write_bytes(data)
+                write_bytes(ctx.out_dir / rel, data)
             dict.update(shared, entry.shared)
             seconds = time.perf_counter() - t0
             say(f"{step} from cache (computed in {_duration(entry.seconds)} before)")

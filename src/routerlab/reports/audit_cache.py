@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from routerlab import __version__
 from routerlab._atomic import atomic_write
 from routerlab._paths import cache_dir
+from routerlab._version import __version__
 
 FORMAT = 1  # bump when CachedSection changes shape: older entries are then simply not found
 TIMINGS = "timings.json"

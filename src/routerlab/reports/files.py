@@ -8,18 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from routerlab._atomic import atomic_write
+from routerlab._atomic import write_text as write_text  # re-exported: the reports' writers import it from here
 
 
 def _atomic(path: Path, write: Callable[[str], None]) -> None:
     """Write ``path`` through a temp file (mode follows the umask); see :func:`routerlab._atomic.atomic_write`."""
     atomic_write(path, write)
-
-
-def write_text(path: Path, text: str) -> None:
-    def go(tmp: str) -> None:
-        Path(tmp).write_text(text, encoding="utf-8")
-
-    _atomic(path, go)
 
 
 def _default(value: Any) -> Any:

@@ -17,7 +17,7 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from routerlab import __version__
+from routerlab._version import __version__
 from routerlab.errors import DataError
 from routerlab.reports.blocks import (
     Block,

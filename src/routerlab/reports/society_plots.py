@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from routerlab.reports.files import save_figure
 from routerlab.society import Coreset, Diversity, RandomCurve
 
 
@@ -50,7 +51,7 @@ def plot_coreset_curve(cs: Coreset, path: str | Path, random_curve: RandomCurve 
     ax.set_xlim(left=1)
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)  # beside the data
-    fig.savefig(out)
+    save_figure(fig, out, dpi=fig.dpi)
     plt.close(fig)
     return out
 
@@ -85,6 +86,6 @@ def plot_dendrogram(div: Diversity, path: str | Path, title: str | None = None, 
     bottom.set_ylabel("H(h), bits")
     bottom.set_ylim(bottom=0)
     fig.tight_layout()
-    fig.savefig(out)
+    save_figure(fig, out, dpi=fig.dpi)
     plt.close(fig)
     return out

@@ -41,7 +41,7 @@ from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.features.base import Features
 from routerlab.routers._common import FloatMatrix, expected_actor_cost, expected_actor_latency, one_hot
-from routerlab.routers._nn import backward, hidden_layers
+from routerlab.routers._masked_mlp import backward, hidden_layers
 from routerlab.routers.base import Router, register
 
 F32 = npt.NDArray[np.float32]

@@ -27,7 +27,7 @@ from routerlab.routers._common import (
     prior_means,
     propagate,
 )
-from routerlab.routers._nn import NETWORK_CONSTRAINTS, MaskedMLP, network_from_options
+from routerlab.routers._masked_mlp import NETWORK_CONSTRAINTS, MaskedMLP, network_from_options
 from routerlab.routers.base import Router, check_at_most_train, register
 
 
@@ -73,7 +73,7 @@ class MFRouter(Router):
         V = (rng.standard_normal((m, dim)) * 0.1).astype(np.float32)
         rate = np.clip(prior_means(s), 1e-3, 1 - 1e-3)
         b = np.log(rate / (1 - rate)).astype(np.float32)
-        with threadpool_limits(limits=1, user_api="blas"):  # see _nn: threads thrash on a shared machine
+        with threadpool_limits(limits=1, user_api="blas"):  # see _masked_mlp: threads thrash on a shared machine
             self._train(x, y, obs, n_obs, [P, V, b], epochs, lr, l2)
         self._P, self._V, self._b = P, V, b
 

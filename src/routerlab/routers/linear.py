@@ -20,7 +20,7 @@ from routerlab.errors import UsageError
 from routerlab.features.base import Features
 from routerlab.metrics.selection import oracle_choice, selection_vector
 from routerlab.routers._common import UNKNOWN_SCORE, FloatMatrix, observed_rows, prior_means
-from routerlab.routers._nn import NETWORK_CONSTRAINTS, MaskedMLP, network_from_options
+from routerlab.routers._masked_mlp import NETWORK_CONSTRAINTS, MaskedMLP, network_from_options
 from routerlab.routers.base import Router, register
 
 

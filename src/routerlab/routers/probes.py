@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from routerlab._spec import Constraint, Interval, Options
+from routerlab._threads import torch_threads
 from routerlab.data.table import RoutingTable
 from routerlab.errors import DataError, UsageError
 from routerlab.features.base import Features
@@ -150,15 +151,11 @@ class HiddenStateProbe(TwoModelRouter):
         if not self.params["standardize"]:
             self.feature_mean = np.zeros_like(self.feature_mean)
             self.feature_scale = np.ones_like(self.feature_scale)
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)  # per-step tensors are small; threads only contend on a shared machine
-        try:
-            with torch.random.fork_rng(devices=[]):  # the caller's global torch RNG is left as it was
-                torch.manual_seed(self.seed % 2**63)
-                generator = torch.Generator().manual_seed(self.seed % 2**63)
-                self._train(torch, hidden, labels, generator)
-        finally:
-            torch.set_num_threads(threads)
+        # one thread: per-step tensors are small, and threads only contend on a shared machine
+        with torch_threads(1), torch.random.fork_rng(devices=[]):  # the caller's global torch RNG is left as it was
+            torch.manual_seed(self.seed % 2**63)
+            generator = torch.Generator().manual_seed(self.seed % 2**63)
+            self._train(torch, hidden, labels, generator)
         if not (np.isfinite(self.head_weight).all() and np.isfinite(self.head_bias)
                 and np.isfinite(self._weights).all()):
             raise UsageError(f"router {self.name!r}: training diverged (non-finite parameters); lower lr "

@@ -1,8 +1,13 @@
-"""Whether the compiled (numba) kernels for 0/1 HSE can be used (SPEC 2; the ``fast`` extra).
+"""Whether the compiled (numba) kernels for 0/1 HSE can be used (SPEC 2).
 
-numba is optional. It is imported the first time a kernel is wanted, never when routerlab is
-imported; when it is missing (or fails to import) the NumPy/BLAS routes are used unchanged and this
-is said once, at debug level, on the ``routerlab.society`` logger.
+numba is a core dependency, but it is imported the first time a kernel is wanted, never when
+routerlab is imported. Where it cannot import (a platform without its wheels, a broken llvmlite) the
+NumPy/BLAS routes give the same numbers, slower; this is said once, at debug level, on the
+``routerlab.society`` logger.
+
+A new process pays numba's start-up on its first kernel: its import, the one-time set-up of its CPU
+target and the load of the kernels from numba's disk cache (about 0.45 CPU-s, nearly all of it numba's
+own start-up: each kernel loads in 3-7 ms). So societies of fewer than SMALL_N actors never load numba.
 """
 
 from __future__ import annotations
@@ -18,19 +23,19 @@ from routerlab.errors import UsageError
 GramRoute = Literal["auto", "popcount", "blas"]
 GRAM_ROUTES: tuple[str, ...] = get_args(GramRoute)
 
-SMALL_N = 128  # below this many actors "auto" keeps the NumPy routes: numba's import would cost more
+SMALL_N = 128  # below this many actors "auto" keeps the NumPy routes: numba's start-up would cost more
 log = logging.getLogger("routerlab.society")
 _state: dict[str, ModuleType | None] = {}
 
 
 def kernels() -> ModuleType | None:
-    """The compiled-kernel module :mod:`routerlab.society._popcount`, or None without numba."""
+    """The compiled-kernel module :mod:`routerlab.society._popcount`, or None where numba does not import."""
     if "mod" not in _state:
         try:
             from routerlab.society import _popcount
         except ImportError as exc:  # numba (or its llvmlite) is not installed or does not load
-            log.debug("numba is not available (%s): 0/1 HSE uses the float32 BLAS Gram and the NumPy Prim; "
-                      "install routerlab[fast] for the popcount kernels", exc)
+            log.debug("numba is not available (%s): 0/1 HSE uses the float32 BLAS Gram and the NumPy Prim "
+                      "(the same numbers, slower); numba is a dependency of routerlab: reinstall it", exc)
             _state["mod"] = None
         else:
             _state["mod"] = _popcount
@@ -58,7 +63,8 @@ def use_popcount(gram: str, binary: bool, n: int = SMALL_N) -> bool:
             raise UsageError("gram='popcount' needs 0/1 scores; graded scores use the float64 route "
                              "(gram='auto' or 'blas')")
         if not available():
-            raise UsageError("gram='popcount' needs numba: pip install 'routerlab[fast]' (or use gram='auto')")
+            raise UsageError("gram='popcount' needs numba, which does not import here: reinstall routerlab "
+                             "(numba is a dependency) or use gram='auto'")
         return True
     return binary and n >= SMALL_N and available()
 

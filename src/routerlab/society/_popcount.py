@@ -1,7 +1,7 @@
 """numba kernels for exact 0/1 HSE (SPEC 2): a bit-packed AND + popcount Gram matrix and a Prim MST.
 
-Imported only through :mod:`routerlab.society._fast`, and only when numba is installed (the ``fast``
-extra). Nothing here rounds: the Gram entries are integer counts, and the Prim forms each distance
+Imported only through :mod:`routerlab.society._fast` (numba is a core dependency, imported lazily).
+Nothing here rounds: the Gram entries are integer counts, and the Prim forms each distance
 with the same float64 operations, in the same order, as :func:`routerlab.society.distances._binary_formula`,
 so its tree (edges, weights and tie order) is the one the NumPy Prim in :mod:`.entropy` builds.
 
@@ -381,3 +381,4 @@ def scan01(B: np.ndarray) -> tuple[float, float] | None:
     if flags[:, 0].any():
         return None
     return (0.0 if flags[:, 1].any() else 1.0), (1.0 if flags[:, 2].any() else 0.0)
+

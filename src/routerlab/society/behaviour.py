@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from routerlab.data.table import RoutingTable
 
 NanRule = Literal["drop", "zero", "raise"]
-_FAST_SCAN = 1 << 22  # cells from which the input scan runs in numba when it is installed
+_FAST_SCAN = 1 << 22  # cells from which the input scan runs in numba (with >= SMALL_N actors)
 
 
 @dataclass(frozen=True, eq=False)
@@ -108,10 +108,11 @@ def _scan(B: np.ndarray) -> tuple[npt.NDArray[np.bool_] | None, float, float, bo
     if B.dtype.kind in "iu":
         lo, hi = (float(B.min()), float(B.max())) if B.size else (0.0, 0.0)
         return None, lo, hi, lo >= 0 and hi <= 1
-    if B.size >= _FAST_SCAN and B.dtype in (np.float32, np.float64) and B.flags.c_contiguous:
+    if B.size >= _FAST_SCAN and n >= _fast.SMALL_N and B.dtype in (np.float32, np.float64) and B.flags.c_contiguous:
         kernels = _fast.kernels()
-        # 0/1 scores (the common large case) are recognised in one parallel numba pass (the fast
-        # extra); anything else falls through to the full scan below
+        # 0/1 scores (the common large case) are recognised in one parallel numba pass; anything else
+        # falls through to the full scan below. Fewer actors than SMALL_N never load numba: the
+        # popcount route would not run, and numba's start-up costs more than this scan saves
         found = None if kernels is None else kernels.scan01(B)
         if found is not None:
             return None, float(found[0]), float(found[1]), True

@@ -47,14 +47,15 @@ def minimum_spanning_tree(
 
     Dense Prim, O(N^2) time and O(N) extra memory; zero weights are ordinary edges. ``D`` may be
     a :class:`Distances` whose rows are formed on demand (0/1 scores), which never needs N x N floats.
-    ``kernel``: ``"numba"`` (compiled, the ``fast`` extra), ``"numpy"``, or ``"auto"`` (numba when it
+    ``kernel``: ``"numba"`` (compiled), ``"numpy"``, or ``"auto"`` (numba when it
     imports and N >= 128). Both give the same edges in the same order, bit for bit (ties, weights).
     """
     if kernel not in ("auto", "numba", "numpy"):
         raise UsageError(f"unknown MST kernel {kernel!r}; use auto, numba or numpy")
     dist = as_distances(D)
     if kernel == "numba" and not _fast.available():
-        raise UsageError("kernel='numba' needs numba: pip install 'routerlab[fast]'")
+        raise UsageError("kernel='numba' needs numba, which does not import here: reinstall routerlab "
+                         "(numba is a dependency) or use kernel='auto'")
     if kernel == "numba" or (kernel == "auto" and dist.n >= _fast.SMALL_N):
         kernels = _fast.kernels()
         if kernels is not None:

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
+from routerlab._atomic import atomic_write
 from routerlab.data.longformat.actors import _actors_table, actors_path_for
 from routerlab.data.longformat.columns import LONG_COLUMNS, PROPENSITY
 from routerlab.data.longformat.sources import _kind
@@ -124,22 +125,20 @@ def write_long(
         mats[key] = arr
     names = pa.array(table.actor_names, type=pa.string())
     step = max(1, int(block_cells) // max(1, table.n_actors))
-    # written beside the targets and renamed into place: a failure never leaves half a file
-    tmp, tmp_side = out.with_name(f".part-{out.name}"), side.with_name(f".part-{side.name}")  # same suffix
     plan = _Plan(table=table, mats=mats, names=names, step=step, repeat_text=repeat_text)
-    try:
+
+    def write_cells(tmp: str) -> None:  # the temp names keep the suffixes: compression is chosen by extension
         if kind == "parquet":
-            _write_long_parquet(plan, tmp)
+            _write_long_parquet(plan, Path(tmp))
         elif kind in ("csv", "tsv"):
-            _write_long_csv(plan, tmp, delimiter="\t" if kind == "tsv" else ",")
+            _write_long_csv(plan, Path(tmp), delimiter="\t" if kind == "tsv" else ",")
         else:
-            _write_long_jsonl(plan, tmp)
-        _write_small(_actors_table(table), tmp_side, _kind(side))
-        tmp.replace(out)
-        tmp_side.replace(side)
-    finally:
-        tmp.unlink(missing_ok=True)
-        tmp_side.unlink(missing_ok=True)
+            _write_long_jsonl(plan, Path(tmp))
+        # the side-file is published just before the cells file: a failure while writing either leaves both
+        # targets as they were
+        atomic_write(side, lambda t: _write_small(_actors_table(table), Path(t), _kind(side)), keep_suffix=True)
+
+    atomic_write(out, write_cells, keep_suffix=True)
     return out, side
 
 

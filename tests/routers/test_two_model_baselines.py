@@ -16,8 +16,8 @@ from routerlab.errors import DataError, UsageError
 from routerlab.features.base import Features
 from routerlab.metrics.curves import router_auroc
 from routerlab.routers import get_router
-from routerlab.routers.confidence import cluster_entropy
 from routerlab.routers.two_model import TwoModelRouter
+from routerlab.routers.two_model_baselines import cluster_entropy
 
 NAN = math.nan
 SIGNAL_ROUTERS = ["max-logit", "entropy", "margin", "self-ask", "semantic-entropy"]
