@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from routerlab.errors import RouterlabError, UsageError
-from routerlab.protocols.base import get_protocol, protocol_names
+from routerlab.protocols.base import get_protocol, protocol_names, value_kind
 
 SEED_MAX = 2**32 - 1
 MIN_BOOT = 40
@@ -155,19 +155,7 @@ class _Reader:
 
 def _kind(value: Any) -> str:
     """A TOML reader's name for a value's type, for messages."""
-    if isinstance(value, bool):
-        return f"a boolean ({str(value).lower()})"
-    if isinstance(value, int):
-        return f"an integer ({value})"
-    if isinstance(value, float):
-        return f"a number ({value})"
-    if isinstance(value, str):
-        return f"a string ({value!r})"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "a table"
-    return type(value).__name__
+    return value_kind(value, "an array")
 
 
 def file_hash(path: Path) -> str:

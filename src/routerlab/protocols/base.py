@@ -80,7 +80,8 @@ def option_name(name: str, info: Setting | None = None) -> str:
     return "--" + name.replace("_", "-")
 
 
-def _kind(value: Any) -> str:
+def value_kind(value: Any, list_word: str = "a list") -> str:
+    """A value's type in words, for messages (``an integer (3)``); a TOML reader calls a list ``an array``."""
     if isinstance(value, bool):
         return f"a boolean ({str(value).lower()})"
     if isinstance(value, int):
@@ -90,10 +91,13 @@ def _kind(value: Any) -> str:
     if isinstance(value, str):
         return f"a string ({value!r})"
     if isinstance(value, list | tuple):
-        return "a list"
+        return list_word
     if isinstance(value, dict):
         return "a table"
     return type(value).__name__
+
+
+_kind = value_kind
 
 
 def _base_type(tp: Any) -> tuple[Any, bool, bool]:
