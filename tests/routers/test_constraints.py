@@ -24,7 +24,7 @@ def test_every_option_has_a_constraint_and_its_default_satisfies_it(name: str) -
 
 
 @pytest.mark.parametrize("spec,needle", [
-    ("mlp:hidden=-5", "option hidden=-5 is out of range; it must be an integer in [0, 65536]"),
+    ("mlp:hidden=-5", "option hidden=-5 is out of range; it must be an integer in [0, 65,536]"),
     ("mlp:hidden=64/-1", "option hidden=64/-1 is out of range"),
     ("mlp:lr=nan", "option lr=nan is out of range; it must be a finite number > 0"),
     ("mlp:lr=inf", "option lr=inf is out of range"),

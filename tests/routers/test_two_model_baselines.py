@@ -252,7 +252,7 @@ def test_features_without_the_signal_are_a_usage_error(spec: str, needle: str) -
     ("margin:on=rank", "option on='rank' is out of range"),
     ("entropy:normalize=2", "option normalize=2 should be bool"),
     ("self-ask:on=logit", "router 'self-ask' has no option ['on']"),
-    ("embedding-mlp:hidden=0", "option hidden=0 is out of range; it must be an integer in [1, 65536]"),
+    ("embedding-mlp:hidden=0", "option hidden=0 is out of range; it must be an integer in [1, 65,536]"),
     ("embedding-mlp:alpha=-1", "option alpha=-1 is out of range"),
     ("embedding-mlp:max_iter=0", "option max_iter=0 is out of range; it must be an integer >= 1"),
 ])
