@@ -126,20 +126,22 @@ def evaluate_cmd(
     _check_protocol_options(protocol, logging, rounds, order, sweep)
     if output is not None:
         check_output_dir(output)
-    table = open_table(table_dir)
+    # the table goes straight into the protocol, which lets it go once it is split (this command keeps no
+    # reference): at RouterEval scale the routers then train beside the split's parts, not the whole table too
     if protocol == "full":
-        result = evaluate(table, specs, split=split, encoder=encoder, seed=seed, n_boot=n_boot,
+        result = evaluate(open_table(table_dir), specs, split=split, encoder=encoder, seed=seed, n_boot=n_boot,
                           sweep=sweep, compare_to=reference)
     elif protocol == "cold-start":
         from routerlab.protocols.partial import cold_start
 
-        result = cold_start(table, specs, logging=logging or "uniform", split=split, encoder=encoder, seed=seed,
-                            n_boot=n_boot, sweep=sweep, compare_to=reference)
+        result = cold_start(open_table(table_dir), specs, logging=logging or "uniform", split=split,
+                            encoder=encoder, seed=seed, n_boot=n_boot, sweep=sweep, compare_to=reference)
     else:
         from routerlab.protocols.partial import voyager
 
-        result = voyager(table, specs, rounds=5 if rounds is None else rounds, order=order or "given", split=split,
-                         encoder=encoder, seed=seed, n_boot=n_boot, compare_to=reference)
+        result = voyager(open_table(table_dir), specs, rounds=5 if rounds is None else rounds,
+                         order=order or "given", split=split, encoder=encoder, seed=seed, n_boot=n_boot,
+                         compare_to=reference)
     written = write_evaluation(result, output) if output is not None else []
     if output is not None and protocol == "voyager":
         from routerlab.reports.voyager_plot import plot_voyager, write_curves

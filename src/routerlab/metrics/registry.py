@@ -17,12 +17,14 @@ import numpy as np
 import numpy.typing as npt
 
 from routerlab.metrics._arrays import (
+    Float32Array,
     FloatArray,
     IntArray,
     ScoreNanPolicy,
     ValueNanPolicy,
     as_actor_matrix,
     as_choice,
+    as_float_matrix,
     as_matrix,
     chosen,
     chosen_scores,
@@ -45,7 +47,7 @@ class RatioTerms:
 class MetricInputs:
     """Everything a registered metric may read; optional fields are None when not given."""
 
-    score: FloatArray
+    score: FloatArray | Float32Array  # a float32 matrix stays float32: widen what you pick before summing
     choice: IntArray
     latency: FloatArray | None = None
     cost: FloatArray | None = None
@@ -113,8 +115,12 @@ def _mu_o(inputs: MetricInputs) -> PerQuery:
 def _v_b(inputs: MetricInputs) -> PerQuery:
     """mu_o / Perf(best single actor on the test split), the actor fixed on the whole split and its
     mean resampled with the router's (SPEC 4)."""
-    actor, _ = best_single_performance(inputs.score, inputs.best_single, inputs.nan_policy)
-    fixed = np.full(inputs.score.shape[0], actor, dtype=np.intp)
+    n, m = inputs.score.shape
+    if inputs.best_single is None:
+        actor, _ = best_single_performance(inputs.score, None, inputs.nan_policy)
+        fixed = np.full(n, actor, dtype=np.intp)
+    else:  # the actor is given: check it as a choice, without a float64 copy of the score matrix
+        fixed = as_choice(np.full(n, inputs.best_single, dtype=np.intp), n, m)
     return RatioTerms(inputs.chosen_score, chosen_scores(inputs.score, fixed, inputs.nan_policy))
 
 
@@ -205,7 +211,7 @@ def evaluate_choices(
     ``distribution``: e_p; with ``latency``: acc_at_1_l, dcg, l_dcg, mean_latency; with ``cost``:
     mean_cost. ``answerable_only`` keeps the queries with a correct actor (SPEC 5's view); ``names``
     restricts the set. Deterministic for a seed."""
-    s = as_matrix(score)
+    s = as_float_matrix(score)  # float32 stays float32: the metrics pick cells, they never sum the matrix
     n, m = s.shape
     inputs = MetricInputs(
         score=s,

@@ -22,6 +22,7 @@ from routerlab.metrics._arrays import (
     chosen_scores,
     pick_best,
     require_observed_rows,
+    row_blocks,
 )
 from routerlab.metrics.bounds import actor_means
 
@@ -167,10 +168,14 @@ def softmax(scores: npt.ArrayLike, temperature: float = 1.0) -> FloatArray:
     s = as_matrix(scores, "scores")
     if np.isnan(s).any():
         raise ValueError("router scores contain NaN")
-    with np.errstate(invalid="ignore", over="ignore"):  # a huge gap over a tiny temperature is -inf: mass 0
-        z = np.where(np.isneginf(s), -np.inf, (s - s.max(axis=1, keepdims=True)) / temperature)
-    e = np.exp(z)
-    return np.asarray(e / e.sum(axis=1, keepdims=True))
+    out = np.empty(s.shape)
+    for rows in row_blocks(*s.shape):  # row by row in blocks: the temporaries are one block's, not (n, m)'s
+        b = s[rows]
+        with np.errstate(invalid="ignore", over="ignore"):  # a huge gap over a tiny temperature is -inf: mass 0
+            z = np.where(np.isneginf(b), -np.inf, (b - b.max(axis=1, keepdims=True)) / temperature)
+        e = np.exp(z)
+        out[rows] = e / e.sum(axis=1, keepdims=True)
+    return out
 
 
 def entropy_bits(distribution: npt.ArrayLike) -> FloatArray:
@@ -185,8 +190,12 @@ def entropy_bits(distribution: npt.ArrayLike) -> FloatArray:
         raise ValueError(
             f"distribution rows must sum to 1; query {int(np.flatnonzero(off)[0])} sums to {sums[off][0]:.6g}"
         )
-    safe = np.where(d > 0, d, 1.0)
-    return np.asarray(-(d * np.log2(safe)).sum(axis=1))
+    out = np.empty(d.shape[0])
+    for rows in row_blocks(*d.shape):  # row by row in blocks: no (n, m) temporaries
+        b = d[rows]
+        safe = np.where(b > 0, b, 1.0)
+        out[rows] = -(b * np.log2(safe)).sum(axis=1)
+    return out
 
 
 def e_p(distribution: npt.ArrayLike) -> float:

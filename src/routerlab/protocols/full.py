@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -30,6 +30,7 @@ from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.features.base import Features
 from routerlab.features.registry import Encoder
+from routerlab.metrics._arrays import row_blocks
 from routerlab.metrics.bounds import best_single_actor
 from routerlab.metrics.latency import oracle_best_of_n
 from routerlab.metrics.registry import evaluate_choices
@@ -114,8 +115,12 @@ class Evaluation:
 
 
 def complete_rows(table: RoutingTable) -> npt.NDArray[np.bool_]:
-    """Queries whose every actor score is observed."""
-    return np.asarray(~np.isnan(table.score).any(axis=1))
+    """Queries whose every actor score is observed (a block of rows at a time: no full-size mask)."""
+    score = table.score
+    keep = np.empty(score.shape[0], dtype=bool)
+    for rows in row_blocks(*score.shape):
+        keep[rows] = ~np.isnan(score[rows]).any(axis=1)
+    return keep
 
 
 RouterLike = str | Router
@@ -190,15 +195,18 @@ def evaluate(
         raise UsageError(f"sweep must be 'cost' or 'latency', got {sweep!r}")
     sp = split if isinstance(split, Split) else make_split(table, split, seed)
     train, test = sp.apply(table)
+    record = Provenance.of(table, sp, seed=seed)  # what the run record needs of the whole table
+    del table  # the split's two parts are all the run reads: a caller that keeps no reference frees the rest
     chosen, skipped = applicable_routers(router_specs, train, seed, skip_inapplicable)
     bench = make_bench(sp, train, test, encoder=encoder, cache_dir=cache_dir, features=features)
+    del test  # the bench holds the evaluable test rows (a copy when some rows were incomplete)
     results, fair = run_routers(chosen, train, bench, "evaluate", skipped=skipped,
                                 skip_inapplicable=skip_inapplicable, from_objects=from_objects, seed=seed,
                                 n_boot=n_boot, sweep=sweep, lambdas=lambdas)
     with task("evaluate: paired bootstrap and Oracle best-of-N"):
         bon = compare_and_bound(results, fair, bench, compare_to, seed=seed, n_boot=n_boot)
     return Evaluation(
-        provenance=bench.provenance(table, seed),
+        provenance=bench.provenance(record, seed),
         results=results, oracle_best_of_n=bon,
         test_ids=bench.test.queries.ids, actor_names=bench.test.actor_names, excluded_test_queries=bench.excluded,
         extra={**({"notes": bench.notes} if bench.notes else {}), **({"skipped": skipped} if skipped else {})},
@@ -226,10 +234,12 @@ class Bench:
     excluded: int
     notes: list[str]
 
-    def provenance(self, table: RoutingTable, seed: int) -> Provenance:
-        """The run record of an evaluation on this bench (SPEC 7)."""
-        return Provenance.of(table, self.split, seed=seed, encoder=self.ftrain.encoder,
-                             split_extra={"n_test": int(self.test.n_queries)})
+    def provenance(self, table: RoutingTable | Provenance, seed: int) -> Provenance:
+        """The run record of an evaluation on this bench (SPEC 7). ``table`` is the split table, or a record
+        :meth:`Provenance.of` made of it (a protocol that lets the table go once it is split keeps that)."""
+        base = table if isinstance(table, Provenance) else Provenance.of(table, self.split)
+        return replace(base, split={**self.split.describe(), "n_test": int(self.test.n_queries)}, seed=seed,
+                       encoder=self.ftrain.encoder)
 
 
 def make_bench(sp: Split, train: RoutingTable, test: RoutingTable, *, encoder: str | Encoder = "tfidf",
@@ -245,7 +255,8 @@ def make_bench(sp: Split, train: RoutingTable, test: RoutingTable, *, encoder: s
         features = featurize(train, test, encoder, cache_dir)
     # re-attach the vectors to the tables actually routed (actor subsets, complete test rows)
     ftrain = Features(features[0].X, train, features[0].encoder)
-    test = test.select_queries(keep)
+    if excluded:  # a complete test side is routed as it is, not copied
+        test = test.select_queries(keep)
     ftest = Features(features[1].X[keep], test, features[1].encoder)
     latency, cost, omitted = _known(test.latency_s, "latency"), _known(test.cost_usd, "cost"), []
     for name, full, kept in (("latency", test.latency_s, latency), ("cost", test.cost_usd, cost)):
@@ -277,6 +288,7 @@ def score_router(spec: str, router: Router, bench: Bench, *, fit_seconds: float,
     t1 = time.perf_counter()
     routed = router.route(bench.ftest)  # one scoring pass: choices and the selection distribution
     choice, dist = routed.choice, routed.distribution
+    del routed  # its (queries x actors) scores: the metrics read the choices and the distribution only
     t2 = time.perf_counter()
     test = bench.test
     values = evaluate_choices(
