@@ -11,14 +11,16 @@ Run: ``python benchmarks/bench_memory.py [--queries 36000 --actors 8500] [--only
 
    - ``evaluate TABLE --routers best-single,knn,linear --split random:0.2 --json``
    - ``society TABLE --json``
-   - ``audit TABLE --quick --no-cache -o DIR``
+   - ``audit TABLE --quick --no-cache -o DIR --json``
 
    Peak RSS is the child's ``ru_maxrss`` from ``wait4`` (the kernel's own high-water mark of that process,
    not a sample), printed with the wall time, the goal of issue 20 and the ratio peak / score matrix.
 
-``--save-output DIR`` keeps each command's stdout (``evaluate.json``, ``society.json``, ``audit.txt``), so
-two checkouts can be compared number by number. ``--smoke`` runs on a small table in seconds. Run one
-measurement at a time on a shared machine: two big processes at once can push each other into swap.
+``--save-output DIR`` keeps each command's stdout (``evaluate.json``, ``society.json``, ``audit.json``, the
+audit's results.json), and ``--src DIR`` measures another checkout's ``src`` (an older commit, extracted with
+``git archive``), so two versions can be compared number by number and byte by byte. ``--smoke`` runs on a
+small table in seconds. Run one measurement at a time on a shared machine: two big processes at once can push
+each other into swap.
 """
 
 from __future__ import annotations
@@ -41,9 +43,9 @@ REPO = Path(__file__).resolve().parents[1]
 COMMANDS: dict[str, tuple[list[str], float | None]] = {
     "evaluate": (["--routers", "best-single,knn,linear", "--split", "random:0.2", "--json"], 3.5),
     "society": (["--json"], None),
-    "audit": (["--quick", "--no-cache", "-o", "{out}/audit"], 4.0),
+    "audit": (["--quick", "--no-cache", "-o", "{out}/audit", "--json"], 4.0),
 }
-OUTPUT_NAMES = {"evaluate": "evaluate.json", "society": "society.json", "audit": "audit.txt"}
+OUTPUT_NAMES = {"evaluate": "evaluate.json", "society": "society.json", "audit": "audit.json"}
 
 
 def default_table_dir(queries: int, actors: int, seed: int) -> Path:
@@ -73,13 +75,13 @@ def build_table(target: Path, queries: int, actors: int, seed: int) -> float:
     return time.perf_counter() - t0
 
 
-def run_command(name: str, table: Path, scratch: Path) -> dict[str, Any]:
+def run_command(name: str, table: Path, scratch: Path, src: Path = REPO / "src") -> dict[str, Any]:
     """One command in a fresh process: its peak RSS (wait4's ru_maxrss), wall time, exit code and stdout."""
     args, goal = COMMANDS[name]
     args = [a.replace("{out}", str(scratch)) for a in args]
     cache = scratch / "cache"
     cache.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")]),
            "MPLBACKEND": "Agg", "ROUTERLAB_CACHE_DIR": str(cache), "PYTHONUNBUFFERED": "1"}
     stdout, stderr = scratch / f"{name}.stdout", scratch / f"{name}.stderr"
     cmd = [sys.executable, "-m", "routerlab", name, str(table), *args]
@@ -106,6 +108,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="the table directory (built there when missing; default under $TMPDIR)")
     ap.add_argument("--only", default=",".join(COMMANDS), help=f"comma list of {', '.join(COMMANDS)}")
     ap.add_argument("--save-output", type=Path, default=None, help="keep each command's stdout here")
+    ap.add_argument("--src", type=Path, default=REPO / "src", help="the routerlab source to measure (default: this "
+                    "checkout's src)")
     ap.add_argument("--out", type=Path, default=None, help="write the measurements as JSON here")
     ap.add_argument("--smoke", action="store_true", help="a small table (1,200 x 60), in seconds")
     args = ap.parse_args(argv)
@@ -125,7 +129,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     table = args.table or default_table_dir(args.queries, args.actors, args.seed)
     matrix_gib = args.queries * args.actors * 4 / GIB
     report: dict[str, Any] = {"queries": args.queries, "actors": args.actors, "seed": args.seed,
-                              "score_matrix_gib": round(matrix_gib, 3), "table": str(table), "cpus": os.cpu_count(),
+                              "score_matrix_bytes": args.queries * args.actors * 4,
+                              "score_matrix_gib": round(matrix_gib, 3), "table": str(table), "src": str(args.src),
+                              "cpus": os.cpu_count(),
                               "runs": []}
     if (table / "manifest.json").exists():
         print(f"table: {table} (cached)", flush=True)
@@ -142,7 +148,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for name in args.commands:
             scratch = Path(tmp) / name
             scratch.mkdir()
-            run = run_command(name, table, scratch)
+            run = run_command(name, table, scratch, args.src.resolve())
             stdout = run.pop("stdout")
             if args.save_output is not None:
                 args.save_output.mkdir(parents=True, exist_ok=True)

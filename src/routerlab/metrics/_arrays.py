@@ -33,22 +33,24 @@ statistic of a RouterEval-sized matrix (36,000 x 8,500) needs a few blocks' memo
 and outputs, not full-size float64 temporaries."""
 
 
-def column_blocks(n_rows: int, n_cols: int, cells: int = BLOCK_CELLS) -> list[slice]:
-    """Slices that cut ``n_cols`` columns into blocks of about ``cells`` cells (``n_rows`` rows each).
+def column_blocks(n_rows: int, n_cols: int, cells: int | None = None) -> list[slice]:
+    """Slices that cut ``n_cols`` columns into blocks of about ``cells`` cells (``n_rows`` rows each; default
+    :data:`BLOCK_CELLS`).
 
     Every block is at least two columns wide (unless the matrix has one column): numpy sums a one-column
     block pairwise but a wider one row by row, so with blocks this wide a per-column sum over the rows is
     bit for bit the sum over the whole matrix at once."""
-    width = max(2, cells // max(n_rows, 1))
+    width = max(2, (BLOCK_CELLS if cells is None else cells) // max(n_rows, 1))
     k = max(1, n_cols // width)  # rounded down: every block is at least ``width`` columns wide
     edges = np.linspace(0, n_cols, k + 1).round().astype(np.intp)
     return [slice(int(a), int(b)) for a, b in itertools.pairwise(edges.tolist())]
 
 
-def row_blocks(n_rows: int, n_cols: int, cells: int = BLOCK_CELLS) -> list[slice]:
-    """Slices that cut ``n_rows`` rows into blocks of about ``cells`` cells (at least one row each): a row-wise
-    computation (a softmax, an entropy, a per-query pick) done block by block is the same, value for value."""
-    step = max(1, cells // max(n_cols, 1))
+def row_blocks(n_rows: int, n_cols: int, cells: int | None = None) -> list[slice]:
+    """Slices that cut ``n_rows`` rows into blocks of about ``cells`` cells (default :data:`BLOCK_CELLS`; at
+    least one row each): a row-wise computation (a softmax, an entropy, a per-query pick) done block by block
+    is the same, value for value."""
+    step = max(1, (BLOCK_CELLS if cells is None else cells) // max(n_cols, 1))
     return [slice(a, min(a + step, n_rows)) for a in range(0, n_rows, step)] or [slice(0, 0)]
 
 

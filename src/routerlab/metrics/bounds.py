@@ -31,16 +31,21 @@ def _rows_observed(score: Array) -> npt.NDArray[np.bool_]:
     return np.asarray(~np.isnan(score).all(axis=1))
 
 
+def _observed_part(score: Array, rows: npt.NDArray[np.bool_]) -> Array:
+    """The rows of ``score`` with an observed cell: the matrix itself (no copy) when that is every row."""
+    return np.ascontiguousarray(score) if rows.all() else score[rows]
+
+
 def oracle_score(score: Array) -> float:
     """Mean over queries of the best observed score: r_o's mu_o (SPEC 4)."""
     rows = _rows_observed(score)
-    return float(np.nanmax(score[rows], axis=1).mean()) if rows.any() else float("nan")
+    return float(np.nanmax(_observed_part(score, rows), axis=1).mean()) if rows.any() else float("nan")
 
 
 def random_score(score: Array) -> float:
     """Expected mu_o of a uniform random router over each query's observed actors (SPEC 4)."""
     rows = _rows_observed(score)
-    return float(np.nanmean(score[rows], axis=1).mean()) if rows.any() else float("nan")
+    return float(np.nanmean(_observed_part(score, rows), axis=1).mean()) if rows.any() else float("nan")
 
 
 def actor_means(score: Array) -> npt.NDArray[np.float64]:

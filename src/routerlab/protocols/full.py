@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -310,18 +310,20 @@ def score_router(spec: str, router: Router, bench: Bench, *, fit_seconds: float,
     )
 
 
-def run_routers(chosen: Sequence[tuple[str, Router]], train: RoutingTable | Feedback, bench: Bench, what: str, *,
+def run_routers(chosen: list[tuple[str, Router]], train: RoutingTable | Feedback, bench: Bench, what: str, *,
                 skipped: dict[str, str], skip_inapplicable: bool, from_objects: set[str], seed: int, n_boot: int,
                 sweep: str | None = None, lambdas: npt.ArrayLike | None = None
                 ) -> tuple[list[RouterResult], list[bool]]:
     """Fit every router of ``chosen`` on ``train`` (full feedback, or a cold-start log) and score it on the
     bench: the loop the full and cold-start protocols share. A router that cannot be fitted stops the run, or
     with ``skip_inapplicable`` is recorded in ``skipped``. Returns the results and, per result, whether the
-    router routes without test outcomes (what Oracle(Best-of-N) is taken over)."""
+    router routes without test outcomes (what Oracle(Best-of-N) is taken over). ``chosen`` is emptied as the
+    routers are run, so each is let go once scored (:func:`_drained`)."""
     feedback = as_feedback(train)
     results: list[RouterResult] = []
     fair: list[bool] = []
-    for spec, router in track(chosen, f"{what}: router", unit="router", label=lambda item: item[0]):
+    for spec, router in track(_drained(chosen), f"{what}: router", unit="router", label=lambda item: item[0],
+                              total=len(chosen)):
         try:
             fit_seconds = fit_router(router, feedback, bench.ftrain, bench)
         except UsageError as exc:
@@ -337,6 +339,15 @@ def run_routers(chosen: Sequence[tuple[str, Router]], train: RoutingTable | Feed
         raise UsageError(f"no router could be fitted{'' if feedback.kind == 'full' else ' on the logged feedback'}: "
                          f"{skipped}")
     return results, fair
+
+
+def _drained(chosen: list[tuple[str, Router]]) -> Iterator[tuple[str, Router]]:
+    """The items of ``chosen``, each taken out of the list as it is handed over: once the loop moves on, a router
+    built from a spec string (which nobody else holds) is freed with what it learned (a knn router's training
+    matrix), so the routers of a run are not all kept alive until its end. Instances the caller passed stay
+    with the caller, fitted."""
+    while chosen:
+        yield chosen.pop(0)
 
 
 def compare_and_bound(results: list[RouterResult], fair: list[bool], bench: Bench, compare_to: str | None, *,

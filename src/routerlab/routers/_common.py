@@ -14,7 +14,7 @@ import scipy.sparse as sp
 
 from routerlab.data.table import RoutingTable, column_means
 from routerlab.errors import UsageError
-from routerlab.metrics._arrays import column_blocks
+from routerlab.metrics._arrays import column_blocks, row_blocks
 from routerlab.metrics.latency import correct_mask
 
 FloatMatrix = npt.NDArray[np.float64]
@@ -32,13 +32,20 @@ UNKNOWN_SCORE = -1.0
 
 def prior_means(score: npt.ArrayLike) -> FloatVector:
     """Per-actor mean observed training score, with the overall mean (or 0.5) for an actor never
-    observed: the fallback every learner uses where it has no evidence."""
+    observed: the fallback every learner uses where it has no evidence. The overall mean is summed a block
+    of rows at a time (0/1 scores: exactly the one-pass mean; graded ones: up to the last bits of float64)."""
     means = column_means(score)
     unknown = np.isnan(means)
-    if not unknown.any():  # the usual case: no full-size pass for an overall mean nobody needs
+    if not unknown.any():  # the usual case: no pass for an overall mean nobody needs
         return means
-    s = np.asarray(score, dtype=np.float64)
-    overall = float(np.nanmean(s)) if (~np.isnan(s)).any() else 0.5
+    s = np.asarray(score)
+    total, count = 0.0, 0
+    for rows in row_blocks(*s.shape):  # a block of rows at a time: no float64 copy of a logged training table
+        block = np.asarray(s[rows], dtype=np.float64)
+        observed = ~np.isnan(block)
+        total += float(block[observed].sum())
+        count += int(observed.sum())
+    overall = total / count if count else 0.5
     return np.where(unknown, overall, means)
 
 

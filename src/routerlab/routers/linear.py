@@ -9,6 +9,7 @@ are dropped and the label is the best *observed* actor.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import numpy as np
@@ -70,18 +71,21 @@ def masked_ridge(
     return W, b
 
 
-def _mask_patterns(msk: npt.NDArray[np.bool_]) -> list[tuple[npt.NDArray[np.bool_], npt.NDArray[np.intp]]]:
-    """The distinct observation patterns of ``msk``'s columns, each with the columns that share it. A fully
+def _mask_patterns(msk: npt.NDArray[np.bool_]) -> Iterator[tuple[npt.NDArray[np.bool_], npt.NDArray[np.intp]]]:
+    """The distinct observation patterns of ``msk``'s columns, each with the columns that share it, one at a
+    time (a logged table has a pattern per actor: all of them at once would be another mask). A fully
     observed mask is one pattern without a sort; otherwise the columns are bit-packed and compared as bytes
     (8x less data than ``np.unique(msk.T, axis=0)``, which took 40 s on 2,000 actors)."""
     n, m = msk.shape
     if msk.all():
-        return [(np.ones(n, dtype=bool), np.arange(m))]
+        yield np.ones(n, dtype=bool), np.arange(m)
+        return
     packed = np.ascontiguousarray(np.packbits(msk, axis=0).T)  # (m, ceil(n / 8))
     keys = packed.view(np.dtype((np.void, packed.shape[1]))).ravel()
     _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     inverse = inverse.ravel()
-    return [(msk[:, j], np.flatnonzero(inverse == p)) for p, j in enumerate(first)]
+    for p, j in enumerate(first):
+        yield msk[:, j], np.flatnonzero(inverse == p)
 
 
 @register

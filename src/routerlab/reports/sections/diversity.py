@@ -78,7 +78,7 @@ def diversity_section(table: RoutingTable, ctx: AuditContext) -> Section:
         if cs.size_90 is not None:
             core = [soc.names[i] for i in cs.order[: cs.size_90]]
             acc = cs.curve[cs.size_90 - 1].oracle_accuracy
-            full_acc = float(np.mean(np.max(np.asarray(soc.matrix, dtype=np.float64), axis=0)))
+            full_acc = float(np.mean(np.max(soc.matrix, axis=0).astype(np.float64)))  # max: no float64 copy
             data["coreset"]["order"] = core
             data["coreset"]["k"] = cs.size_90
             if acc is not None and acc < full_acc - 0.02:
