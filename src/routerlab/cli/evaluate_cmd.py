@@ -100,8 +100,9 @@ def evaluate_cmd(
     resolve_compare_to(compare_to, specs, option="--compare-to")
     if output is not None:
         check_output_dir(output)
-    table = open_table(table_dir)
-    result = proto.run(table, settings, seed, specs)
+    # the table goes straight into the protocol, which lets it go once it is split (this command keeps no
+    # reference): at RouterEval scale the routers then train beside the split's parts, not the whole table too
+    result = proto.run(open_table(table_dir), settings, seed, specs)
     ev = result.native
     written = write_evaluation(ev, output) if output is not None else []
     if output is not None and protocol == "voyager":

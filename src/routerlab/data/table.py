@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from routerlab.errors import DataError, UsageError
+from routerlab.metrics._arrays import column_blocks
 
 MATRIX_FIELDS: tuple[str, ...] = ("score", "tokens_in", "tokens_out", "latency_s", "cost_usd")
 """The per-cell matrices a table can hold; only ``score`` is required."""
@@ -409,7 +410,8 @@ class RoutingTable:
     @property
     def observed(self) -> npt.NDArray[np.bool_]:
         """Boolean (n, m) mask of observed score cells."""
-        return ~np.isnan(self.score)
+        mask = np.isnan(self.score)
+        return np.logical_not(mask, out=mask)  # in place: one (n, m) mask, not two
 
     def matrices(self) -> dict[str, Matrix]:
         """The matrices this table holds, by name (absent ones left out)."""
@@ -553,13 +555,16 @@ class RoutingTable:
 def column_means(values: npt.ArrayLike) -> npt.NDArray[np.float64]:
     """Mean of the observed (non-NaN) cells of each column of a 2-d array, in float64; NaN for a
     column with none. The one NaN-aware column mean (table summaries, router priors) lives here,
-    the lowest layer that needs it."""
-    v = np.asarray(values, dtype=np.float64)
-    obs = ~np.isnan(v)
-    counts = obs.sum(axis=0)
-    sums = np.where(obs, v, 0.0).sum(axis=0)
+    the lowest layer that needs it. Computed a block of columns at a time (each converted to float64
+    on its own), so a 28,799 x 8,500 training matrix needs no 1.8 GiB float64 copy."""
+    v = np.asarray(values)
     out = np.full(v.shape[1], np.nan)
-    np.divide(sums, counts, out=out, where=counts > 0)
+    for cols in column_blocks(v.shape[0], v.shape[1]):
+        block = np.asarray(v[:, cols], dtype=np.float64)
+        obs = ~np.isnan(block)
+        counts = obs.sum(axis=0)
+        sums = np.where(obs, block, 0.0).sum(axis=0)
+        np.divide(sums, counts, out=out[cols], where=counts > 0)
     return out
 
 

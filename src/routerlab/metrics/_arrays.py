@@ -11,12 +11,14 @@ NaN rule (SPEC 1, NaN = not observed), the same in every module:
 
 from __future__ import annotations
 
+import itertools
 from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
+Float32Array = npt.NDArray[np.float32]
 IntArray = npt.NDArray[np.intp]
 BoolArray = npt.NDArray[np.bool_]
 
@@ -25,10 +27,48 @@ ValueNanPolicy = Literal["raise", "omit"]
 
 _SHOWN = 5
 
+BLOCK_CELLS = 1 << 22
+"""Cells of one block of a blocked pass over a matrix (4M: 32 MiB as float64), so that a row or column
+statistic of a RouterEval-sized matrix (36,000 x 8,500) needs a few blocks' memory on top of its inputs
+and outputs, not full-size float64 temporaries."""
+
+
+def column_blocks(n_rows: int, n_cols: int, cells: int | None = None) -> list[slice]:
+    """Slices that cut ``n_cols`` columns into blocks of about ``cells`` cells (``n_rows`` rows each; default
+    :data:`BLOCK_CELLS`).
+
+    Every block is at least two columns wide (unless the matrix has one column): numpy sums a one-column
+    block pairwise but a wider one row by row, so with blocks this wide a per-column sum over the rows is
+    bit for bit the sum over the whole matrix at once."""
+    width = max(2, (BLOCK_CELLS if cells is None else cells) // max(n_rows, 1))
+    k = max(1, n_cols // width)  # rounded down: every block is at least ``width`` columns wide
+    edges = np.linspace(0, n_cols, k + 1).round().astype(np.intp)
+    return [slice(int(a), int(b)) for a, b in itertools.pairwise(edges.tolist())]
+
+
+def row_blocks(n_rows: int, n_cols: int, cells: int | None = None) -> list[slice]:
+    """Slices that cut ``n_rows`` rows into blocks of about ``cells`` cells (default :data:`BLOCK_CELLS`; at
+    least one row each): a row-wise computation (a softmax, an entropy, a per-query pick) done block by block
+    is the same, value for value."""
+    step = max(1, (BLOCK_CELLS if cells is None else cells) // max(n_cols, 1))
+    return [slice(a, min(a + step, n_rows)) for a in range(0, n_rows, step)] or [slice(0, 0)]
+
 
 def as_matrix(values: npt.ArrayLike, name: str = "score") -> FloatArray:
     """``values`` as a float64 (n, m) matrix; raises ``ValueError`` for any other shape."""
     arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be a 2-d (queries x actors) array, got shape {arr.shape}")
+    return arr
+
+
+def as_float_matrix(values: npt.ArrayLike, name: str = "score") -> FloatArray | Float32Array:
+    """``values`` as an (n, m) float matrix, a float32 one kept as it is: for code that only compares or picks
+    cells (each picked cell then widened to float64, the same number), so a 7,200 x 8,500 test matrix is not
+    copied to float64 just to read one cell per query. Any other shape is a ``ValueError``."""
+    arr = np.asarray(values)
+    if arr.dtype != np.float32:
+        arr = np.asarray(arr, dtype=np.float64)
     if arr.ndim != 2:
         raise ValueError(f"{name} must be a 2-d (queries x actors) array, got shape {arr.shape}")
     return arr
@@ -84,12 +124,12 @@ def where_nan_message(mask: npt.ArrayLike) -> str:
     return f"quer{'y' if idx.size == 1 else 'ies'} {_first(idx)}"
 
 
-def chosen(matrix: FloatArray, choice: IntArray) -> FloatArray:
+def chosen(matrix: FloatArray | Float32Array, choice: IntArray) -> FloatArray:
     """The chosen cell of every row: ``matrix[q, choice[q]]``."""
     return np.asarray(matrix[np.arange(matrix.shape[0]), choice], dtype=np.float64)
 
 
-def chosen_scores(score: FloatArray, choice: IntArray, nan_policy: ScoreNanPolicy) -> FloatArray:
+def chosen_scores(score: FloatArray | Float32Array, choice: IntArray, nan_policy: ScoreNanPolicy) -> FloatArray:
     """The chosen scores, with the NaN rule of this module applied (raise, or count as 0)."""
     values = chosen(score, choice)
     missing = np.isnan(values)

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from routerlab.metrics._arrays import column_blocks
+
 Array = npt.NDArray[np.floating]
 
 
@@ -29,25 +31,34 @@ def _rows_observed(score: Array) -> npt.NDArray[np.bool_]:
     return np.asarray(~np.isnan(score).all(axis=1))
 
 
+def _observed_part(score: Array, rows: npt.NDArray[np.bool_]) -> Array:
+    """The rows of ``score`` with an observed cell: the matrix itself (no copy) when that is every row."""
+    return np.ascontiguousarray(score) if rows.all() else score[rows]
+
+
 def oracle_score(score: Array) -> float:
     """Mean over queries of the best observed score: r_o's mu_o (SPEC 4)."""
     rows = _rows_observed(score)
-    return float(np.nanmax(score[rows], axis=1).mean()) if rows.any() else float("nan")
+    return float(np.nanmax(_observed_part(score, rows), axis=1).mean()) if rows.any() else float("nan")
 
 
 def random_score(score: Array) -> float:
     """Expected mu_o of a uniform random router over each query's observed actors (SPEC 4)."""
     rows = _rows_observed(score)
-    return float(np.nanmean(score[rows], axis=1).mean()) if rows.any() else float("nan")
+    return float(np.nanmean(_observed_part(score, rows), axis=1).mean()) if rows.any() else float("nan")
 
 
 def actor_means(score: Array) -> npt.NDArray[np.float64]:
-    """Mean observed score per actor; NaN for an actor with no observed cell."""
-    obs = ~np.isnan(score)
-    counts = obs.sum(axis=0)
-    sums = np.where(obs, score, 0.0).sum(axis=0, dtype=np.float64)
-    out = np.full(score.shape[1], np.nan)
-    np.divide(sums, counts, out=out, where=counts > 0)
+    """Mean observed score per actor; NaN for an actor with no observed cell. A block of actors at a time,
+    so a training matrix needs no full-size mask or copy (the sums are the same, bit for bit)."""
+    s = np.asarray(score)
+    out = np.full(s.shape[1], np.nan)
+    for cols in column_blocks(s.shape[0], s.shape[1]):
+        block = s[:, cols]
+        obs = ~np.isnan(block)
+        counts = obs.sum(axis=0)
+        sums = np.where(obs, block, 0.0).sum(axis=0, dtype=np.float64)
+        np.divide(sums, counts, out=out[cols], where=counts > 0)
     return out
 
 

@@ -27,11 +27,13 @@ from routerlab.metrics._arrays import (
     ScoreNanPolicy,
     as_actor_matrix,
     as_choice,
+    as_float_matrix,
     as_matrix,
     break_ties,
     chosen,
     chosen_scores,
     pick_best,
+    row_blocks,
     where_nan_message,
 )
 
@@ -241,21 +243,45 @@ def oracle_best_of_n(
     picked actors. ``choices_of_routers`` is (routers, n). Unobserved picked cells are skipped; a query
     whose picked cells are all unobserved raises ``ValueError``.
     """
-    s = as_matrix(score)
+    s = as_float_matrix(score)
     n, m = s.shape
     picks = np.asarray(choices_of_routers)
     if picks.ndim != 2 or picks.shape[1] != n:
         raise ValueError(f"choices_of_routers must have shape (routers, {n}), got {picks.shape}")
     picks = np.stack([as_choice(row, n, m, "choices_of_routers") for row in picks]) if picks.size else picks
-    candidates = np.zeros((n, m), dtype=bool)
-    candidates[np.arange(n)[None, :], picks.astype(np.intp)] = True
-    candidates &= ~np.isnan(s)
-    empty = ~candidates.any(axis=1)
+    picks = picks.astype(np.intp)
+    seen = ~np.isnan(s[np.arange(n)[None, :], picks]) if picks.size else np.zeros((0, n), dtype=bool)
+    empty = ~seen.any(axis=0)
     if empty.any():
         raise ValueError(f"no router picked an observed actor at {where_nan_message(empty)}")
-    lat = None if latency is None else as_actor_matrix(latency, n, m, "latency")
-    cst = None if cost is None else as_actor_matrix(cost, n, m, "cost")
-    return pick_best(candidates, s, lat, cst)
+    lat = None if latency is None else _actor_values(latency, n, m, "latency")
+    cst = None if cost is None else _actor_values(cost, n, m, "cost")
+    out = np.empty(n, dtype=np.intp)
+    for rows in row_blocks(n, m):  # every query on its own: a block of rows at a time, no (n, m) float64 copies
+        block = np.asarray(s[rows], dtype=np.float64)
+        candidates = np.zeros(block.shape, dtype=bool)
+        candidates[np.arange(block.shape[0])[None, :], picks[:, rows]] = True
+        candidates &= ~np.isnan(block)
+        out[rows] = pick_best(candidates, block, _rows_of(lat, rows, m), _rows_of(cst, rows, m))
+    return out
+
+
+def _actor_values(values: npt.ArrayLike, n: int, m: int, name: str) -> npt.NDArray[np.floating]:
+    """A per-cell (n, m) matrix or a per-actor (m,) vector, checked as :func:`as_actor_matrix` checks it but
+    kept in its float type (converted a block of rows at a time by :func:`_rows_of`)."""
+    arr = np.asarray(values)
+    if arr.shape not in {(m,), (n, m)} or arr.dtype.kind != "f":
+        return as_actor_matrix(values, n, m, name)  # the shape error, or the conversion of a non-float array
+    return arr
+
+
+def _rows_of(values: npt.NDArray[np.floating] | None, rows: slice, m: int) -> FloatArray | None:
+    """Rows ``rows`` of a matrix from :func:`_actor_values` as float64, a per-actor vector broadcast to them."""
+    if values is None:
+        return None
+    if values.ndim == 1:
+        return np.broadcast_to(np.asarray(values, dtype=np.float64), (rows.stop - rows.start, m))
+    return np.asarray(values[rows], dtype=np.float64)
 
 
 def latency_rewards(

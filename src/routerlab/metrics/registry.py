@@ -28,12 +28,14 @@ import numpy as np
 import numpy.typing as npt
 
 from routerlab.metrics._arrays import (
+    Float32Array,
     FloatArray,
     IntArray,
     ScoreNanPolicy,
     ValueNanPolicy,
     as_actor_matrix,
     as_choice,
+    as_float_matrix,
     as_matrix,
     chosen,
     chosen_scores,
@@ -67,7 +69,7 @@ class RatioTerms:
 class MetricInputs:
     """Everything a registered metric may read; optional fields are None when not given."""
 
-    score: FloatArray
+    score: FloatArray | Float32Array  # a float32 matrix stays float32: widen what you pick before summing
     choice: IntArray
     latency: FloatArray | None = None
     cost: FloatArray | None = None
@@ -105,7 +107,7 @@ class MetricInputs:
     def score_cells(self, rows: slice) -> FloatArray:
         """(rows, m): the score of every actor on the queries ``rows`` after the NaN rule (``zero``: an unobserved
         cell counts 0; ``raise``: it stays NaN, an error where the policy may draw it)."""
-        s = self.score[rows]
+        s = np.asarray(self.score[rows], dtype=np.float64)  # one block widened: the matrix may be float32
         if self.nan_policy == "zero":
             return np.where(np.isnan(s), 0.0, s)
         if self.nan_policy != "raise":
@@ -253,8 +255,12 @@ def _mu_o(inputs: MetricInputs) -> PerQuery:
 def _v_b(inputs: MetricInputs) -> PerQuery:
     """mu_o / Perf(best single actor on the test split), the actor fixed on the whole split and its
     mean resampled with the router's (SPEC 4)."""
-    actor, _ = best_single_performance(inputs.score, inputs.best_single, inputs.nan_policy)
-    fixed = np.full(inputs.score.shape[0], actor, dtype=np.intp)
+    n, m = inputs.score.shape
+    if inputs.best_single is None:
+        actor, _ = best_single_performance(inputs.score, None, inputs.nan_policy)
+        fixed = np.full(n, actor, dtype=np.intp)
+    else:  # the actor is given: check it as a choice, without a float64 copy of the score matrix
+        fixed = as_choice(np.full(n, inputs.best_single, dtype=np.intp), n, m)
     return RatioTerms(inputs.chosen_score, chosen_scores(inputs.score, fixed, inputs.nan_policy))
 
 
@@ -406,7 +412,7 @@ def evaluate_choices(
     ``choice`` (the argmax), all over the same bootstrap resamples. ``acting`` is ignored under ``argmax``."""
     if policy not in POLICIES:
         raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
-    s = as_matrix(score)
+    s = as_float_matrix(score)  # float32 stays float32: the metrics pick cells, they never sum the matrix
     n, m = s.shape
     sampling = policy == "distribution"
     dist = None if distribution is None else as_matrix(distribution, "distribution")

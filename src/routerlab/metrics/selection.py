@@ -22,6 +22,7 @@ from routerlab.metrics._arrays import (
     chosen_scores,
     pick_best,
     require_observed_rows,
+    row_blocks,
     where_nan_message,
 )
 from routerlab.metrics.bounds import actor_means
@@ -168,10 +169,14 @@ def softmax(scores: npt.ArrayLike, temperature: float = 1.0) -> FloatArray:
     s = as_matrix(scores, "scores")
     if np.isnan(s).any():
         raise ValueError("router scores contain NaN")
-    with np.errstate(invalid="ignore", over="ignore"):  # a huge gap over a tiny temperature is -inf: mass 0
-        z = np.where(np.isneginf(s), -np.inf, (s - s.max(axis=1, keepdims=True)) / temperature)
-    e = np.exp(z)
-    return np.asarray(e / e.sum(axis=1, keepdims=True))
+    out = np.empty(s.shape)
+    for rows in row_blocks(*s.shape):  # row by row in blocks: the temporaries are one block's, not (n, m)'s
+        b = s[rows]
+        with np.errstate(invalid="ignore", over="ignore"):  # a huge gap over a tiny temperature is -inf: mass 0
+            z = np.where(np.isneginf(b), -np.inf, (b - b.max(axis=1, keepdims=True)) / temperature)
+        e = np.exp(z)
+        out[rows] = e / e.sum(axis=1, keepdims=True)
+    return out
 
 
 def checked_distribution(distribution: npt.ArrayLike) -> FloatArray:
@@ -200,20 +205,28 @@ def expected_per_query(values: npt.ArrayLike, distribution: npt.ArrayLike, what:
     d = as_matrix(distribution, "distribution")
     if v.shape != d.shape:
         raise ValueError(f"{what} has shape {v.shape}, the distribution {d.shape}")
-    used = d > 0
-    unknown = (used & np.isnan(v)).any(axis=1)
+    out = np.empty(d.shape[0])
+    unknown = np.zeros(d.shape[0], dtype=bool)
+    for rows in row_blocks(*d.shape):  # row by row in blocks: the temporaries are one block's, not (n, m)'s
+        used, vb = d[rows] > 0, v[rows]
+        unknown[rows] = (used & np.isnan(vb)).any(axis=1)
+        out[rows] = np.where(used, d[rows] * np.nan_to_num(vb), 0.0).sum(axis=1)
     if unknown.any():
         raise ValueError(f"the {what} of an actor drawn with probability > 0 is unknown (NaN) at "
                          f"{where_nan_message(unknown)}")
-    return np.asarray(np.where(used, d * np.nan_to_num(v), 0.0).sum(axis=1))
+    return out
 
 
 def entropy_bits(distribution: npt.ArrayLike) -> FloatArray:
     """Entropy in bits of each query's selection distribution, with 0 log 0 = 0 (SPEC 4). Rows must be
     non-negative and sum to 1 (within 1e-6), else ``ValueError``."""
     d = checked_distribution(distribution)
-    safe = np.where(d > 0, d, 1.0)
-    return np.asarray(-(d * np.log2(safe)).sum(axis=1))
+    out = np.empty(d.shape[0])
+    for rows in row_blocks(*d.shape):  # row by row in blocks: no (n, m) temporaries
+        b = d[rows]
+        safe = np.where(b > 0, b, 1.0)
+        out[rows] = -(b * np.log2(safe)).sum(axis=1)
+    return out
 
 
 def e_p(distribution: npt.ArrayLike) -> float:

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -33,6 +33,7 @@ from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.features.base import Features
 from routerlab.features.registry import Encoder
+from routerlab.metrics._arrays import row_blocks
 from routerlab.metrics.bounds import best_single_actor
 from routerlab.metrics.latency import oracle_best_of_n
 from routerlab.metrics.registry import Policy, evaluate_choices
@@ -149,8 +150,12 @@ class Evaluation:
 
 
 def complete_rows(table: RoutingTable) -> npt.NDArray[np.bool_]:
-    """Queries whose every actor score is observed."""
-    return np.asarray(~np.isnan(table.score).any(axis=1))
+    """Queries whose every actor score is observed (a block of rows at a time: no full-size mask)."""
+    score = table.score
+    keep = np.empty(score.shape[0], dtype=bool)
+    for rows in row_blocks(*score.shape):
+        keep[rows] = ~np.isnan(score[rows]).any(axis=1)
+    return keep
 
 
 RouterLike = str | Router
@@ -225,15 +230,18 @@ def evaluate(
         raise UsageError(f"sweep must be 'cost' or 'latency', got {sweep!r}")
     sp = split if isinstance(split, Split) else make_split(table, split, seed)
     train, test = sp.apply(table)
+    record = Provenance.of(table, sp, seed=seed)  # what the run record needs of the whole table
+    del table  # the split's two parts are all the run reads: a caller that keeps no reference frees the rest
     chosen, skipped = applicable_routers(router_specs, train, seed, skip_inapplicable)
     bench = make_bench(sp, train, test, encoder=encoder, cache_dir=cache_dir, features=features)
+    del test  # the bench holds the evaluable test rows (a copy when some rows were incomplete)
     results, fair = run_routers(chosen, train, bench, "evaluate", skipped=skipped,
                                 skip_inapplicable=skip_inapplicable, from_objects=from_objects, seed=seed,
                                 n_boot=n_boot, sweep=sweep, lambdas=lambdas)
     with task("evaluate: paired bootstrap and Oracle best-of-N"):
         bon = compare_and_bound(results, fair, bench, compare_to, seed=seed, n_boot=n_boot)
     return Evaluation(
-        provenance=bench.provenance(table, seed),
+        provenance=bench.provenance(record, seed),
         results=results, oracle_best_of_n=bon,
         test_ids=bench.test.queries.ids, actor_names=bench.test.actor_names, excluded_test_queries=bench.excluded,
         extra={**({"notes": bench.notes} if bench.notes else {}), **({"skipped": skipped} if skipped else {})},
@@ -261,10 +269,12 @@ class Bench:
     excluded: int
     notes: list[str]
 
-    def provenance(self, table: RoutingTable, seed: int) -> Provenance:
-        """The run record of an evaluation on this bench (SPEC 7)."""
-        return Provenance.of(table, self.split, seed=seed, encoder=self.ftrain.encoder,
-                             split_extra={"n_test": int(self.test.n_queries)})
+    def provenance(self, table: RoutingTable | Provenance, seed: int) -> Provenance:
+        """The run record of an evaluation on this bench (SPEC 7). ``table`` is the split table, or a record
+        :meth:`Provenance.of` made of it (a protocol that lets the table go once it is split keeps that)."""
+        base = table if isinstance(table, Provenance) else Provenance.of(table, self.split)
+        return replace(base, split={**self.split.describe(), "n_test": int(self.test.n_queries)}, seed=seed,
+                       encoder=self.ftrain.encoder)
 
 
 def make_bench(sp: Split, train: RoutingTable, test: RoutingTable, *, encoder: str | Encoder = "tfidf",
@@ -280,7 +290,8 @@ def make_bench(sp: Split, train: RoutingTable, test: RoutingTable, *, encoder: s
         features = featurize(train, test, encoder, cache_dir)
     # re-attach the vectors to the tables actually routed (actor subsets, complete test rows)
     ftrain = Features(features[0].X, train, features[0].encoder)
-    test = test.select_queries(keep)
+    if excluded:  # a complete test side is routed as it is, not copied
+        test = test.select_queries(keep)
     ftest = Features(features[1].X[keep], test, features[1].encoder)
     latency, cost, omitted = _known(test.latency_s, "latency"), _known(test.cost_usd, "cost"), []
     for name, full, kept in (("latency", test.latency_s, latency), ("cost", test.cost_usd, cost)):
@@ -313,19 +324,20 @@ def score_router(spec: str, router: Router, bench: Bench, *, fit_seconds: float,
     its penalty read from ``sweep_train`` (what the router was trained on)."""
     t1 = time.perf_counter()
     routed = router.route(bench.ftest)  # one scoring pass: choices and the selection distribution
-    choice, dist = routed.choice, routed.distribution
+    choice, dist, acting = routed.choice, routed.distribution, routed.policy
+    del routed  # its (queries x actors) scores: the metrics read the choices and the distributions only
     t2 = time.perf_counter()
     test = bench.test
     policy: Policy = "distribution" if router.explores else "argmax"
     values = evaluate_choices(
         test.score, choice, latency=bench.latency, cost=bench.cost, distribution=dist,
-        best_single=bench.best, seed=seed, n_boot=n_boot, policy=policy, acting=routed.policy,
+        best_single=bench.best, seed=seed, n_boot=n_boot, policy=policy, acting=acting,
     )
     m = test.n_actors
     deployed = None
     if router.explores:
-        deployed = expected_per_query(test.score, routed.policy, "score")
-        shares = expected_shares(routed.policy)
+        deployed = expected_per_query(test.score, acting, "score")
+        shares = expected_shares(acting)
     else:
         shares = selection_shares(choice, m)
     curve = None
@@ -341,18 +353,20 @@ def score_router(spec: str, router: Router, bench: Bench, *, fit_seconds: float,
     )
 
 
-def run_routers(chosen: Sequence[tuple[str, Router]], train: RoutingTable | Feedback, bench: Bench, what: str, *,
+def run_routers(chosen: list[tuple[str, Router]], train: RoutingTable | Feedback, bench: Bench, what: str, *,
                 skipped: dict[str, str], skip_inapplicable: bool, from_objects: set[str], seed: int, n_boot: int,
                 sweep: str | None = None, lambdas: npt.ArrayLike | None = None
                 ) -> tuple[list[RouterResult], list[bool]]:
     """Fit every router of ``chosen`` on ``train`` (full feedback, or a cold-start log) and score it on the
     bench: the loop the full and cold-start protocols share. A router that cannot be fitted stops the run, or
     with ``skip_inapplicable`` is recorded in ``skipped``. Returns the results and, per result, whether the
-    router routes without test outcomes (what Oracle(Best-of-N) is taken over)."""
+    router routes without test outcomes (what Oracle(Best-of-N) is taken over). ``chosen`` is emptied as the
+    routers are run, so each is let go once scored (:func:`_drained`)."""
     feedback = as_feedback(train)
     results: list[RouterResult] = []
     fair: list[bool] = []
-    for spec, router in track(chosen, f"{what}: router", unit="router", label=lambda item: item[0]):
+    for spec, router in track(_drained(chosen), f"{what}: router", unit="router", label=lambda item: item[0],
+                              total=len(chosen)):
         try:
             fit_seconds = fit_router(router, feedback, bench.ftrain, bench)
         except UsageError as exc:
@@ -368,6 +382,15 @@ def run_routers(chosen: Sequence[tuple[str, Router]], train: RoutingTable | Feed
         raise UsageError(f"no router could be fitted{'' if feedback.kind == 'full' else ' on the logged feedback'}: "
                          f"{skipped}")
     return results, fair
+
+
+def _drained(chosen: list[tuple[str, Router]]) -> Iterator[tuple[str, Router]]:
+    """The items of ``chosen``, each taken out of the list as it is handed over: once the loop moves on, a router
+    built from a spec string (which nobody else holds) is freed with what it learned (a knn router's training
+    matrix), so the routers of a run are not all kept alive until its end. Instances the caller passed stay
+    with the caller, fitted."""
+    while chosen:
+        yield chosen.pop(0)
 
 
 def compare_and_bound(results: list[RouterResult], fair: list[bool], bench: Bench, compare_to: str | None, *,

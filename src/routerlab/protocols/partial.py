@@ -39,6 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from routerlab.data.feedback import Feedback
+from routerlab.data.provenance import Provenance
 from routerlab.data.splits import Split, make_split
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
@@ -135,6 +136,8 @@ def cold_start(
         raise UsageError(f"sweep must be 'cost' or 'latency', got {sweep!r}")
     sp = split if isinstance(split, Split) else make_split(table, split, seed)
     train, test = sp.apply(table)
+    record = Provenance.of(table, sp, seed=seed)
+    del table  # as in evaluate: the split's parts are all the run reads
     if policy.router is None:  # no features needed to log: check the routers before encoding
         with task("cold-start: logging the training split"):
             feedback = policy.log(train, seed=seed)
@@ -151,7 +154,7 @@ def cold_start(
     with task("cold-start: paired bootstrap and Oracle best-of-N"):
         bon = compare_and_bound(results, fair, bench, reference, seed=seed, n_boot=n_boot)
     extra: dict[str, Any] = {"protocol": "cold-start", "logging": {**policy.describe(), **log_summary(feedback)}}
-    return _evaluation(table, bench, seed, results, bon, extra, skipped)
+    return _evaluation(record, bench, seed, results, bon, extra, skipped)
 
 
 # -- voyager -------------------------------------------------------------------------------------------------
@@ -189,6 +192,8 @@ def voyager(
         raise UsageError(f"--order {order!r}: must be one of {', '.join(ORDERS)}")
     sp = split if isinstance(split, Split) else make_split(table, split, seed)
     train, test = sp.apply(table)
+    record = Provenance.of(table, sp, seed=seed)
+    del table  # as in evaluate: the split's parts are all the run reads
     if rounds > train.n_queries:
         raise UsageError(f"--rounds {rounds}: more rounds than the {train.n_queries} training queries (each round "
                          "needs a chunk of at least one query)")
@@ -239,7 +244,7 @@ def voyager(
                     "first_chunk_logging": {**parse_policy("uniform").describe(), **log_summary(first)}},
         "rounds": history,
     }
-    return _evaluation(table, bench, seed, final, bon, extra, skipped)  # bon: the last round's
+    return _evaluation(record, bench, seed, final, bon, extra, skipped)  # bon: the last round's
 
 
 def chunk_positions(n: int, rounds: int, order: str, seed: int) -> list[npt.NDArray[np.intp]]:
@@ -338,11 +343,11 @@ def _check_run(router_specs: Sequence[RouterLike], compare_to: str | None
     return labels, from_objects, resolve_compare_to(compare_to, labels)
 
 
-def _evaluation(table: RoutingTable, bench: Bench, seed: int, results: list[RouterResult], bon: dict[str, float],
+def _evaluation(record: Provenance, bench: Bench, seed: int, results: list[RouterResult], bon: dict[str, float],
                 extra: dict[str, Any], skipped: dict[str, str]) -> Evaluation:
     notes = {"notes": bench.notes} if bench.notes else {}
     return Evaluation(
-        provenance=bench.provenance(table, seed), results=results, oracle_best_of_n=bon,
+        provenance=bench.provenance(record, seed), results=results, oracle_best_of_n=bon,
         test_ids=bench.test.queries.ids, actor_names=bench.test.actor_names, excluded_test_queries=bench.excluded,
         extra={**notes, **({"skipped": skipped} if skipped else {}), **extra},
     )

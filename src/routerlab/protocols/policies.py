@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from routerlab.data.feedback import Feedback, draw_actions
+from routerlab.data.feedback import Feedback, draw_actions, draw_rows
 from routerlab.data.logs import Logs
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
@@ -78,7 +78,8 @@ class LoggingPolicy(ABC):
         """Logged feedback on ``part``: one actor per query drawn by this policy (seeded: same seed, same log), only
         that cell observed, with its propensity. A policy with a router trains it on ``train`` (features ``ftrain``,
         full feedback) and routes ``fpart``."""
-        available = ~np.isnan(part.score)
+        available = np.isnan(part.score)
+        np.logical_not(available, out=available)  # in place: one (n, m) mask
         empty = ~available.any(axis=1)
         if empty.any():
             q = part.queries.ids[int(np.flatnonzero(empty)[0])]
@@ -103,7 +104,11 @@ class Uniform(LoggingPolicy):
     def _draw(self, part: RoutingTable, fpart: Features | None, train: RoutingTable | None,
               ftrain: Features | None, seed: int, available: npt.NDArray[np.bool_], rng: np.random.Generator
               ) -> tuple[npt.NDArray[np.intp], FloatMatrix]:
-        return draw_actions(available / available.sum(axis=1, keepdims=True), rng)
+        def rows_of(rows: slice) -> FloatMatrix:
+            part = available[rows]
+            return np.asarray(part / part.sum(axis=1, keepdims=True), dtype=np.float64)
+
+        return draw_rows(available.shape[0], available.shape[1], rows_of, rng)  # no (n, m) float64 matrix
 
 
 @dataclass(frozen=True)

@@ -92,11 +92,12 @@ def scaling_curve(
         raise UsageError(f"probabilities p {bad_p} are outside [0, 1]")
     if samples < 1:
         raise UsageError(f"samples must be >= 1, got {samples}")
-    score = test.score.astype(np.float64)
+    score = test.score  # float32; each pool's block is widened to float64 (the same numbers) where it is summed
     complete = ~np.isnan(score).any(axis=1)
     if not complete.any():
         raise UsageError("no test query has every actor observed; the scaling curve needs complete rows")
-    score = score[complete]
+    if not complete.all():
+        score = score[complete]
     train_means = actor_means(train.score)
     rng = np.random.default_rng(seed)
     stats: dict[float, dict[str, list[float]]] = {p: {"mean": [], "std": [], "q05": [], "q95": []} for p in p_values}
@@ -106,7 +107,7 @@ def scaling_curve(
         oracle = np.empty(samples)
         uniform = np.empty(samples)
         for j, cols in enumerate(subsets):  # one (n, m) block at a time keeps memory at O(n m)
-            block = score[:, cols]
+            block = score[:, cols].astype(np.float64)
             oracle[j] = block.max(axis=1).mean()
             uniform[j] = block.mean()
         for p in p_values:
@@ -114,7 +115,7 @@ def scaling_curve(
                 stats[p][key].append(v)
         tm = np.where(np.isnan(train_means), -np.inf, train_means)[subsets]  # (samples, m)
         pick = subsets[np.arange(samples), tm.argmax(axis=1)]
-        for key, v in _summary(score[:, pick].mean(axis=0)).items():
+        for key, v in _summary(score[:, pick].astype(np.float64).mean(axis=0)).items():
             best[key].append(v)
     return ScalingCurve(list(m_values), [float(p) for p in p_values], stats, best, reference, samples, seed,
                         split.describe())

@@ -14,6 +14,7 @@ import scipy.sparse as sp
 
 from routerlab.data.table import RoutingTable, column_means
 from routerlab.errors import UsageError
+from routerlab.metrics._arrays import column_blocks, row_blocks
 from routerlab.metrics.latency import correct_mask
 
 FloatMatrix = npt.NDArray[np.float64]
@@ -31,11 +32,21 @@ UNKNOWN_SCORE = -1.0
 
 def prior_means(score: npt.ArrayLike) -> FloatVector:
     """Per-actor mean observed training score, with the overall mean (or 0.5) for an actor never
-    observed: the fallback every learner uses where it has no evidence."""
+    observed: the fallback every learner uses where it has no evidence. The overall mean is summed a block
+    of rows at a time (0/1 scores: exactly the one-pass mean; graded ones: up to the last bits of float64)."""
     means = column_means(score)
-    s = np.asarray(score, dtype=np.float64)
-    overall = float(np.nanmean(s)) if (~np.isnan(s)).any() else 0.5
-    return np.where(np.isnan(means), overall, means)
+    unknown = np.isnan(means)
+    if not unknown.any():  # the usual case: no pass for an overall mean nobody needs
+        return means
+    s = np.asarray(score)
+    total, count = 0.0, 0
+    for rows in row_blocks(*s.shape):  # a block of rows at a time: no float64 copy of a logged training table
+        block = np.asarray(s[rows], dtype=np.float64)
+        observed = ~np.isnan(block)
+        total += float(block[observed].sum())
+        count += int(observed.sum())
+    overall = total / count if count else 0.5
+    return np.where(unknown, overall, means)
 
 
 def one_hot(index: npt.ArrayLike, m: int) -> FloatMatrix:
@@ -148,12 +159,16 @@ def propagate(
 ) -> FloatMatrix:
     """Weighted mean of the observed scores of each row's neighbours, per actor:
     ``(W @ y + c * prior) / (W @ observed + c)``. An actor that no neighbour observed gets ``prior``."""
-    s = np.asarray(score, dtype=np.float64)
-    obs = ~np.isnan(s)
-    num = np.asarray(W @ np.where(obs, s, 0.0)) + prior_weight * prior[None, :]
-    den = np.asarray(W @ obs.astype(np.float64)) + prior_weight
-    out = np.broadcast_to(prior, num.shape).copy()
-    np.divide(num, den, out=out, where=den > 1e-12)
+    score_arr = np.asarray(score)
+    out = np.broadcast_to(prior, (W.shape[0], score_arr.shape[1])).copy()
+    # a block of actors at a time (a sparse product gives every column the same sums whatever the block), so
+    # the float64 copies are of one block, not of the 28,799 x 8,500 training matrix
+    for cols in column_blocks(score_arr.shape[0], score_arr.shape[1]):
+        s = np.asarray(score_arr[:, cols], dtype=np.float64)
+        obs = ~np.isnan(s)
+        num = np.asarray(W @ np.where(obs, s, 0.0)) + prior_weight * prior[None, cols]
+        den = np.asarray(W @ obs.astype(np.float64)) + prior_weight
+        np.divide(num, den, out=out[:, cols], where=den > 1e-12)
     return out
 
 

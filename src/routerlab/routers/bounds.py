@@ -16,6 +16,7 @@ from routerlab._spec import Constraint, Interval
 from routerlab.data.table import RoutingTable, column_means
 from routerlab.errors import UsageError
 from routerlab.features.base import Features
+from routerlab.metrics._arrays import row_blocks
 from routerlab.metrics.selection import oracle_choice, oracle_distribution, oracle_p_choice
 from routerlab.routers._common import (
     UNKNOWN_SCORE,
@@ -52,24 +53,48 @@ class RandomRouter(Router):
         return np.full((features.n, m), 1.0 / m)
 
 
-def _oracle_parts(table: RoutingTable) -> tuple[FloatMatrix, npt.NDArray[np.intp], npt.NDArray[np.bool_]]:
-    """(scores with NaN -> -1, oracle choice per query, rows with an observed cell)."""
-    s = np.asarray(table.score, dtype=np.float64)
-    rows = observed_rows(s)
-    choice = np.zeros(s.shape[0], dtype=np.intp)
-    if rows.any():
-        lat = None if table.latency_s is None else table.latency_s[rows]
-        cost = None if table.cost_usd is None else table.cost_usd[rows]
-        choice[rows] = oracle_choice(s[rows], lat, cost)
-    return np.where(np.isnan(s), UNKNOWN_SCORE, s), choice, rows
+def _oracle_choices(table: RoutingTable) -> npt.NDArray[np.intp]:
+    """The oracle's actor per query (ties: fastest, cheapest, first; 0 where nothing is observed), a block of
+    queries at a time, as :func:`_oracle_scores`."""
+    n, m = table.score.shape
+    out = np.zeros(n, dtype=np.intp)
+    for block in row_blocks(n, m):
+        s = np.asarray(table.score[block], dtype=np.float64)
+        rows = observed_rows(s)
+        if rows.any():
+            lat = None if table.latency_s is None else table.latency_s[block][rows]
+            cost = None if table.cost_usd is None else table.cost_usd[block][rows]
+            part = out[block]  # a view: written in place
+            part[rows] = oracle_choice(s[rows], lat, cost)
+    return out
+
+
+def _oracle_scores(table: RoutingTable) -> FloatMatrix:
+    """The oracle's scores: each query's own scores (NaN -> -1) with a 1e-6 bonus on its oracle actor. Every
+    query is on its own, so a block of queries at a time: no (queries x actors) float64 temporaries."""
+    n, m = table.score.shape
+    out = np.empty((n, m))
+    for block in row_blocks(n, m):
+        s = np.asarray(table.score[block], dtype=np.float64)
+        rows = observed_rows(s)
+        choice = np.zeros(s.shape[0], dtype=np.intp)
+        if rows.any():
+            lat = None if table.latency_s is None else table.latency_s[block][rows]
+            cost = None if table.cost_usd is None else table.cost_usd[block][rows]
+            choice[rows] = oracle_choice(s[rows], lat, cost)
+        out[block] = np.where(np.isnan(s), UNKNOWN_SCORE, s) + 1e-6 * one_hot(choice, m)
+    return out
 
 
 def _oracle_dist(table: RoutingTable) -> FloatMatrix:
-    s = np.asarray(table.score, dtype=np.float64)
-    rows = observed_rows(s)
-    out = np.full(s.shape, 1.0 / s.shape[1])
-    if rows.any():
-        out[rows] = oracle_distribution(s[rows])
+    n, m = table.score.shape
+    out = np.full((n, m), 1.0 / m)
+    for block in row_blocks(n, m):  # a block of queries at a time, as in _oracle_scores
+        s = np.asarray(table.score[block], dtype=np.float64)
+        rows = observed_rows(s)
+        if rows.any():
+            part = out[block]  # a view: written in place
+            part[rows] = oracle_distribution(s[rows])
     return out
 
 
@@ -89,8 +114,7 @@ class OracleRouter(Router):
         pass
 
     def _scores(self, features: Features) -> npt.ArrayLike:
-        filled, choice, _ = _oracle_parts(self.outcomes(features))
-        return filled + 1e-6 * one_hot(choice, filled.shape[1])
+        return _oracle_scores(self.outcomes(features))
 
     def _distribution(self, features: Features, scores: FloatMatrix) -> npt.ArrayLike:
         return _oracle_dist(self.outcomes(features))
@@ -142,7 +166,7 @@ class OracleP(Router):
         then the cheapest), else a uniform observed actor: ``p * one_hot(r_o) + (1 - p) * uniform``. Its E_p
         distribution (``_distribution``) spreads the oracle's part over the normalised scores instead."""
         t = self.outcomes(features)
-        _, choice, _ = _oracle_parts(t)
+        choice = _oracle_choices(t)
         return np.asarray(self.p * one_hot(choice, t.n_actors) + (1.0 - self.p) * _observed_uniform(t))
 
 

@@ -69,18 +69,19 @@ def correct_only(table: RoutingTable, threshold: float = 0.5, router: str = "rou
     (score >= ``threshold``, SPEC 5), score = one-hot of that actor (every cell observed), the logged cell's
     tokens, latency and cost kept (NaN elsewhere). No such query is a UsageError naming ``router``."""
     rows, actor = logged_actor(table)
-    s = np.asarray(table.score, dtype=np.float64)
     n = table.n_queries
+    logged = table.score[np.arange(n), actor].astype(np.float64)  # one cell a query: no float64 matrix
     with np.errstate(invalid="ignore"):
-        correct = rows & (s[np.arange(n), actor] >= threshold)
+        correct = rows & (logged >= threshold)
     keep = np.flatnonzero(correct).astype(np.intp)
     if keep.size == 0:
         raise UsageError(f"router {router!r}: no logged query has a correct outcome (score >= {threshold:g}), so "
                          "the correct-only recipe has nothing to learn from; use logged=masked or logged=dr")
     labels = np.zeros((keep.size, table.n_actors), dtype=np.float32)
     labels[np.arange(keep.size), actor[keep]] = 1.0
-    sub = table.select_queries(keep)
-    return keep, replace(sub, score=labels)
+    # the kept queries with the labels as scores (their logged scores are never copied, only to be replaced)
+    others = {k: v[keep] for k, v in table.matrices().items() if k != "score"}
+    return keep, replace(table, queries=table.queries.take(keep), score=labels, **others)  # type: ignore[arg-type]
 
 
 def importance_rows(propensity: npt.ArrayLike, eligible: npt.ArrayLike, seed: int) -> IntVector:

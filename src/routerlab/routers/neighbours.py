@@ -40,7 +40,7 @@ class KNNRouter(Router):
     }
 
     _X: npt.NDArray[np.float32]
-    _score: npt.NDArray[np.float64]
+    _score: npt.NDArray[np.float32]  # the training table's own matrix (no copy): read a block at a time
     _prior: npt.NDArray[np.float64]
 
     def _check_table(self, train: RoutingTable) -> None:
@@ -48,7 +48,7 @@ class KNNRouter(Router):
 
     def _fit(self, train: RoutingTable, features: Features) -> None:
         self._X = features.X
-        self._score = np.asarray(train.score, dtype=np.float64)
+        self._score = train.score
         self._prior = prior_means(self._score)
 
     def _scores(self, features: Features) -> npt.ArrayLike:
@@ -59,7 +59,9 @@ class KNNRouter(Router):
         else:
             w = np.ones_like(sim)
         W = neighbour_matrix(idx, w, self._X.shape[0])
-        return propagate(W, self._score, self._prior) + _TIE_BREAK * self._prior[None, :]
+        out = propagate(W, self._score, self._prior)
+        out += _TIE_BREAK * self._prior[None, :]  # in place: no second (queries x actors) matrix
+        return out
 
 
 @register

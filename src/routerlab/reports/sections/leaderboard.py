@@ -93,14 +93,14 @@ def routed_decisions(protocol: str, test_ids: Any, actor_names: Sequence[str], r
     ids = [str(q) for q in np.asarray(test_ids).tolist()]
     pos = {str(q): i for i, q in enumerate(test.queries.ids.tolist())}
     rows = np.array([pos[q] for q in ids], dtype=np.intp)
-    score = np.asarray(test.score, dtype=np.float64)[rows]
     n = np.arange(rows.size)
     policies = {r.spec: str(getattr(r, "policy", "argmax")) for r in results}
     deployed = {r.spec: np.asarray(r.deployed_score, dtype=np.float64) for r in results
                 if getattr(r, "deployed_score", None) is not None}
     return Decisions(protocol, ids, list(actor_names),
                      {r.spec: np.asarray(r.choice, dtype=np.int64) for r in results},
-                     {r.spec: score[n, r.choice] for r in results}, policies, deployed)
+                     {r.spec: test.score[rows[n], r.choice].astype(np.float64) for r in results},  # one cell a query
+                     policies, deployed)
 
 
 def gain_finding(ev: Evaluation) -> tuple[Finding | None, dict[str, Any]]:

@@ -86,7 +86,7 @@ def _group_rows(ctx: AuditContext, group: CandidateGroup, ev: Evaluation | None,
     """One group's record: its actors, train oracle, test oracle with its interval, and each router's mu_o with
     its interval and paired difference from the group's best single actor."""
     cols = ctx.test.actor_index(group.actors)
-    est = bootstrap_ci(ctx.test.score[:, cols].astype(np.float64).max(axis=1), n_boot=n_boot, seed=ctx.seed)
+    est = bootstrap_ci(ctx.test.score[:, cols].max(axis=1).astype(np.float64), n_boot=n_boot, seed=ctx.seed)
     out: dict[str, Any] = {**group.to_dict(), "test_oracle": est.value, "test_oracle_ci": [est.lo, est.hi],
                            "routers": {}}
     if ev is not None:
@@ -183,12 +183,11 @@ def scaling_section(table: RoutingTable, ctx: AuditContext) -> Section:
     plot_scaling(curve, ctx.out_dir / PLOT, f"Scaling curve: {name} ({samples} random pools per m)")
     best = int(best_single_actor(ctx.train.score))
     n_boot = int(cfg["n_boot"])
-    test = ctx.test.score.astype(np.float64)
-    single_est = bootstrap_ci(test[:, best], n_boot=n_boot, seed=ctx.seed)
-    oracle_est = bootstrap_ci(test.max(axis=1), n_boot=n_boot, seed=ctx.seed)
+    test = ctx.test.score  # float32: a column and the row maxima are the same numbers in float64
+    single_est = bootstrap_ci(test[:, best].astype(np.float64), n_boot=n_boot, seed=ctx.seed)
+    oracle_est = bootstrap_ci(test.max(axis=1).astype(np.float64), n_boot=n_boot, seed=ctx.seed)
     single = {"actor": table.actor_names[best], "value": single_est.value, "ci": [single_est.lo, single_est.hi],
               "oracle": oracle_est.value, "oracle_ci": [oracle_est.lo, oracle_est.hi]}
-    del test
     curve_seconds = time.perf_counter() - t0
 
     head = ["m", *[f"r_o({p:g}) mean" for p in curve.p], "r_o(1) 5-95%", "best single mean"]
