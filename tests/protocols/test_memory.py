@@ -192,6 +192,7 @@ class _TableWatcher(Router):
 
     name = "table-watcher"
     summary = "test router"
+    logged_recipe = "native"  # learns nothing from outcomes: any feedback will do
     defaults: ClassVar[dict[str, Any]] = {}
     watched: weakref.ref[RoutingTable] | None = None
     alive_at_fit: bool | None = None
@@ -218,3 +219,23 @@ def test_evaluate_lets_the_whole_table_go_before_any_router_trains(demo_table: R
     kept = fresh()
     evaluate(kept, [_TableWatcher()], encoder="tfidf:dim=8", n_boot=40)
     assert _TableWatcher.alive_at_fit is True  # the caller's table is the caller's: evaluate copies nothing back
+
+
+@pytest.mark.parametrize("name", ["full", "cold-start", "voyager"])
+def test_the_protocols_let_the_whole_table_go_as_evaluate_does(demo_table: RoutingTable, name: str) -> None:
+    """The CLI hands the table straight to the protocol's run: run must not keep it alive while routers train."""
+    from routerlab.protocols.base import get_protocol
+
+    def fresh() -> RoutingTable:
+        table = RoutingTable.from_arrays(demo_table.score.copy(), actors=demo_table.actors,
+                                         query_ids=demo_table.queries.ids, text=demo_table.queries.text,
+                                         dataset=demo_table.queries.dataset, split=demo_table.queries.split)
+        _TableWatcher.watched = weakref.ref(table)
+        return table
+
+    proto = get_protocol(name)
+    settings = proto.Settings.from_mapping({"encoder": "tfidf:dim=8", "n_boot": 40,
+                                            **({"rounds": 2} if name == "voyager" else {})})
+    _TableWatcher.alive_at_fit = None
+    proto.run(fresh(), settings, 0, [_TableWatcher()])
+    assert _TableWatcher.alive_at_fit is False

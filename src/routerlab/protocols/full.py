@@ -598,7 +598,9 @@ class FullObservability(Protocol):
             context: RunContext | None = None) -> Result:
         s: FullSettings = settings
         sp, features = shared_features(table, s, seed, context)
-        ev = evaluate(table, list(routers), split=sp, encoder=s.encoder, seed=seed, n_boot=s.n_boot,
+        held = [table]
+        del table  # handed over, not kept: evaluate lets the whole table go once it is split
+        ev = evaluate(held.pop(), list(routers), split=sp, encoder=s.encoder, seed=seed, n_boot=s.n_boot,
                       features=features, skip_inapplicable=s.skip_inapplicable, sweep=s.sweep,
                       compare_to=s.compare_to, cache_dir=context.cache_dir if context else None)
         return evaluation_result(self.name, ev, s)

@@ -387,7 +387,9 @@ class ColdStart(Protocol):
             context: RunContext | None = None) -> Result:
         s: ColdStartSettings = settings
         sp, features = shared_features(table, s, seed, context)
-        ev = cold_start(table, list(routers), logging=s.logging, split=sp, encoder=s.encoder, seed=seed,
+        held = [table]
+        del table  # handed over, not kept: cold_start lets the whole table go once it is split
+        ev = cold_start(held.pop(), list(routers), logging=s.logging, split=sp, encoder=s.encoder, seed=seed,
                         n_boot=s.n_boot, features=features, skip_inapplicable=s.skip_inapplicable,
                         compare_to=s.compare_to, sweep=s.sweep, cache_dir=context.cache_dir if context else None)
         return evaluation_result(self.name, ev, s)
@@ -403,7 +405,9 @@ class Voyager(Protocol):
             context: RunContext | None = None) -> Result:
         s: VoyagerSettings = settings
         sp, features = shared_features(table, s, seed, context)
-        ev = voyager(table, list(routers), rounds=s.rounds, order=s.order, split=sp, encoder=s.encoder, seed=seed,
+        held = [table]
+        del table  # handed over, not kept: voyager lets the whole table go once it is split
+        ev = voyager(held.pop(), list(routers), rounds=s.rounds, order=s.order, split=sp, encoder=s.encoder, seed=seed,
                      n_boot=s.n_boot, features=features, skip_inapplicable=s.skip_inapplicable,
                      compare_to=s.compare_to, cache_dir=context.cache_dir if context else None)
         return evaluation_result(self.name, ev, s)
