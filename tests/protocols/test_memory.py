@@ -239,3 +239,85 @@ def test_the_protocols_let_the_whole_table_go_as_evaluate_does(demo_table: Routi
     _TableWatcher.alive_at_fit = None
     proto.run(fresh(), settings, 0, [_TableWatcher()])
     assert _TableWatcher.alive_at_fit is False
+
+
+@pytest.mark.usefixtures("tiny_blocks")
+def test_softmax_written_over_its_scores_is_the_softmax_beside_them() -> None:
+    rng = np.random.default_rng(5)
+    s = rng.normal(size=(23, 9)) * 3
+    s[4, 1] = -np.inf
+    expected = softmax(s, 0.5)
+    out = s.copy()
+    assert softmax(out, 0.5, out=out) is out
+    assert np.array_equal(out, expected)
+    with pytest.raises(ValueError, match="out must be"):
+        softmax(s, out=np.empty((23, 8)))
+
+
+@pytest.mark.parametrize("spec", ["knn", "knn:weighted=true", "prknn", "linear"])
+def test_a_scoring_pass_without_scores_decides_as_route_does(demo_table: RoutingTable, spec: str) -> None:
+    """Router.decisions writes the softmax over the router's own fresh scores: the same choice, distribution
+    and policy as route, bit for bit, and the router still scores the same on a second pass."""
+    from routerlab.protocols.full import featurize
+    from routerlab.routers.base import get_router
+
+    train, test = random_split(demo_table, 0.2, seed=0).apply(demo_table)
+    ftrain, ftest = featurize(train, test, "tfidf:dim=16")
+    router = get_router(spec, seed=0).fit(train, ftrain)
+    assert router.fresh_scores
+    routed = router.route(ftest)
+    choice, dist, policy = router.decisions(ftest)
+    assert np.array_equal(choice, routed.choice)
+    assert np.array_equal(dist, routed.distribution) and np.array_equal(policy, routed.policy)
+    assert np.array_equal(router.scores(ftest), routed.scores)  # nothing of the router was overwritten
+
+
+class _LogWatcher(Router):
+    """Records whether the logged feedback it was fitted on is still alive when it scores."""
+
+    name = "log-watcher"
+    summary = "test router"
+    logged_recipe = "native"  # the logged table reaches _fit as it is
+    defaults: ClassVar[dict[str, Any]] = {}
+    seen: ClassVar[list[weakref.ref[Any]]] = []
+    alive_at_score: ClassVar[list[bool]] = []
+
+    def _fit(self, train: RoutingTable, features: Features) -> None:
+        type(self).seen.append(weakref.ref(train.score))
+
+    def _scores(self, features: Features) -> npt.ArrayLike:
+        gc.collect()
+        type(self).alive_at_score.append(type(self).seen[-1]() is not None)
+        return np.zeros((features.n, len(self.actor_names)))
+
+
+def test_cold_start_does_not_hold_its_log_while_a_router_scores(demo_table: RoutingTable) -> None:
+    """The cold-start log's (queries x actors) table is made for each router's fit and let go before it scores
+    (a router that keeps its training table keeps it, of course: this one keeps only a weak reference)."""
+    from routerlab.protocols.base import run_protocol
+
+    _LogWatcher.seen.clear()
+    _LogWatcher.alive_at_score.clear()
+    run_protocol("cold-start", demo_table, {"encoder": "tfidf:dim=8", "n_boot": 40}, 0,
+                 [_LogWatcher(), _LogWatcher()])
+    assert _LogWatcher.alive_at_score == [False, False]
+
+
+def test_a_subclass_overriding_scores_is_not_taken_at_its_parents_word(demo_table: RoutingTable) -> None:
+    """A knn subclass whose _scores returns a matrix it keeps: decisions must not write over it."""
+    from routerlab.protocols.full import featurize
+    from routerlab.routers.neighbours import KNNRouter
+
+    class Kept(KNNRouter):
+        name = "knn-kept-scores"
+        kept: npt.NDArray[np.float64]
+
+        def _scores(self, features: Features) -> npt.ArrayLike:
+            self.kept = np.asarray(super()._scores(features), dtype=np.float64)
+            return self.kept
+
+    train, test = random_split(demo_table, 0.2, seed=0).apply(demo_table)
+    ftrain, ftest = featurize(train, test, "tfidf:dim=16")
+    router = Kept(seed=0).fit(train, ftrain)
+    _, dist, _ = router.decisions(ftest)
+    assert dist is not router.kept and np.array_equal(dist, softmax(router.kept))

@@ -160,16 +160,21 @@ def oracle_p_distribution(score: npt.ArrayLike, p: float) -> FloatArray:
     return np.asarray(p * oracle_distribution(score) + (1.0 - p) * uniform_distribution(score))
 
 
-def softmax(scores: npt.ArrayLike, temperature: float = 1.0) -> FloatArray:
+def softmax(scores: npt.ArrayLike, temperature: float = 1.0, *, out: FloatArray | None = None) -> FloatArray:
     """Row-wise softmax of a router's (n, m) scores: its selection distribution for E_p (SPEC 4).
     The row maximum is subtracted before dividing by the temperature, so neither large scores nor a tiny
-    temperature overflow; -inf (an actor ruled out) gets mass 0."""
+    temperature overflow; -inf (an actor ruled out) gets mass 0. ``out`` (a float64 array of the scores' shape,
+    possibly ``scores`` itself: each block of rows is read before it is written) receives the result, so a
+    caller done with its scores need not hold a second (n, m) matrix; the numbers are the same."""
     if temperature <= 0:
         raise ValueError(f"temperature must be positive, got {temperature}")
     s = as_matrix(scores, "scores")
     if np.isnan(s).any():
         raise ValueError("router scores contain NaN")
-    out = np.empty(s.shape)
+    if out is None:
+        out = np.empty(s.shape)
+    elif out.shape != s.shape or out.dtype != np.float64:
+        raise ValueError(f"softmax out must be a float64 array of shape {s.shape}")
     for rows in row_blocks(*s.shape):  # row by row in blocks: the temporaries are one block's, not (n, m)'s
         b = s[rows]
         with np.errstate(invalid="ignore", over="ignore"):  # a huge gap over a tiny temperature is -inf: mass 0

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -323,9 +323,8 @@ def score_router(spec: str, router: Router, bench: Bench, *, fit_seconds: float,
     them as ``<metric>_greedy``, its shares the expected ones. ``sweep`` adds the cost- or latency-quality curve,
     its penalty read from ``sweep_train`` (what the router was trained on)."""
     t1 = time.perf_counter()
-    routed = router.route(bench.ftest)  # one scoring pass: choices and the selection distribution
-    choice, dist, acting = routed.choice, routed.distribution, routed.policy
-    del routed  # its (queries x actors) scores: the metrics read the choices and the distributions only
+    # one scoring pass: choices and the selection distribution (the metrics read no scores, so none are kept)
+    choice, dist, acting = router.decisions(bench.ftest)
     t2 = time.perf_counter()
     test = bench.test
     policy: Policy = "distribution" if router.explores else "argmax"
@@ -353,20 +352,25 @@ def score_router(spec: str, router: Router, bench: Bench, *, fit_seconds: float,
     )
 
 
-def run_routers(chosen: list[tuple[str, Router]], train: RoutingTable | Feedback, bench: Bench, what: str, *,
-                skipped: dict[str, str], skip_inapplicable: bool, from_objects: set[str], seed: int, n_boot: int,
-                sweep: str | None = None, lambdas: npt.ArrayLike | None = None
+def run_routers(chosen: list[tuple[str, Router]], train: RoutingTable | Feedback | Callable[[], Feedback],
+                bench: Bench, what: str, *, skipped: dict[str, str], skip_inapplicable: bool, from_objects: set[str],
+                seed: int, n_boot: int, sweep: str | None = None, lambdas: npt.ArrayLike | None = None
                 ) -> tuple[list[RouterResult], list[bool]]:
     """Fit every router of ``chosen`` on ``train`` (full feedback, or a cold-start log) and score it on the
     bench: the loop the full and cold-start protocols share. A router that cannot be fitted stops the run, or
     with ``skip_inapplicable`` is recorded in ``skipped``. Returns the results and, per result, whether the
     router routes without test outcomes (what Oracle(Best-of-N) is taken over). ``chosen`` is emptied as the
-    routers are run, so each is let go once scored (:func:`_drained`)."""
-    feedback = as_feedback(train)
+    routers are run, so each is let go once scored (:func:`_drained`). ``train`` may be a function making the
+    feedback: it is called once per router and its feedback let go once the router is fitted (unless a sweep
+    reads it), so a cold-start log's (queries x actors) table is not held while routers score."""
     results: list[RouterResult] = []
     fair: list[bool] = []
+    kind = "full"
     for spec, router in track(_drained(chosen), f"{what}: router", unit="router", label=lambda item: item[0],
                               total=len(chosen)):
+        feedback: Feedback | None = train() if callable(train) else as_feedback(train)
+        assert feedback is not None
+        kind = feedback.kind
         try:
             fit_seconds = fit_router(router, feedback, bench.ftrain, bench)
         except UsageError as exc:
@@ -374,12 +378,16 @@ def run_routers(chosen: list[tuple[str, Router]], train: RoutingTable | Feedback
                 raise
             skipped[spec] = str(exc)
             continue
+        finally:  # the feedback a sweep does not read is let go before the router scores (and the next is made)
+            sweep_train = feedback.table if sweep is not None else None
+            feedback = None
         results.append(score_router(spec, router, bench, fit_seconds=fit_seconds, seed=seed, n_boot=n_boot,
-                                    sweep=sweep, lambdas=lambdas, sweep_train=feedback.table,
+                                    sweep=sweep, lambdas=lambdas, sweep_train=sweep_train,
                                     router_class=_class_path(router) if spec in from_objects else None))
+        del sweep_train
         fair.append(not router.uses_test_labels)
     if not results:
-        raise UsageError(f"no router could be fitted{'' if feedback.kind == 'full' else ' on the logged feedback'}: "
+        raise UsageError(f"no router could be fitted{'' if kind == 'full' else ' on the logged feedback'}: "
                          f"{skipped}")
     return results, fair
 

@@ -138,22 +138,30 @@ def cold_start(
     train, test = sp.apply(table)
     record = Provenance.of(table, sp, seed=seed)
     del table  # as in evaluate: the split's parts are all the run reads
+    # the log is kept as its draws (actor, propensity per training query); its (queries x actors) table is made
+    # for a check or a router's fit and let go after, so it is not held while routers score
     if policy.router is None:  # no features needed to log: check the routers before encoding
         with task("cold-start: logging the training split"):
-            feedback = policy.log(train, seed=seed)
+            actor, propensity = policy.draw(train, seed=seed)
+        feedback = Feedback.logged(train, actor, propensity)
         chosen, skipped = applicable_routers(router_specs, feedback, seed, skip_inapplicable)
+        summary = log_summary(feedback)
+        del feedback
         bench = make_bench(sp, train, test, encoder=encoder, cache_dir=cache_dir, features=features)
     else:  # the policy's router routes the training queries: encode first
         bench = make_bench(sp, train, test, encoder=encoder, cache_dir=cache_dir, features=features)
         with task("cold-start: logging the training split"):
-            feedback = policy.log(train, bench.ftrain, train=train, ftrain=bench.ftrain, seed=seed)
+            actor, propensity = policy.draw(train, bench.ftrain, train=train, ftrain=bench.ftrain, seed=seed)
+        feedback = Feedback.logged(train, actor, propensity)
         chosen, skipped = applicable_routers(router_specs, feedback, seed, skip_inapplicable)
-    results, fair = run_routers(chosen, feedback, bench, "cold-start", skipped=skipped,
-                                skip_inapplicable=skip_inapplicable, from_objects=from_objects, seed=seed,
-                                n_boot=n_boot, sweep=sweep, lambdas=lambdas)
+        summary = log_summary(feedback)
+        del feedback
+    results, fair = run_routers(chosen, lambda: Feedback.logged(train, actor, propensity), bench, "cold-start",
+                                skipped=skipped, skip_inapplicable=skip_inapplicable, from_objects=from_objects,
+                                seed=seed, n_boot=n_boot, sweep=sweep, lambdas=lambdas)
     with task("cold-start: paired bootstrap and Oracle best-of-N"):
         bon = compare_and_bound(results, fair, bench, reference, seed=seed, n_boot=n_boot)
-    extra: dict[str, Any] = {"protocol": "cold-start", "logging": {**policy.describe(), **log_summary(feedback)}}
+    extra: dict[str, Any] = {"protocol": "cold-start", "logging": {**policy.describe(), **summary}}
     return _evaluation(record, bench, seed, results, bon, extra, skipped)
 
 

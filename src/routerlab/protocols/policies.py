@@ -78,6 +78,20 @@ class LoggingPolicy(ABC):
         """Logged feedback on ``part``: one actor per query drawn by this policy (seeded: same seed, same log), only
         that cell observed, with its propensity. A policy with a router trains it on ``train`` (features ``ftrain``,
         full feedback) and routes ``fpart``."""
+        actor, propensity = self.draw(part, fpart, train=train, ftrain=ftrain, seed=seed)
+        return Feedback.logged(part, actor, propensity)
+
+    def draw(
+        self,
+        part: RoutingTable,
+        fpart: Features | None = None,
+        *,
+        train: RoutingTable | None = None,
+        ftrain: Features | None = None,
+        seed: int = 0,
+    ) -> tuple[npt.NDArray[np.intp], FloatMatrix]:
+        """(actor, propensity) per query of ``part``: what :meth:`log` logs, without the (n, m) logged table, for a
+        caller that rebuilds the feedback (``Feedback.logged(part, actor, propensity)``) only while it is needed."""
         available = np.isnan(part.score)
         np.logical_not(available, out=available)  # in place: one (n, m) mask
         empty = ~available.any(axis=1)
@@ -86,8 +100,7 @@ class LoggingPolicy(ABC):
             raise UsageError(f"query {q!r} has no observed outcome: no policy can log it ({int(empty.sum())} such "
                              "queries); leave them out of the logged part")
         rng = np.random.default_rng([int(seed), LOG_STREAM])
-        actor, propensity = self._draw(part, fpart, train, ftrain, seed, available, rng)
-        return Feedback.logged(part, actor, propensity)
+        return self._draw(part, fpart, train, ftrain, seed, available, rng)
 
     @abstractmethod
     def _draw(self, part: RoutingTable, fpart: Features | None, train: RoutingTable | None,

@@ -73,6 +73,10 @@ class Router(ABC):
     # True for routers that act by sampling their selection distribution when deployed (bandits: their
     # distribution is their real action distribution); False = they act by their argmax (see ``act``).
     explores: ClassVar[bool] = False
+    # True where ``_scores`` returns a new array on every call that nothing of the router holds: a scoring pass
+    # that does not keep its scores (:meth:`decisions`) may then write the default softmax over them (declared on
+    # the class that defines ``_scores``; a subclass overriding ``_scores`` declares it again or gets False)
+    fresh_scores: ClassVar[bool] = False
     # How the router learns from logged feedback (one observed actor per query, SPEC 1): "correct-only" or
     # "masked" (routerworld appendix G; such routers take the option ``logged``, added to ``defaults`` here),
     # "native" (the logged table and ``self.propensity`` reach ``_fit`` as they are: bandits, and routers that
@@ -194,6 +198,26 @@ class Router(ABC):
         acting = self._acting_distribution(features, s) if self.explores else None
         return Routing(s, np.asarray(s.argmax(axis=1), dtype=np.intp), p,
                        None if acting is None else self._checked(acting, s, "acting distribution"))
+
+    def decisions(self, features: Features) -> tuple[npt.NDArray[np.intp], FloatMatrix, FloatMatrix]:
+        """(choice, selection distribution, policy) of one scoring pass, as :meth:`route` gives them, for a caller
+        that reads no scores (a protocol scoring the router): where the distribution is the default softmax and
+        the router's scores are its own new array (``fresh_scores``), the softmax is written over them, so the
+        pass holds one (n, m) float64 matrix instead of two. The numbers are those of :meth:`route`."""
+        default = type(self)._distribution is Router._distribution
+        # the promise binds the class that defines ``_scores``: a subclass overriding it without saying so is not
+        # taken at its parent's word
+        owner = next(c for c in type(self).__mro__ if "_scores" in vars(c))
+        fresh = bool(vars(owner).get("fresh_scores", False))
+        if not (fresh and default and not self.explores):
+            routed = self.route(features)
+            return routed.choice, routed.distribution, routed.policy
+        s = self.scores(features)
+        choice = np.asarray(s.argmax(axis=1), dtype=np.intp)
+        if not s.flags.writeable:
+            s = s.copy()
+        p = self._checked(softmax(s, out=s), s, "selection distribution")
+        return choice, p, p
 
     def _checked(self, dist: npt.ArrayLike, s: FloatMatrix, what: str) -> FloatMatrix:
         p = np.asarray(dist, dtype=np.float64)

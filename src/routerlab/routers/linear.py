@@ -95,6 +95,7 @@ class LinearRouter(Router):
     with SGD (batch 1, lr 1e-2, 10 epochs); same model class, deterministic and exact."""
 
     name = "linear"
+    fresh_scores = True  # X @ W: a new matrix each call
     logged_recipe = "masked"  # per-actor ridge over the observed cells: only the logged actor gets a target
     summary = "RouterEval LinearR: per-actor ridge regression of score on the query vector"
     defaults: ClassVar[dict[str, Any]] = {"alpha": 1.0}

@@ -33,6 +33,7 @@ class KNNRouter(Router):
 
     name = "knn"
     logged_recipe = "correct-only"  # routerworld G.1: the selected model as label, correct samples only
+    fresh_scores = True  # propagate's output: a new matrix each call
     summary = "mean score of each actor on the k nearest train queries (cosine, k=5)"
     defaults: ClassVar[dict[str, Any]] = {"k": 5, "metric": "cosine", "weighted": False}
     constraints: ClassVar[dict[str, Constraint]] = {
