@@ -607,7 +607,10 @@ class FullObservability(Protocol):
         s: FullSettings = settings
         sp, features = shared_features(table, s, seed, context)
         held = [table]
-        del table  # handed over, not kept: evaluate lets the whole table go once it is split
+        # handed over, not kept: evaluate lets the whole table go once it is split. The three evaluation protocols
+        # spell this call out instead of sharing a helper that forwards **options: a call with ** packs the
+        # positional table into an argument tuple that stays alive for the whole run (tests/protocols/test_memory)
+        del table
         ev = evaluate(held.pop(), list(routers), split=sp, encoder=s.encoder, seed=seed, n_boot=s.n_boot,
                       features=features, skip_inapplicable=s.skip_inapplicable, sweep=s.sweep,
                       compare_to=s.compare_to, cache_dir=context.cache_dir if context else None)
