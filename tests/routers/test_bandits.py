@@ -336,3 +336,19 @@ def test_act_samples_the_real_distribution(data: Data) -> None:
     np.testing.assert_array_equal(propensity, p[np.arange(rows.shape[0]), actor])
     greedy = router.choose(features)
     assert abs(float((actor == greedy).mean()) - (0.5 + 0.5 / data.test.n_actors)) < 0.02
+
+
+def test_a_singular_ridge_matrix_takes_its_pseudo_inverse() -> None:
+    """A vanishing l2 (the fuzz case linucb:l2=1.76e-75) on a rank-deficient design leaves A singular: the
+    minimum-norm solution is used instead of numpy's LinAlgError escaping the router; a regular A is inverted
+    exactly as before."""
+    from routerlab.routers.bandits import _symmetric_inverse
+
+    singular = np.array([[[1.0, 1.0], [1.0, 1.0]]]) + 1e-75 * np.eye(2)
+    with pytest.raises(np.linalg.LinAlgError):
+        np.linalg.inv(singular)
+    got = _symmetric_inverse(singular)
+    assert np.allclose(got[0], np.linalg.pinv(singular[0])) and np.array_equal(got[0], got[0].T)
+    regular = np.array([[[2.0, 0.5], [0.5, 1.0]]])
+    inv = np.linalg.inv(regular)
+    assert np.array_equal(_symmetric_inverse(regular), 0.5 * (inv + np.swapaxes(inv, 1, 2)))

@@ -192,7 +192,13 @@ def ridge_statistics(Z: F64, R: F64, l2: float) -> tuple[F64, F64, float]:
 
 
 def _symmetric_inverse(A: F64) -> F64:
-    inv = np.linalg.inv(A)
+    """The inverses of the per-actor ridge matrices, symmetrised. A vanishing ``l2`` (say 1e-75) on a rank-deficient
+    design leaves a matrix singular in floating point: its pseudo-inverse (the minimum-norm ridge solution) is used
+    then, instead of numpy's LinAlgError escaping the router."""
+    try:
+        inv = np.linalg.inv(A)
+    except np.linalg.LinAlgError:
+        inv = np.linalg.pinv(A, hermitian=True)
     return np.asarray(0.5 * (inv + np.swapaxes(inv, 1, 2)))
 
 
