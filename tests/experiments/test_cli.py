@@ -218,3 +218,24 @@ def test_one_experiment_reaches_all_nine_protocols(tmp_path: Path, capsys: pytes
     # society and scaling: one cell each (router ''), whatever the router list
     _, cells = query(store, "SELECT protocol, count(*) FROM cells WHERE router = '' GROUP BY protocol ORDER BY 1")
     assert cells == [("scaling", 1), ("society", 1)]
+
+
+def test_path_settings_are_relative_to_the_experiment_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                                           ) -> None:
+    """ope's logs (declared path=True) name a file beside the experiment, as a string or an array."""
+    from routerlab.experiments.schema import load_experiment
+    from routerlab.experiments.store import query
+
+    (tmp_path / "logs").mkdir()
+    assert main(["log", "--part", "test", "--seed", "1", "-o", str(tmp_path / "logs" / "test.csv")]) == 0
+    capsys.readouterr()
+    for logs in ('"logs/test.csv"', '["logs/test.csv"]'):
+        exp = tmp_path / "exp.toml"
+        exp.write_text(f'name = "p"\nrouters = ["best-single"]\nseeds = [0]\nprotocols = [{{ name = "ope", logs = '
+                       f'{logs} }}]\n[settings]\nn_boot = 40\n[[tables]]\npath = "demo"\n', encoding="utf-8")
+        spec = load_experiment(exp).protocols[0]
+        assert [str(p) for p in (spec.options["logs"] if isinstance(spec.options["logs"], list)
+                                 else [spec.options["logs"]])] == [str(tmp_path / "logs" / "test.csv")]
+    assert main(["run", str(exp), "--store", str(tmp_path / "s"), "--backend", "serial"]) == 0
+    _, rows = query(tmp_path / "s", "SELECT count(*) FROM results WHERE protocol = 'ope' AND slice LIKE 'estimator=%'")
+    assert rows[0][0] > 0

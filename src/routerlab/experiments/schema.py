@@ -358,14 +358,22 @@ def _locate(source: Path, where: str) -> Callable[[str], str]:
 
 
 def _anchor_paths(settings_cls: Any, options: dict[str, Any], base: Path) -> dict[str, Any]:
-    """Settings declared as paths (``logs = "logs/test.csv"``) made relative to the experiment file's directory."""
+    """Settings declared as paths (``logs = "logs/test.csv"``, or an array of them) made relative to the experiment
+    file's directory."""
     infos = settings_cls.settings_info()
     out = dict(options)
+    def anchored(value: str) -> str:
+        p = Path(value.strip()).expanduser()
+        return str(p if p.is_absolute() else base / p)
+
     for key, value in options.items():
         info = infos.get(key)
-        if info is not None and info.path and isinstance(value, str) and value.strip():
-            p = Path(value.strip()).expanduser()
-            out[key] = str(p if p.is_absolute() else base / p)
+        if info is None or not info.path:
+            continue
+        if isinstance(value, str) and value.strip():
+            out[key] = anchored(value)
+        elif isinstance(value, list):  # several files (ope's logs = ["a.csv", "b.csv"])
+            out[key] = [anchored(v) if isinstance(v, str) and v.strip() else v for v in value]
     return out
 
 

@@ -493,14 +493,14 @@ class OPESettings(ProtocolSettings):
     """``routerlab ope``'s settings: which log (a file, or one simulated from the table), the estimators and their
     intervals, what the routers train on, and DR's reward model."""
 
-    logs: tuple[str, ...] | None = setting(None, LOGS_HELP, check=_check_log_files, option="LOGS")
+    logs: tuple[str, ...] | None = setting(None, LOGS_HELP, check=_check_log_files, option="LOGS", path=True)
     logging: str = setting("uniform", LOGGING_HELP, check=_check_policy)
     estimators: tuple[str, ...] = setting(list(op.ESTIMATORS), "estimators: ips, snips, dr",
                                           check=_check_estimators)
     interval: str = setting("bootstrap", "95% interval: bootstrap (percentile, over logged queries) or normal "
                             "(each estimator's own)", Options(set(INTERVALS)))
     train_logs: tuple[str, ...] | None = setting(None, "train on these logs (logged feedback) instead of the "
-                                                 "table's train split", check=_check_log_files)
+                                                 "table's train split", check=_check_log_files, path=True)
     reward_model: str = setting("ridge", "DR's reward model: ridge (cross-fitted, on query features) or mean "
                                 "(cross-fitted per-actor mean)", Options(set(REWARD_MODELS)))
     encoder: str = setting("tfidf", ENCODER_HELP, check=check_encoder)

@@ -599,10 +599,10 @@ class RobustnessSettings(ProtocolSettings):
               "first p)", Range(int, 1, MAX_VARIANTS))
     variants_file: str | None = setting(
         None, "bring your own variants (routerlab perturb's JSON lines) instead of generating them",
-        check=_check_path)
+        check=_check_path, path=True)
     outcomes: str | None = setting(
         None, "a table of the variants' outcomes (routerlab collect --variants): tests the invariance assumption",
-        check=_check_path)
+        check=_check_path, path=True)
     backend: str | None = setting(
         None, "LLM backend KIND:MODEL[,key=value...] that writes the paraphrase and rambling levels (without it "
               "they are not generated) and that the prompted router asks, e.g. local:smollm2-135m,threads=1",
@@ -612,7 +612,7 @@ class RobustnessSettings(ProtocolSettings):
                        Range(int, 1, 100))
     cache_dir: str | None = setting(
         None, "call cache directory of the backend (default: $ROUTERLAB_CACHE_DIR/llm or ~/.cache/routerlab/llm); "
-              "it changes no number", check=_check_cache_dir)
+              "it changes no number", check=_check_cache_dir, path=True)
     max_queries: int | None = setting(
         None, "perturb at most this many evaluable test queries, a seeded sample (none = every test query)",
         Range(int, 1, None))

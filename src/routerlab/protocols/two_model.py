@@ -249,7 +249,7 @@ class TwoModelSettings(ProtocolSettings):
     large: str | None = setting(None, f"the large model: the actor a query is escalated to {PAIR_HELP}")
     features: str | None = setting(
         None, "the small model's signals: a routerlab extract directory or an .npz of arrays (ids + hidden / "
-              "option_logits / self_ask / samples), joined by query id", check=check_features)
+              "option_logits / self_ask / samples), joined by query id", check=check_features, path=True)
     id_datasets: tuple[str, ...] | None = setting(
         None, "in-domain datasets (default: every dataset not named out-of-domain)", option="--id")
     ood_datasets: tuple[str, ...] | None = setting(
