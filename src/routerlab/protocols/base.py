@@ -31,7 +31,7 @@ from routerlab._registry import Registry
 from routerlab._spec import Constraint, Interval, Options
 from routerlab.data.provenance import Provenance
 from routerlab.data.table import RoutingTable
-from routerlab.errors import RouterlabError, UsageError
+from routerlab.errors import UsageError
 
 SEED_MAX = 2**32 - 1
 MIN_BOOT = 40  # the fewest resamples whose 2.5% and 97.5% tails each hold one resample (alpha / 2 * n >= 1)
@@ -97,8 +97,6 @@ def value_kind(value: Any, list_word: str = "a list") -> str:
     return type(value).__name__
 
 
-_kind = value_kind
-
 
 def _base_type(tp: Any) -> tuple[Any, bool, bool]:
     """(element type, optional?, list?) of an annotation such as ``int``, ``str | None`` or ``tuple[int, ...]``."""
@@ -121,30 +119,30 @@ def _scalar(value: Any, kind: Any) -> Any:
             return value
         if isinstance(value, str) and value.strip().lower() in {"true", "false"}:
             return value.strip().lower() == "true"
-        raise UsageError(f"must be true or false, got {_kind(value)}")
+        raise UsageError(f"must be true or false, got {value_kind(value)}")
     if kind is int:
         if isinstance(value, str):
             try:
                 return int(value.strip())
             except ValueError:
-                raise UsageError(f"must be an integer, got {_kind(value)}") from None
+                raise UsageError(f"must be an integer, got {value_kind(value)}") from None
         if isinstance(value, bool) or not isinstance(value, int):
             if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-                raise UsageError(f"must be an integer, got {_kind(value)}: write {int(value)}")
-            raise UsageError(f"must be an integer, got {_kind(value)}")
+                raise UsageError(f"must be an integer, got {value_kind(value)}: write {int(value)}")
+            raise UsageError(f"must be an integer, got {value_kind(value)}")
         return value
     if kind is float:
         if isinstance(value, str):
             try:
                 return float(value.strip())
             except ValueError:
-                raise UsageError(f"must be a number, got {_kind(value)}") from None
+                raise UsageError(f"must be a number, got {value_kind(value)}") from None
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise UsageError(f"must be a number, got {_kind(value)}")
+            raise UsageError(f"must be a number, got {value_kind(value)}")
         return float(value)
     if kind is str:
         if not isinstance(value, str):
-            raise UsageError(f"must be a string, got {_kind(value)}")
+            raise UsageError(f"must be a string, got {value_kind(value)}")
         if not value.strip():
             raise UsageError("must not be empty")
         return value.strip()
@@ -332,17 +330,6 @@ def check_encoder(value: str) -> str:
     return value
 
 
-def check_routers_spec(value: str) -> str:
-    """One router spec, instantiated once so that an unknown name or bad option fails before any work."""
-    from routerlab.routers.base import get_router
-
-    try:
-        get_router(value)
-    except (TypeError, ValueError) as exc:
-        raise UsageError(f"bad router {value!r}: {exc}") from None
-    return value
-
-
 NBOOT = Interval(int, MIN_BOOT, MAX_BOOT)
 SPLIT_HELP = "train/test split: given, random[:F] (seeded) or ood:DS1,DS2"
 ENCODER_HELP = "query encoder: tfidf, minilm or precomputed:path=FILE"
@@ -520,10 +507,7 @@ def run_protocol(name: str, table: RoutingTable, settings: Mapping[str, Any] | P
         raise UsageError(f"protocol {name} takes {proto.Settings.__name__}, got {type(settings).__name__}")
     check_seed(seed)
     proto.check_routers(routers)
-    try:
-        return proto.run(table, settings, seed, routers, context)
-    except RouterlabError:
-        raise
+    return proto.run(table, settings, seed, routers, context)
 
 
 __all__ = ["MAX_BOOT", "MIN_BOOT", "NBOOT", "PROTOCOLS", "Interval", "MetricRecord", "Options", "Protocol",
