@@ -16,16 +16,12 @@ from routerlab.cli import app
 from routerlab.cli._io import check_output_dir, emit_record, json_option, open_table, print_json, seed_option
 from routerlab.cli._protocol import option_help, run_from_cli, with_protocol
 from routerlab.errors import UsageError
+from routerlab.protocols.base import MAX_BOOT, MIN_BOOT
 from routerlab.protocols.groups import GroupsSettings
 from routerlab.protocols.scaling import ScalingSettings
 
 if TYPE_CHECKING:
     from routerlab.protocols.full import Evaluation
-
-# The fewest resamples for a 95% percentile interval whose 2.5% and 97.5% tails each hold at least one
-# resample (alpha / 2 * n_boot >= 1); fewer would make the interval bounds a single arbitrary resample.
-MIN_BOOT = 40
-MAX_BOOT = 1_000_000
 
 TABLE_HELP = "A table directory (default: the embedded demo benchmark)."
 SPLIT_HELP = "Train/test split: given, random[:F] (seeded) or ood:DS1,DS2."

@@ -20,11 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from routerlab.errors import RouterlabError, UsageError
-from routerlab.protocols.base import get_protocol, protocol_names, value_kind
+from routerlab.protocols.base import MAX_BOOT, MIN_BOOT, SEED_MAX, get_protocol, protocol_names, value_kind
 
-SEED_MAX = 2**32 - 1
-MIN_BOOT = 40
-MAX_BOOT = 1_000_000
 DEMO = "demo"
 """``path = "demo"`` names the embedded demo benchmark (write ``"./demo"`` for a directory called demo)."""
 

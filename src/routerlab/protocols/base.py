@@ -34,7 +34,9 @@ from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 
 SEED_MAX = 2**32 - 1
-MIN_BOOT = 40  # the fewest resamples whose 2.5% and 97.5% tails each hold one resample (alpha / 2 * n >= 1)
+# The fewest resamples for a 95% percentile interval whose 2.5% and 97.5% tails each hold at least one
+# resample (alpha / 2 * n_boot >= 1); fewer would make the interval bounds a single arbitrary resample.
+MIN_BOOT = 40
 MAX_BOOT = 1_000_000
 
 
