@@ -117,41 +117,38 @@ def ood_split(table: RoutingTable, test_datasets: list[str]) -> Split:
                  {"test_datasets": sorted(test_datasets)})
 
 
-def make_split(table: RoutingTable, spec: str = "given", seed: int = 0) -> Split:
-    """Parse a split spec: ``given``, ``given:val``, ``random``, ``random:0.3`` or ``ood:DS1,DS2``."""
+def _split_parts(spec: str) -> tuple[str, Any]:
+    """A split spec's kind and argument, its form checked: ``("given", NAME | None)``, ``("random", fraction)``
+    or ``("ood", [datasets])``; any other form is a UsageError."""
     kind, _, arg = spec.partition(":")
     if kind == "given":
-        return given_split(table, arg or None)
+        return kind, arg or None
     if kind == "random":
         try:
-            frac = float(arg) if arg else 0.2
+            return kind, float(arg) if arg else 0.2
         except ValueError:
             raise UsageError(f"bad split {spec!r}: 'random:F' needs a fraction, e.g. random:0.2") from None
-        return random_split(table, frac, seed)
     if kind == "ood":
         names = [s for s in arg.split(",") if s]
         if not names:
             raise UsageError("bad split 'ood': name the held-out datasets, e.g. ood:gsm8k,mbpp")
-        return ood_split(table, names)
+        return kind, names
     raise UsageError(f"unknown split {spec!r}; use given, random[:F] or ood:DS1,DS2")
+
+
+def make_split(table: RoutingTable, spec: str = "given", seed: int = 0) -> Split:
+    """Parse a split spec: ``given``, ``given:val``, ``random``, ``random:0.3`` or ``ood:DS1,DS2``."""
+    kind, arg = _split_parts(spec)
+    if kind == "given":
+        return given_split(table, arg)
+    if kind == "random":
+        return random_split(table, arg, seed)
+    return ood_split(table, arg)
 
 
 def check_split_spec(spec: str) -> None:
     """Check a split spec's form (``given[:NAME]``, ``random[:F]`` with F in (0, 1), ``ood:DS1,DS2``) before any
     table is read; whether the named splits or datasets exist is checked by :func:`make_split`."""
-    kind, _, arg = spec.partition(":")
-    if kind == "given":
-        return
-    if kind == "random":
-        try:
-            frac = float(arg) if arg else 0.2
-        except ValueError:
-            raise UsageError(f"bad split {spec!r}: 'random:F' needs a fraction, e.g. random:0.2") from None
-        if not 0.0 < frac < 1.0:
-            raise UsageError(f"bad split {spec!r}: the test fraction must be in (0, 1)")
-        return
-    if kind == "ood":
-        if not [s for s in arg.split(",") if s]:
-            raise UsageError("bad split 'ood': name the held-out datasets, e.g. ood:gsm8k,mbpp")
-        return
-    raise UsageError(f"unknown split {spec!r}; use given, random[:F] or ood:DS1,DS2")
+    kind, arg = _split_parts(spec)
+    if kind == "random" and not 0.0 < arg < 1.0:
+        raise UsageError(f"bad split {spec!r}: the test fraction must be in (0, 1)")
