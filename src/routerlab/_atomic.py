@@ -123,6 +123,21 @@ def _merge(src: Path, dst: Path) -> None:
             os.replace(entry, there)
 
 
+def _temp_beside(target: Path) -> Path:
+    """A fresh temporary directory beside the directory ``target`` (mode ``0777 & ~umask``), for
+    :func:`atomic_directory` and :func:`replace_directory`; ``target`` being a file is a DataError."""
+    if target.exists() and not target.is_dir():
+        raise DataError("exists and is a file, not a directory; refusing to overwrite it", file=target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    try:
+        os.chmod(tmp, _dir_mode())
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return tmp
+
+
 @contextmanager
 def atomic_directory(target: Path) -> Iterator[Path]:
     """Yield a fresh temporary directory beside ``target`` (mode ``0777 & ~umask``) and publish it on exit.
@@ -135,12 +150,8 @@ def atomic_directory(target: Path) -> Iterator[Path]:
     of that name (or the reverse), is a :class:`~routerlab.errors.DataError`.
     """
     target = Path(target)
-    if target.exists() and not target.is_dir():
-        raise DataError("exists and is a file, not a directory; refusing to overwrite it", file=target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    tmp = _temp_beside(target)
     try:
-        os.chmod(tmp, _dir_mode())
         yield tmp
         if not target.exists():
             try:
@@ -170,12 +181,8 @@ def replace_directory(target: str | os.PathLike[str]) -> Iterator[Path]:
     rewritten, not merged). On any exception the temporary directory is removed and ``target`` is left
     as it was. The caller decides whether ``target`` may be replaced (a file there is a DataError)."""
     target = Path(target)
-    if target.exists() and not target.is_dir():
-        raise DataError("exists and is a file, not a directory; refusing to overwrite it", file=target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    tmp = _temp_beside(target)
     try:
-        os.chmod(tmp, _dir_mode())
         yield tmp
         if target.exists():
             old = target.with_name(f".{target.name}.old-{os.getpid()}-{threading.get_ident()}")
