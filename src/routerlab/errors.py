@@ -44,3 +44,9 @@ class DataError(RouterlabError):
 
 class UsageError(RouterlabError):
     """A request that cannot be carried out as asked (unknown format, bad option value)."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during long work that keeps what it finished. The message says what was kept and how to resume
+    (``"32 of 64 cells stored in DIR; rerun the same command to resume"``); the CLI prints it as one line and
+    exits with code 130. A subclass of :class:`KeyboardInterrupt`, so every handler of a Ctrl-C still sees one."""

@@ -2,7 +2,9 @@
 
 Each command lives in a module of this package named after it and registers itself on ``app``.
 User errors (:class:`routerlab.errors.RouterlabError`) and command-line usage errors (an unknown
-option, a number out of range) print one line and exit with code 2.
+option, a number out of range) print one line and exit with code 2. Ctrl-C prints one line saying
+what was kept and how to go on (:class:`routerlab.errors.Interrupted` carries a command's own line)
+and exits with code 130.
 """
 
 from __future__ import annotations
@@ -15,12 +17,43 @@ from typing import Any
 
 import typer
 from typer._click import exceptions as click  # typer vendors click; its usage errors live here
+from typer.core import TyperGroup
 from typer.models import CommandInfo
 
 from routerlab._registry import Registry
-from routerlab.errors import RouterlabError
+from routerlab.errors import Interrupted, RouterlabError
+
+INTERRUPTED_GENERIC = "nothing partial was written (files are published whole or not at all); rerun the same " \
+    "command to start again"
+"""The Ctrl-C line of a command that keeps no partial work (long ones raise :class:`Interrupted` with their own)."""
+
+
+class _Stopped(Exception):
+    """A Ctrl-C inside a command, carried out of click (which would end it as a silent exit 130)."""
+
+    def __init__(self, cause: KeyboardInterrupt) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+class _RootGroup(TyperGroup):
+    """The ``routerlab`` group: a Ctrl-C while a command runs reaches :func:`main`, which says what was kept."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            raise _Stopped(exc) from None
+
+
+def interrupted_line(exc: KeyboardInterrupt) -> str:
+    """The one line printed on Ctrl-C: the command's own (an :class:`Interrupted`) or the generic one."""
+    said = str(exc).strip() if isinstance(exc, Interrupted) else ""
+    return f"routerlab: interrupted: {said or INTERRUPTED_GENERIC}"
+
 
 app = typer.Typer(
+    cls=_RootGroup,
     name="routerlab",
     help="Measure whether LLM routing is accurate, cheap, fast, robust and meaningful, on real data.",
     no_args_is_help=True,
@@ -111,13 +144,16 @@ def _run_command(argv: list[str] | None) -> int:
         message = " ".join(exc.format_message().split())
         print(f"routerlab: error: {message}{where}", file=sys.stderr)
         return exc.exit_code
-    except typer.Abort:
+    except _Stopped as exc:
+        print(interrupted_line(exc.cause), file=sys.stderr)
+        return 130
+    except typer.Abort:  # end of input at a prompt
         print("routerlab: interrupted", file=sys.stderr)
         return 130
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except KeyboardInterrupt:
-        print("routerlab: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # before a command started (loading the commands, parsing)
+        print(interrupted_line(exc), file=sys.stderr)
         return 130
 
 

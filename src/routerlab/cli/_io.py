@@ -1,18 +1,22 @@
-"""Small shared pieces of the CLI: opening a table argument, printing JSON, checking an output path."""
+"""Small shared pieces of the CLI: opening a table argument, printing JSON, checking an output path (and refusing
+to overwrite one without ``--force``)."""
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import typer
 from typer.models import OptionInfo
 
 from routerlab._atomic import probe_writable
 from routerlab.data.table import RoutingTable
-from routerlab.errors import UsageError
+from routerlab.errors import Interrupted, UsageError
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 # Seeds are 32-bit: numpy refuses negative seeds, and some seeded draws pack the seed into an int64 array.
 SEED_MAX = 2**32 - 1
@@ -28,6 +32,70 @@ def json_option(help_text: str = "Print one JSON object instead of text.") -> Op
     """A plain ``--json`` flag (no ``<bool>`` in the help)."""
     option: OptionInfo = typer.Option("--json", metavar="", help=help_text)
     return option
+
+
+FORCE_HELP = "Overwrite an output that already exists (files of the same names are replaced, no other is removed)."
+
+
+def force_option(help_text: str = FORCE_HELP) -> OptionInfo:
+    """The ``--force`` flag of every command that writes a file or directory (see :func:`refuse_overwrite`)."""
+    option: OptionInfo = typer.Option("--force", metavar="", help=help_text)
+    return option
+
+
+def refuse_overwrite(path: Path, force: bool, *, option: str = "-o", what: str | None = None) -> None:
+    """The one rule of every output a command writes: one that is already there (a file, or a directory that is
+    not empty) is overwritten only with ``--force``; without it, one UsageError (exit 2) naming the option and the
+    path, before anything is loaded. ``what`` says what is there where the caller knows (a routerlab table).
+    Resumable outputs (the results store, the audit and call caches, extract's signals directory) do not come
+    here: a rerun reusing them is what they are for."""
+    if force:
+        return
+    if what is None:
+        if path.is_dir():
+            try:
+                if not any(path.iterdir()):
+                    return
+            except OSError:  # an unreadable directory: whether it holds anything is unknown
+                pass
+            what = "already exists and is not empty"
+        elif path.exists() or path.is_symlink():
+            what = "already exists"
+        else:
+            return
+    raise UsageError(f"{option} {path}: {what}; pass --force to overwrite it")
+
+
+def on_interrupt(say: Callable[[dict[str, Any]], str | None]) -> Callable[[F], F]:
+    """Decorate a long command (under ``@app.command``) with its own Ctrl-C line: ``say(arguments)``, given the
+    command's arguments by name, tells what was kept and how to resume (None: the generic line). The CLI prints
+    it and exits with code 130 (:class:`routerlab.errors.Interrupted`); a line raised deeper down wins."""
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except Interrupted:
+                raise
+            except KeyboardInterrupt:
+                line = say(kwargs)
+                if line is None:
+                    raise
+                raise Interrupted(line) from None
+
+        return cast(F, command)
+
+    return decorate
+
+
+def call_cache_kept(cache_dir: Path | None, what: str, lost: str) -> str:
+    """The Ctrl-C line of a command whose LLM calls go through the on-disk call cache: ``what`` came back so far
+    and is kept there, ``lost`` says what was not written; the same command resumes."""
+    from routerlab.llm.cache import default_cache_dir
+
+    where = cache_dir if cache_dir is not None else default_cache_dir()
+    return (f"the {what} received so far are kept in the call cache {where}, {lost}; rerun the same command to "
+            "resume (a cached call is not made again)")
 
 
 def open_table(path: Path | None) -> RoutingTable:

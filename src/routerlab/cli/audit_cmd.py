@@ -10,7 +10,15 @@ from typing import Annotated, Any
 import typer
 
 from routerlab.cli import app
-from routerlab.cli._io import check_output_dir, json_option, open_table, print_json, seed_option
+from routerlab.cli._io import (
+    check_output_dir,
+    force_option,
+    json_option,
+    open_table,
+    print_json,
+    refuse_overwrite,
+    seed_option,
+)
 from routerlab.data.table import RoutingTable
 
 
@@ -45,6 +53,7 @@ def audit_cmd(
         "--cache-dir", help="The audit cache (default: $ROUTERLAB_CACHE_DIR/audit or ~/.cache/routerlab/audit).",
     )] = None,
     as_json: Annotated[bool, json_option("Print the audit record (results.json) as JSON.")] = False,
+    force: Annotated[bool, force_option()] = False,
 ) -> None:
     """Audit a routing table: findings first, then data quality, bounds and every capability's section."""
     from routerlab.errors import UsageError
@@ -66,6 +75,7 @@ def audit_cmd(
     if cache_dir is not None:
         check_output_dir(cache_dir, option="--cache-dir")
     check_output_dir(output)
+    refuse_overwrite(output, force)
     table = open_table(table_dir)
     options: dict[str, Any] = {"quick": quick} if quick else {}
     if small is not None and large is not None:

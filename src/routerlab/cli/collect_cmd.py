@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from routerlab.cli import app
-from routerlab.cli._io import json_option, print_json, seed_option
+from routerlab.cli._io import call_cache_kept, json_option, on_interrupt, print_json, seed_option
 from routerlab.errors import UsageError
 
 KIND_CHOICES = {"all": ("mc", "short"), "mc": ("mc",), "short": ("short",)}
@@ -23,6 +23,7 @@ ACTORS_HELP = ("Actors as NAME=KIND:MODEL[,key=value...], comma-separated: NAME=
 
 
 @app.command("collect")
+@on_interrupt(lambda a: call_cache_kept(a["cache_dir"], "answers", "the table not written"))
 def collect_cmd(
     questions: Annotated[Path, typer.Argument(
         help="A table directory whose queries carry gold answers (MMLU-Pro or LLMRouter imports) or a .jsonl "

@@ -87,7 +87,7 @@ def _check_output(output: Path, force: bool) -> None:
     With ``--force`` an existing table is replaced atomically by the save; a directory holding other
     files is never overwritten (the save refuses it too).
     """
-    from routerlab.cli._io import check_output_dir
+    from routerlab.cli._io import check_output_dir, refuse_overwrite
     from routerlab.data.store import MANIFEST
     from routerlab.errors import DataError
 
@@ -97,8 +97,7 @@ def _check_output(output: Path, force: bool) -> None:
     if not output.exists():
         return
     if (output / MANIFEST).exists():
-        if not force:
-            raise DataError("already holds a routerlab table; pass --force to replace it", file=output)
+        refuse_overwrite(output, force, what="already holds a routerlab table")  # every command's rule
         return
     if any(output.iterdir()):
         raise DataError("exists and is not empty (not a routerlab table); choose a new or empty directory",

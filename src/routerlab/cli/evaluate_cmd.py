@@ -13,7 +13,16 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from routerlab.cli import app
-from routerlab.cli._io import check_output_dir, emit_record, json_option, open_table, print_json, seed_option
+from routerlab.cli._io import (
+    check_output_dir,
+    emit_record,
+    force_option,
+    json_option,
+    open_table,
+    print_json,
+    refuse_overwrite,
+    seed_option,
+)
 from routerlab.cli._protocol import option_help, run_from_cli, with_protocol
 from routerlab.errors import UsageError
 from routerlab.protocols.base import MAX_BOOT, MIN_BOOT
@@ -74,6 +83,7 @@ def evaluate_cmd(
     as_json: Annotated[bool, json_option()] = False,
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", help="Directory for the JSON record, per-query choices and plots.")] = None,
+    force: Annotated[bool, force_option()] = False,
 ) -> None:
     """Train routers on the train split and evaluate them on the test split, every metric with a 95% CI.
 
@@ -96,6 +106,7 @@ def evaluate_cmd(
     resolve_compare_to(compare_to, specs, option="--compare-to")
     if output is not None:
         check_output_dir(output)
+        refuse_overwrite(output, force)
     # the table goes straight into the protocol, which lets it go once it is split (this command keeps no
     # reference): at RouterEval scale the routers then train beside the split's parts, not the whole table too
     result = proto.run(open_table(table_dir), settings, seed, specs)
@@ -144,6 +155,7 @@ def scaling_cmd(
     seed: Annotated[int, seed_option("Seed for the split and the actor subsets.")] = 0,
     as_json: Annotated[bool, json_option()] = False,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write scaling.json and scaling.png.")] = None,
+    force: Annotated[bool, force_option()] = False,
 ) -> None:
     """Model-level scaling curve: mu_o of r_o(p) and the best single actor against pool size (SPEC 4)."""
     from routerlab.protocols.scaling import ScalingCurve
@@ -154,6 +166,7 @@ def scaling_cmd(
     settings = ScalingSettings.from_cli(m=m, p=p, samples=samples, split=split)
     if output is not None:
         check_output_dir(output)
+        refuse_overwrite(output, force)
     table = open_table(table_dir)
     result = run_from_cli("scaling", table, settings, seed)
     curve: ScalingCurve = result.native
@@ -192,6 +205,7 @@ def groups_cmd(
         "--skip-inapplicable", metavar="", help=option_help(GroupsSettings, "skip_inapplicable"))] = False,
     as_json: Annotated[bool, json_option()] = False,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Directory to write groups.json to.")] = None,
+    force: Annotated[bool, force_option()] = False,
 ) -> None:
     """Candidate groups (all-strong, all-weak, strong-to-weak; SPEC 4), every router evaluated on each."""
     from routerlab.protocols.groups_eval import GroupEvaluations
@@ -202,6 +216,7 @@ def groups_cmd(
                                        compare_to=compare_to, skip_inapplicable=skip_inapplicable or None)
     if output is not None:
         check_output_dir(output)
+        refuse_overwrite(output, force)
     table = open_table(table_dir)
     result = run_from_cli("groups", table, settings, seed, specs)
     native: GroupEvaluations = result.native

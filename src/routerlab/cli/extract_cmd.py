@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from routerlab.cli import app
-from routerlab.cli._io import json_option, print_json, seed_option
+from routerlab.cli._io import json_option, on_interrupt, print_json, seed_option
 from routerlab.errors import UsageError
 
 MODEL_HELP = ("The local model as KIND:MODEL[,key=value...]: local:smollm2-135m,threads=1, local:qwen2.5-coder-1.5b, "
@@ -26,6 +26,7 @@ MODEL_HELP = ("The local model as KIND:MODEL[,key=value...]: local:smollm2-135m,
 
 
 @app.command("extract")
+@on_interrupt(lambda a: signals_kept(a["output"], a["shard_size"]))
 def extract_cmd(
     model: Annotated[str, typer.Option("--model", "-m", help=MODEL_HELP)],
     questions: Annotated[Path, typer.Option(
@@ -88,6 +89,16 @@ def extract_cmd(
     from routerlab.reports.files import say_written
 
     say_written([output], to_stderr=as_json)
+
+
+def signals_kept(output: Path, shard_size: int) -> str:
+    """The Ctrl-C line: how many questions' signals the directory holds now (shards are written whole, every
+    ``shard_size`` questions), and that the same command goes on from there."""
+    from routerlab.llm.extract import stored_ids
+
+    n = len(stored_ids(output)) if output.is_dir() else 0
+    return (f"{output} holds the signals of {n} question{'' if n == 1 else 's'} (a shard is written every "
+            f"{shard_size}); rerun the same command to resume")
 
 
 def _check_signals_dir(output: Path, settings: Any) -> None:

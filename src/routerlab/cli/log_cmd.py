@@ -11,7 +11,15 @@ from typing import Annotated
 import typer
 
 from routerlab.cli import app
-from routerlab.cli._io import check_file_parent, json_option, open_table, print_json, seed_option
+from routerlab.cli._io import (
+    check_file_parent,
+    force_option,
+    json_option,
+    open_table,
+    print_json,
+    refuse_overwrite,
+    seed_option,
+)
 from routerlab.errors import UsageError
 
 LOG_SUFFIXES = (".csv", ".jsonl", ".parquet")
@@ -46,6 +54,7 @@ def log_cmd(
         help="Query encoder of the policy's router: tfidf, minilm or precomputed:path=FILE.")] = "tfidf",
     seed: Annotated[int, seed_option("Seed for the split, the policy's router and the logging draws.")] = 0,
     as_json: Annotated[bool, json_option("Print the log's summary as one JSON object.")] = False,
+    force: Annotated[bool, force_option("Overwrite the log file (and its actors side-file) if it exists.")] = False,
 ) -> None:
     """Simulate a deployment: a logging policy picks one actor per query, only its outcome is kept (SPEC 1)."""
     from routerlab.data.logs import write_logs
@@ -58,6 +67,10 @@ def log_cmd(
     if part not in PARTS:
         raise UsageError(f"--part must be one of {', '.join(PARTS)}, got {part!r}")
     check_log_path(output)
+    from routerlab.data.longformat import actors_path_for
+
+    for path in (output, actors_path_for(output)):
+        refuse_overwrite(path, force)
     table = open_table(table_dir)
     logs = simulate_logs(table, pol, part=part, split=split, seed=seed, encoder=encoder)
     written = list(write_logs(logs, output))

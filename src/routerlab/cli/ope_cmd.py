@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from routerlab.cli import app
-from routerlab.cli._io import check_output_dir, emit_record, json_option, open_table, seed_option
+from routerlab.cli._io import (
+    check_output_dir,
+    emit_record,
+    force_option,
+    json_option,
+    open_table,
+    refuse_overwrite,
+    seed_option,
+)
 from routerlab.cli.evaluate_cmd import router_specs
 from routerlab.metrics.catalog import label
 
@@ -56,6 +64,7 @@ def ope_cmd(
     n_boot: Annotated[int | None, typer.Option("--n-boot", help=_help("n_boot"))] = None,
     as_json: Annotated[bool, json_option()] = False,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Directory to write ope.json to.")] = None,
+    force: Annotated[bool, force_option()] = False,
 ) -> None:
     """Estimate routers' mu_o, cost, latency (and SPEC 5 metrics from simulated logs) from logs alone."""
     from routerlab.cli.log_cmd import LOG_SUFFIXES
@@ -74,6 +83,7 @@ def ope_cmd(
     refuse_bounds(specs)
     if output is not None:
         check_output_dir(output)
+        refuse_overwrite(output, force)
     table = open_table(None if first_is_log else table_dir)
     result = run_protocol("ope", table, settings, seed, specs)
     native: OPEResult = result.native

@@ -15,7 +15,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from routerlab.cli import app
-from routerlab.cli._io import check_file_parent, json_option, open_table, print_json, seed_option
+from routerlab.cli._io import (
+    call_cache_kept,
+    check_file_parent,
+    force_option,
+    json_option,
+    on_interrupt,
+    open_table,
+    print_json,
+    refuse_overwrite,
+    seed_option,
+)
 from routerlab.errors import UsageError
 from routerlab.perturb.base import DEFAULT_ASK, MAX_VARIANTS, perturb_queries
 
@@ -128,6 +138,8 @@ def summary_lines(levels: dict[str, dict[str, Any]], p: int) -> list[str]:
 
 
 @app.command("perturb")
+@on_interrupt(lambda a: None if a["backend"] is None else
+              call_cache_kept(a["cache_dir"], "rewrites", "the variants file not written"))
 def perturb_cmd(
     output: Annotated[Path, typer.Option("-o", "--output", help="Variants file to write (.jsonl).")],
     table_dir: Annotated[Path | None, typer.Argument(help=TABLE_HELP)] = None,
@@ -140,6 +152,7 @@ def perturb_cmd(
     ask: Annotated[int, typer.Option("--ask", min=1, max=100, help=ASK_HELP)] = DEFAULT_ASK,
     cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help=CACHE_HELP)] = None,
     as_json: Annotated[bool, json_option("Print the summary as one JSON object.")] = False,
+    force: Annotated[bool, force_option("Overwrite the variants file if it exists.")] = False,
 ) -> None:
     """Write up to p meaning-preserving variants of each query per perturbation level (SPEC 3): one JSON object
     {query_id, level, variant, text} per line. Numbers, formulae, code and option labels are never altered."""
@@ -152,6 +165,7 @@ def perturb_cmd(
     if part not in PARTS:
         raise UsageError(f"--part must be one of {', '.join(PARTS)}, got {part!r}")
     check_variants_path(output)
+    refuse_overwrite(output, force)
     check_cache_dir(cache_dir)
     spec = parse_backend(backend)
     llm = needs_llm(names)

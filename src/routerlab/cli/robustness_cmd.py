@@ -15,7 +15,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from routerlab.cli import app
-from routerlab.cli._io import check_output_dir, json_option, open_table, print_json, seed_option
+from routerlab.cli._io import (
+    call_cache_kept,
+    check_output_dir,
+    force_option,
+    json_option,
+    on_interrupt,
+    open_table,
+    print_json,
+    refuse_overwrite,
+    seed_option,
+)
 from routerlab.cli.evaluate_cmd import TABLE_HELP, router_specs
 from routerlab.errors import UsageError
 
@@ -33,6 +43,8 @@ def _help(name: str, more: str = "") -> str:
 
 
 @app.command("robustness")
+@on_interrupt(lambda a: None if a["backend"] is None else
+              call_cache_kept(a["cache_dir"], "LLM replies", "no result written"))
 def robustness_cmd(
     table_dir: Annotated[Path | None, typer.Argument(help=TABLE_HELP)] = None,
     routers: Annotated[str, typer.Option("--routers", help="Comma-separated router specs, e.g. knn:k=10,mlp.")] = (
@@ -56,6 +68,7 @@ def robustness_cmd(
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", help="Directory for the JSON record, its tables and the variants used (variants.jsonl)."
     )] = None,
+    force: Annotated[bool, force_option()] = False,
 ) -> None:
     """Routing robustness (SPEC 3): the share of a query's perturbed variants routed to the actor its original
     went to, per router, level and actor, with 95% CIs; with --outcomes, whether the best actor stays the same."""
@@ -73,6 +86,7 @@ def robustness_cmd(
         check_backend_for(specs, settings)
         if output is not None:
             check_output_dir(output)
+            refuse_overwrite(output, force)
         table = open_table(table_dir)
         result = run_protocol("robustness", table, settings, seed, specs)
     except SettingError as exc:  # a setting that the routers or the data rule out, under its option

@@ -11,7 +11,15 @@ from typing import Annotated, Any
 import typer
 
 from routerlab.cli import app
-from routerlab.cli._io import check_output_dir, json_option, open_table, print_json, seed_option
+from routerlab.cli._io import (
+    check_output_dir,
+    force_option,
+    json_option,
+    open_table,
+    print_json,
+    refuse_overwrite,
+    seed_option,
+)
 from routerlab.cli._protocol import option_help, run_from_cli, with_protocol
 from routerlab.progress import task
 from routerlab.protocols.society import SocietyReport, SocietySettings
@@ -87,6 +95,7 @@ def society_cmd(
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", help="Directory for society.json and the PNG plots.")] = None,
     seed: Annotated[int, seed_option("Seed of the random-subset baseline in the plot.")] = 0,
+    force: Annotated[bool, force_option()] = False,
 ) -> None:
     """Society diversity (HSE, SPEC 2): is the pool diverse enough for routing to mean anything?"""
     by_cols = [c for item in (by or []) for c in item.split(",") if c]
@@ -94,6 +103,7 @@ def society_cmd(
                                         by=by_cols or None, split=split, nan=nan, curve_max=curve_max)
     if output is not None:
         check_output_dir(output)
+        refuse_overwrite(output, force)
     from routerlab.reports.files import say_written
 
     table = open_table(table_dir)

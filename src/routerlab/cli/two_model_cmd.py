@@ -14,7 +14,15 @@ from typing import Annotated, Any
 import typer
 
 from routerlab.cli import app
-from routerlab.cli._io import check_output_dir, json_option, open_table, print_json, seed_option
+from routerlab.cli._io import (
+    check_output_dir,
+    force_option,
+    json_option,
+    open_table,
+    print_json,
+    refuse_overwrite,
+    seed_option,
+)
 from routerlab.cli.evaluate_cmd import router_specs
 from routerlab.errors import UsageError
 from routerlab.metrics.catalog import label
@@ -103,6 +111,7 @@ def two_model_cmd(
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", help="Directory for results.json, results.csv, tables.md and one call-rate plot per "
                                "dataset.")] = None,
+    force: Annotated[bool, force_option()] = False,
 ) -> None:
     """Two-model routing (SPEC 6): train routers on the in-domain split, then AUROC, LPM, MPM, HCR, AUC and
     APGR with 95% intervals on each in-domain and out-of-domain dataset, and their ID and OOD averages."""
@@ -121,6 +130,7 @@ def two_model_cmd(
         compare_to=compare_to)
     if output is not None:
         check_output_dir(output)
+        refuse_overwrite(output, force)
     table = open_table(table_dir)
     result = get_protocol("two-model").run(table, settings, seed, specs)
     record = {**result.native.to_dict(), **{k: v for k, v in result.to_dict().items()

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from routerlab.errors import RouterlabError, UsageError
+from routerlab.errors import Interrupted, RouterlabError, UsageError
 from routerlab.execute.base import Executor
 from routerlab.experiments.schema import Experiment, ProtocolSpec, TableSpec, canonical
 from routerlab.experiments.store import CellRecord, Outcome, ResultStore, check_store_dir
@@ -261,7 +261,9 @@ def run_experiment(exp: Experiment, store_dir: Path, *, executor: Executor | Cal
         status = "finished"
     except KeyboardInterrupt:
         status = "interrupted"
-        raise
+        stored = len(store.finished([c.cell_id for c in cells]))  # this run's finished cells and those reused
+        raise Interrupted(f"{stored} of {len(cells)} cells stored in {store.path}; rerun the same command to "
+                          "resume") from None
     finally:
         store.finish_run(run_id, status)
         if made and tasks:

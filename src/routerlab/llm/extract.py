@@ -146,6 +146,11 @@ def _row_index(out: Path) -> dict[str, dict[str, tuple[Path | None, int, dict[st
     return index
 
 
+def stored_ids(out: str | Path) -> set[str]:
+    """The query ids whose rows ``out`` holds in readable shards: what a rerun does not extract again."""
+    return {qid for ids in _row_index(Path(out)).values() for qid in ids}
+
+
 def _stored(rows: dict[str, tuple[Path | None, int, dict[str, Any]]]) -> tuple[np.ndarray, dict[str, Any]]:
     """The hidden states and record of one stored row of a key (any of its ids)."""
     for npz, r, record in rows.values():

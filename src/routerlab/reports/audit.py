@@ -30,7 +30,7 @@ from routerlab._version import __version__
 from routerlab.data.provenance import Provenance
 from routerlab.data.splits import Split, given_split, random_split
 from routerlab.data.table import RoutingTable
-from routerlab.errors import RouterlabError, UsageError
+from routerlab.errors import Interrupted, RouterlabError, UsageError
 from routerlab.metrics import catalog
 from routerlab.progress import mode as progress_mode
 from routerlab.protocols.base import RunContext
@@ -203,7 +203,11 @@ def run_audit(
     cache = SectionCache(Path(cache_dir) if cache_dir is not None else None)
     with atomic_directory(out) as tmp:
         ctx = AuditContext(tmp, split, seed, train, test, dict(options or {}), excluded)
-        done = _run_sections(table, ctx, registered, cache)
+        finished: list[Section] = []
+        try:
+            done = _run_sections(table, ctx, registered, cache, finished)
+        except KeyboardInterrupt:
+            raise Interrupted(_interrupted(len(finished), len(registered), cache)) from None
         record["sections"] = {sec.name: {"title": sec.title, **sec.data, "figures": [f.path for f in sec.figures]}
                               for sec in done.sections}
         findings = _findings(done.sections)
@@ -239,11 +243,21 @@ class _Done:
     timings: dict[str, dict[str, Any]]
 
 
+def _interrupted(done: int, total: int, cache: SectionCache) -> str:
+    """What a Ctrl-C kept: the sections finished (in the cache, unless it is off) and no report."""
+    if cache.root is None:
+        return (f"{done} of {total} audit sections were done, none kept (no cache) and no report written; rerun "
+                "the same command to start again")
+    return (f"{done} of {total} audit sections done and kept in the audit cache {cache.root}, no report written; "
+            "rerun the same command to resume")
+
+
 def _run_sections(table: RoutingTable, ctx: AuditContext, registered: list[_Registered],
-                  cache: SectionCache) -> _Done:
+                  cache: SectionCache, finished: list[Section] | None = None) -> _Done:
     """Run (or reuse from ``cache``) each section in order, saying on stderr which one runs, about how long
     it should take and how long is left (routerlab.progress conventions), and caching each result the moment
-    it exists (so a crash in a later section loses none of the earlier ones)."""
+    it exists (so a crash in a later section loses none of the earlier ones). ``finished`` (when given)
+    receives each section as it is done, so a caller still knows them after a Ctrl-C."""
     import time
 
     from routerlab.reports.audit_cache import (
@@ -278,7 +292,7 @@ def _run_sections(table: RoutingTable, ctx: AuditContext, registered: list[_Regi
                  else _estimate(cache.last_seconds(tkeys[reg.name]), reg.name, table, quick, dict(dict.items(options)))
                  for reg in registered}
     producers: dict[str, str] = {}  # shared key -> effective key of the section that wrote it
-    out: list[Section] = []
+    out: list[Section] = [] if finished is None else finished
     timings: dict[str, dict[str, Any]] = {}
     say = _say if progress_mode() != "off" else (lambda text: None)
     for i, reg in enumerate(registered, 1):
