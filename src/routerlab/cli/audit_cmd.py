@@ -57,7 +57,7 @@ def audit_cmd(
 ) -> None:
     """Audit a routing table: findings first, then data quality, bounds and every capability's section."""
     from routerlab.errors import UsageError
-    from routerlab.reports.audit import audit_summary, run_audit
+    from routerlab.reports.audit import audit_summary, in_audit_order, run_audit
     from routerlab.reports.audit_cache import default_audit_cache_dir
 
     names = [s.strip() for s in (only or "").split(",") if s.strip()]
@@ -87,6 +87,7 @@ def audit_cmd(
         read_logs(logs, table)  # a malformed file or an unknown actor: one line naming it, before any section runs
         options["logs"] = str(logs)
     cache = None if no_cache else (cache_dir if cache_dir is not None else default_audit_cache_dir())
+    table = in_audit_order(table, seed)  # the table as the audit stores it; the original is freed here
     record = run_audit(table, output, seed=seed, only=names or None, options=options, cache_dir=cache)
     if as_json:
         print_json(record)

@@ -62,7 +62,12 @@ def _part(table: RoutingTable, rows: npt.NDArray[np.intp]) -> RoutingTable:
     ref = known.get(key)
     part = None if ref is None else ref()
     if part is None:
-        part = table.select_queries(positions)
+        start = int(positions[0]) if positions.size else 0
+        if (table in _PINNED and positions.size > 1 and start >= 0
+                and bool((np.diff(positions) == 1).all())):  # a row range of a table in split order: views
+            part = table.query_range(start, start + positions.size)
+        else:
+            part = table.select_queries(positions)
         known[key] = weakref.ref(part)
     return part
 
@@ -137,8 +142,14 @@ def _split_parts(spec: str) -> tuple[str, Any]:
 
 
 def make_split(table: RoutingTable, spec: str = "given", seed: int = 0) -> Split:
-    """Parse a split spec: ``given``, ``given:val``, ``random``, ``random:0.3`` or ``ood:DS1,DS2``."""
+    """Parse a split spec: ``given``, ``given:val``, ``random``, ``random:0.3`` or ``ood:DS1,DS2``.
+
+    On a table made by :func:`in_split_order`, the spec (and seed) it was ordered for gives the same queries as
+    on the original table, at their new positions."""
     kind, arg = _split_parts(spec)
+    pinned = _PINNED.get(table, {}).get(_pin_key(kind, arg, seed))
+    if pinned is not None:
+        return Split(pinned.train.copy(), pinned.test.copy(), pinned.kind, pinned.seed, dict(pinned.params))
     if kind == "given":
         return given_split(table, arg)
     if kind == "random":
@@ -152,3 +163,49 @@ def check_split_spec(spec: str) -> None:
     kind, arg = _split_parts(spec)
     if kind == "random" and not 0.0 < arg < 1.0:
         raise UsageError(f"bad split {spec!r}: the test fraction must be in (0, 1)")
+
+
+_PINNED: weakref.WeakKeyDictionary[RoutingTable, dict[tuple[str, str, int], Split]] = weakref.WeakKeyDictionary()
+"""Per table made by :func:`in_split_order`, the split it was ordered for, by (kind, argument, seed)."""
+
+
+def _pin_key(kind: str, arg: Any, seed: int | None) -> tuple[str, str, int]:
+    """Only a random split depends on the seed."""
+    return kind, repr(arg), int(seed or 0) if kind == "random" else 0
+
+
+def split_spec(split: Split) -> str:
+    """The spec that makes ``split`` again from its table and seed: ``given:NAME``, ``random:F`` or ``ood:A,B``."""
+    if split.kind == "given":
+        return f"given:{split.params['test_split']}"
+    if split.kind == "random":
+        return f"random:{split.params['test_fraction']!r}"
+    if split.kind == "ood":
+        return "ood:" + ",".join(split.params["test_datasets"])
+    raise UsageError(f"a {split.kind!r} split has no spec")
+
+
+def in_split_order(table: RoutingTable, split: Split) -> tuple[RoutingTable, Split]:
+    """``table`` stored in ``split``'s order (train rows, then test rows, then any others, each as the split lists
+    them) and ``split`` at its new positions, two row ranges.
+
+    Its parts (:meth:`Split.apply`) are then views of its matrices, not copies: a caller holding a RouterEval-scale
+    table and both parts of its split holds the 1.1 GiB matrix once instead of twice. The parts hold the same
+    queries in the same order as ``split.apply(table)``; the table keeps ``table``'s content hash (the same data,
+    addressed by query id), and ``make_split`` with the split's spec (:func:`split_spec`) and seed returns the
+    moved split. Drop
+    every reference to ``table`` afterwards, or nothing is saved."""
+    n = table.n_queries
+    rest = np.setdiff1d(np.arange(n), np.concatenate([split.train, split.test]))
+    order = np.concatenate([split.train, split.test, rest]).astype(np.intp)
+    if np.array_equal(order, np.arange(n)):  # already in this order (e.g. made by this function): no copy
+        ordered = table
+    else:
+        ordered = table.select_queries(order)
+        ordered.__dict__["content_hash"] = table.content_hash  # cached_property slot: the same data, reordered
+    n_train, n_test = split.train.size, split.test.size
+    moved = Split(np.arange(n_train, dtype=np.intp), np.arange(n_train, n_train + n_test, dtype=np.intp),
+                  split.kind, split.seed, dict(split.params))
+    kind, arg = _split_parts(split_spec(split))
+    _PINNED.setdefault(ordered, {})[_pin_key(kind, arg, split.seed)] = moved
+    return ordered, moved

@@ -454,6 +454,16 @@ class RoutingTable:
         mats = {k: v[idx] for k, v in self.matrices().items()}
         return replace(self, queries=self.queries.take(idx), **mats)  # type: ignore[arg-type]
 
+    def query_range(self, start: int, stop: int) -> RoutingTable:
+        """Queries ``start`` to ``stop - 1`` as read-only *views* of this table's matrices, not copies: they keep
+        the whole of this table's matrices alive (the parts of a table stored in split order,
+        :func:`routerlab.data.splits.in_split_order`). Anything else should use :meth:`select_queries`."""
+        if not 0 <= start <= stop <= self.n_queries:
+            raise UsageError(f"query range {start}..{stop} is not within 0..{self.n_queries}")
+        rows = slice(start, stop)
+        mats = {k: _read_only(v[rows]) for k, v in self.matrices().items()}
+        return replace(self, queries=self.queries.take(np.arange(start, stop)), **mats)  # type: ignore[arg-type]
+
     def select_datasets(self, datasets: Iterable[str]) -> RoutingTable:
         wanted = list(datasets)
         missing = set(wanted) - set(self.queries.dataset.tolist())
@@ -550,6 +560,12 @@ class RoutingTable:
             "derived": list(self.meta.get("derived", [])),
             "content_hash": self.content_hash,
         }
+
+
+def _read_only(view: Matrix) -> Matrix:
+    """``view`` flagged read-only: writing into a part must never change the table it is a view of."""
+    view.flags.writeable = False
+    return view
 
 
 def column_means(values: npt.ArrayLike) -> npt.NDArray[np.float64]:

@@ -28,7 +28,7 @@ from routerlab._atomic import atomic_directory, write_bytes
 from routerlab._registry import Registry
 from routerlab._version import __version__
 from routerlab.data.provenance import Provenance
-from routerlab.data.splits import Split, given_split, random_split
+from routerlab.data.splits import Split, given_split, in_split_order, make_split
 from routerlab.data.table import RoutingTable
 from routerlab.errors import Interrupted, RouterlabError, UsageError
 from routerlab.metrics import catalog
@@ -147,7 +147,7 @@ def audit_split(table: RoutingTable, seed: int) -> Split:
     try:
         return given_split(table)
     except RouterlabError:
-        return random_split(table, 0.2, seed)
+        return make_split(table, "random:0.2", seed)  # (a table in audit order answers with its own split)
 
 
 def evaluable_split(table: RoutingTable, split: Split) -> tuple[Split, int]:
@@ -158,6 +158,13 @@ def evaluable_split(table: RoutingTable, split: Split) -> tuple[Split, int]:
     keep = complete_rows(table.select_queries(split.test))
     kept = Split(split.train, split.test[keep], split.kind, split.seed, dict(split.params))
     return kept, int(split.test.size - kept.test.size)
+
+
+def in_audit_order(table: RoutingTable, seed: int) -> RoutingTable:
+    """``table`` stored as the audit stores it, in the order of its split (:func:`audit_split`; see
+    :func:`routerlab.data.splits.in_split_order`). Pass this to :func:`run_audit` and drop ``table``: the audit
+    then holds the matrices once, with its train and test parts as views (the CLI does)."""
+    return in_split_order(table, audit_split(table, seed))[0]
 
 
 def run_audit(
@@ -183,7 +190,10 @@ def run_audit(
                              f"{', '.join(s.name for s in registered)}")
         registered = [s for s in registered if s.name in only]
     out = Path(out_dir)
-    split, excluded = evaluable_split(table, audit_split(table, seed))
+    # the table stored in its split's order, so that the train and test parts are views, not copies (1.1 GiB less
+    # at RouterEval scale); sections and the protocols they run see the same queries in the same order
+    table, whole = in_split_order(table, audit_split(table, seed))
+    split, excluded = evaluable_split(table, whole)
     if split.test.size == 0:
         raise UsageError("no test query has every actor's score observed; nothing can be audited")
     train, test = split.apply(table)
@@ -276,7 +286,8 @@ def _run_sections(table: RoutingTable, ctx: AuditContext, registered: list[_Regi
     options = Tracked(ctx.options)
     shared = Tracked(ctx.shared)
     ctx.options, ctx.shared = options, shared
-    sp_hash = split_hash(ctx.split.train, ctx.split.test)
+    ids = table.queries.ids
+    sp_hash = split_hash(ids[ctx.split.train], ids[ctx.split.test])
     bases = {reg.name: base_key(table_hash=table.content_hash, split=sp_hash, seed=ctx.seed, name=reg.name,
                                 source=source_hash(reg.fn),
                                 depends={k: option_fingerprint(k, ctx.options.get(k)) for k in reg.depends})

@@ -71,13 +71,14 @@ def option_fingerprint(key: str, value: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def split_hash(train: np.ndarray, test: np.ndarray) -> str:
-    """sha256 of the split's train and test positions."""
+def split_hash(train_ids: np.ndarray, test_ids: np.ndarray) -> str:
+    """sha256 of the split's train and test query ids, in order (ids, not positions: the same split of a table
+    stored in another row order has the same hash)."""
     h = hashlib.sha256()
-    for part in (train, test):
-        arr = np.ascontiguousarray(part, dtype=np.int64)
-        h.update(str(arr.shape).encode())
-        h.update(arr.tobytes())
+    for part in (train_ids, test_ids):
+        h.update(f"{len(part)}\n".encode())
+        h.update("\n".join(map(str, part)).encode())
+        h.update(b"\0")
     return h.hexdigest()
 
 
