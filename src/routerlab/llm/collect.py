@@ -23,7 +23,8 @@
   questions, one request at a time; those replies are only timed, never graded. (Generated answers are
   sent in batches, so their TTFT is a batch's: the time to the batch's first token.) ``params_b`` comes from
   the spec (``params_b=``) or the backend. Actor metadata: ``spec`` (without secrets: keys are named by
-  their variable), ``mode``.
+  their variable), ``mode`` and ``model_id`` (the weights' identity the call cache keys on: ``two-model
+  --features`` checks that hidden states are this model's; ``join`` keeps the column).
 - **Per-answer metadata** (query metadata columns, one per actor): ``logits.<actor>`` holds the option-letter
   logits as JSON text (a list in option order, ``""`` where none were read), the input of the logit-based
   two-model routers (read them back with :func:`choice_logits`); ``pred.<actor>`` the answer read (a letter,
@@ -218,6 +219,7 @@ def collect(
     params: list[float] = []
     specs: list[str] = []
     modes: list[str] = []
+    model_ids: list[str] = []
     for actor_name, actor in actors:
         owned = not isinstance(actor, Backend)
         backend = actor if isinstance(actor, Backend) else _load(actor_name, actor, cache_dir, progress)
@@ -236,6 +238,7 @@ def collect(
         columns.append(col)
         spec = backend.spec
         specs.append(spec.describe())
+        model_ids.append(str(backend.model_id))
         params_b: Any = spec.params_b if spec.params_b is not None else getattr(backend, "params_b", None)
         known = isinstance(params_b, int | float) and not isinstance(params_b, bool)
         params.append(float(params_b) if known else math.nan)
@@ -267,7 +270,8 @@ def collect(
         itl_ms=[_median_ms(c.itl) for c in columns],
         input_price=prices,
         output_price=out_prices,
-        extra={"spec": np.array(specs, dtype=object), "mode": np.array(modes, dtype=object)},
+        extra={"spec": np.array(specs, dtype=object), "mode": np.array(modes, dtype=object),
+               "model_id": np.array(model_ids, dtype=object)},
     )
     meta_collect = {
         **dict(provenance or {}),
