@@ -251,6 +251,7 @@ def test_specs_are_loaded_cached_and_closed(scripted_kind: list[ScriptedBackend]
     table = collect(MC, [("x", spec)], cache_dir=tmp_path / "c", timing_probes=1, progress=False)
     assert len(scripted_kind) == 1 and scripted_kind[0].closed and scripted_kind[0].calls == 6
     assert table.actors.extra["spec"].tolist() == ["scripted-test:m,input_price=1.0,output_price=1.0"]
+    assert table.actors.extra["model_id"].tolist() == ["scripted-test:m"]  # two-model --features checks it
     assert any((tmp_path / "c").rglob("*.json"))
     again = collect(MC, [("x", spec)], cache_dir=tmp_path / "c", timing_probes=1, progress=False)
     assert scripted_kind[1].calls == 0 and np.array_equal(again.score, table.score)

@@ -19,7 +19,8 @@ from routerlab.errors import UsageError
 KIND_CHOICES = {"all": ("mc", "short"), "mc": ("mc",), "short": ("short",)}
 ACTORS_HELP = ("Actors as NAME=KIND:MODEL[,key=value...], comma-separated: NAME=local:smollm2-135m, "
                "NAME=local:qwen2.5-coder-1.5b, NAME=local:/path/model.gguf, NAME=openai:MODEL@BASE_URL,key_env=VAR; "
-               "options input_price= and output_price= (USD per 1M tokens) give the cost.")
+               "options input_price= and output_price= (USD per 1M tokens) give the cost; a local model's threads=N "
+               "sets its torch threads (default: the cores other processes leave free; 0: torch's own).")
 
 
 @app.command("collect")
@@ -104,9 +105,11 @@ def collect_cmd(
                    f"({provenance['n_variants_available']} in {variants}; questions: {available})")
         width = max(len(a) for a in summary)
         for actor, s in summary.items():
-            typer.echo(f"  {actor:<{width}}  accuracy {s['accuracy']:.3f}  {s['mode']:8}  "
-                       f"{_num(s['questions_per_s'], '.2f')} q/s  TTFT {_num(s['ttft_ms'], '.0f')} ms  "
-                       f"ITL {_num(s['itl_ms'], '.1f')} ms  calls {s['fresh_calls']} new, {s['cached_calls']} cached")
+            rate = ("model - q/s (every answer from the cache)" if s["questions_per_s"] is None
+                    else f"model {s['questions_per_s']:.2f} q/s")
+            typer.echo(f"  {actor:<{width}}  accuracy {s['accuracy']:.3f}  {s['mode']:8}  {rate}  "
+                       f"TTFT {_num(s['ttft_ms'], '.0f')} ms  ITL {_num(s['itl_ms'], '.1f')} ms  "
+                       f"calls {s['fresh_calls']} new, {s['cached_calls']} cached")
     from routerlab.reports.files import say_written
 
     say_written([output], to_stderr=as_json)
@@ -142,7 +145,8 @@ def _variant_questions(qs: Any, variants: Path, limit: int | None, seed: int, ki
 
 
 def _summary(table: Any) -> dict[str, dict[str, Any]]:
-    """Per actor: accuracy, mode, questions/s of this run, TTFT/ITL (ms, NaN -> None) and the call counts."""
+    """Per actor: accuracy, mode, the model's own questions/s in this run (fresh calls over the model's time;
+    None when the cache answered everything), TTFT/ITL (ms, NaN -> None) and the call counts."""
     import math
 
     out: dict[str, dict[str, Any]] = {}

@@ -7,7 +7,8 @@ Tables (the README's "Experiments as files" lists every column):
   ``settings`` as canonical JSON, ``routerlab_version``).
 - ``cells``: one row per finished cell (status ``ok`` or ``skipped`` with the reason), what a rerun checks to
   reuse it.
-- ``runs``: one row per ``routerlab run`` (experiment name, file hash, backend, start and finish, status).
+- ``runs``: one row per ``routerlab run`` (experiment name, file hash, backend, start and finish, status; ``cells_run``
+  counts the cells the run stored, so an interrupted run records what it kept, not what it planned).
 
 Only the driver process writes (workers return rows); each cell is written in one transaction, so a crash
 loses only the cells in flight. Queries go through a read-only connection with file access off, so a
@@ -223,9 +224,11 @@ class ResultStore:
     def start_run(self, run_id: str, *, experiment: str, file: str, file_hash: str, backend: str, workers: int,
                   cells_total: int, cells_reused: int, version: str) -> None:
         with self._open() as con:
-            con.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, NULL, ?)",
-                        [run_id, experiment, file, file_hash, backend, workers, cells_total, cells_reused,
-                         cells_total - cells_reused, _now(), version])
+            # cells_run counts the cells this run stored, as each is written (an interrupted run keeps its true
+            # count, never the planned cells_total - cells_reused)
+            con.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 'running', ?, NULL, ?)",
+                        [run_id, experiment, file, file_hash, backend, workers, cells_total, cells_reused, _now(),
+                         version])
 
     def finish_run(self, run_id: str, status: str) -> None:
         with self._open() as con:
@@ -254,6 +257,7 @@ class ResultStore:
                             f"({', '.join('?' * len(RESULT_COLUMNS))})",
                             [[run_id, o.cell_id, experiment, *key[:4], router, *key[5:], m, sl, _finite(v),
                               _finite(lo), _finite(hi), version, now] for router, m, v, lo, hi, sl in o.metrics])
+                    con.execute("UPDATE runs SET cells_run = cells_run + 1 WHERE run_id = ?", [run_id])
                 except BaseException:
                     con.execute("ROLLBACK")
                     raise
@@ -277,12 +281,20 @@ def open_read_only(directory: Path) -> Any:
 def query(directory: Path, sql: str, params: Sequence[Any] | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
     """Run ``sql`` read-only over the store; (column names, rows). A bad statement, or one that would change
     the store, is one UsageError carrying DuckDB's message."""
+    empty = UsageError("results query: the SQL is empty; e.g. \"SELECT router, avg(value) FROM results "
+                       "WHERE metric = 'mu_o' GROUP BY router\"")
     if not sql.strip():
-        raise UsageError("results query: the SQL is empty; e.g. \"SELECT router, avg(value) FROM results "
-                         "WHERE metric = 'mu_o' GROUP BY router\"")
+        raise empty
     duckdb = _duckdb()
     con = open_read_only(directory)
     try:
+        # DuckDB's own parser splits the statements (a ';' in a string literal or a comment is no separator)
+        statements = con.extract_statements(sql)
+        if not statements:
+            raise empty
+        if len(statements) > 1:
+            raise UsageError(f"results query runs one SQL statement, got {len(statements)}: run them one at a time "
+                             "(a single trailing ';' is fine)")
         cur = con.execute(sql, list(params) if params is not None else None)
         if cur.description is None:
             return [], []

@@ -13,6 +13,11 @@ Two sources, joined to a table's queries **by query id, never by position**:
 :func:`load_signals` returns the arrays in the table's query order, ready for
 :meth:`routerlab.features.base.Features.with_signals`: ``hidden`` float16 (cast per batch by the routers; 3,000
 questions of a 1.5B model hold 270 MB in float16), the others float32 / int32.
+
+:func:`check_signals_model` pairs an extract directory with the actor it is used for: its manifest records the
+model whose hidden states it holds, a collected table (``routerlab collect``, kept by ``join``) records each
+actor's model (the actor columns ``model_id`` and ``spec``), and a mismatch is an error; where the table records
+nothing the pairing is a warning naming both. An ``.npz`` records no model and is taken as given.
 """
 
 from __future__ import annotations
@@ -21,12 +26,16 @@ import json
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from routerlab.data._files import warn
 from routerlab.errors import DataError
 from routerlab.llm.extract import text_hash  # the hash extract keeps per row: one definition
+
+if TYPE_CHECKING:
+    from routerlab.data.table import RoutingTable
 
 SIGNAL_NAMES = ("hidden", "option_logits", "self_ask", "samples")
 SIGNAL_SHAPES = {"hidden": "(n, layers, dim)", "option_logits": "(n, K)", "self_ask": "(n,)", "samples": "(n, k)"}
@@ -58,6 +67,77 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
             raise DataError(f"unreadable manifest ({exc})", file=m) from exc
         return doc
     return {}
+
+
+def _weights(model_id: str) -> str:
+    """A model id without the dtype a local backend appends (``local:IDENTITY:bfloat16``): the same weights
+    extracted in float32 and collected in bfloat16 are one model."""
+    kind, _, rest = model_id.partition(":")
+    head, _, tail = rest.rpartition(":")
+    return f"{kind}:{head}" if kind == "local" and head and tail in ("bfloat16", "float32") else model_id
+
+
+def _spec_model(spec: str) -> str:
+    """``KIND:MODEL`` of a spec's text, without its options (``local:smollm2-135m,threads=2``)."""
+    return spec.split(",", 1)[0].strip()
+
+
+def _texts(record: Any, keys: Sequence[str]) -> dict[str, str]:
+    return {k: record[k].strip() for k in keys if isinstance(record, dict) and isinstance(record.get(k), str)
+            and record[k].strip()}
+
+
+def recorded_model(table: RoutingTable, actor: str) -> dict[str, str]:
+    """Which model ``table`` records ``actor`` to be: ``model_id`` (the weights' identity) and ``spec``
+    (``KIND:MODEL,...``), from the actor columns a collected or joined table has, else the collect record in
+    ``meta["collect"]["actors"]``; {} when it records neither."""
+    j = table.actor_names.index(actor)
+    out: dict[str, str] = {}
+    for key in ("model_id", "spec"):
+        col = table.actors.extra.get(key)
+        value = None if col is None else col[j]
+        if isinstance(value, str) and value.strip():
+            out[key] = value.strip()
+    collect = table.meta.get("collect")
+    runs = collect.get("actors") if isinstance(collect, dict) else None
+    if isinstance(runs, dict):
+        for key, value in _texts(runs.get(actor), ("model_id", "spec")).items():
+            out.setdefault(key, value)
+    return out
+
+
+def check_signals_model(path: str | Path, table: RoutingTable, actor: str) -> None:
+    """Refuse the signals of ``path`` for ``actor`` when they are another model's: a DataError naming both when
+    the manifest and the table both record the model (weights' identity where both have it, else the spec's
+    ``KIND:MODEL``), a warning naming both when only the manifest does. An ``.npz`` records no model: unchecked."""
+    manifest = read_manifest(path)
+    if not manifest:
+        return
+    theirs = _texts(manifest, ("model_id", "spec"))
+    their_name = _spec_model(theirs["spec"]) if "spec" in theirs else theirs.get("model_id", "an unrecorded model")
+    mine = recorded_model(table, actor)
+    if not theirs:
+        warn(f"the signals' manifest records no model, so they cannot be checked to be the small model "
+             f"{actor!r}'s", file=path, field="model_id")
+        return
+    if not mine:
+        warn(f"the signals are hidden states of {their_name}; table {table.name!r} does not record which model "
+             f"actor {actor!r} is (tables from routerlab collect or join do), so they cannot be checked to be its",
+             file=path, field="model_id")
+        return
+    if "model_id" in theirs and "model_id" in mine:
+        same = _weights(theirs["model_id"]) == _weights(mine["model_id"])
+    elif "spec" in theirs and "spec" in mine:
+        same = _spec_model(theirs["spec"]) == _spec_model(mine["spec"])
+    else:  # an id on one side, a spec on the other: nothing to compare
+        warn(f"the signals are hidden states of {their_name}; table {table.name!r} records actor {actor!r} in a "
+             "form that cannot be compared with it", file=path, field="model_id")
+        return
+    if not same:
+        my_name = _spec_model(mine["spec"]) if "spec" in mine else mine["model_id"]
+        raise DataError(f"the signals are hidden states of {their_name}, but the small model {actor!r} of table "
+                        f"{table.name!r} is {my_name}: extract the small model's own signals (routerlab extract "
+                        f"--model {my_name} ...)", file=path, field="model_id")
 
 
 def _from_directory(path: Path, ids: Sequence[str], texts: Sequence[str] | None) -> dict[str, np.ndarray]:

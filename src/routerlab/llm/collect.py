@@ -23,7 +23,8 @@
   questions, one request at a time; those replies are only timed, never graded. (Generated answers are
   sent in batches, so their TTFT is a batch's: the time to the batch's first token.) ``params_b`` comes from
   the spec (``params_b=``) or the backend. Actor metadata: ``spec`` (without secrets: keys are named by
-  their variable), ``mode``.
+  their variable), ``mode`` and ``model_id`` (the weights' identity the call cache keys on: ``two-model
+  --features`` checks that hidden states are this model's; ``join`` keeps the column).
 - **Per-answer metadata** (query metadata columns, one per actor): ``logits.<actor>`` holds the option-letter
   logits as JSON text (a list in option order, ``""`` where none were read), the input of the logit-based
   two-model routers (read them back with :func:`choice_logits`); ``pred.<actor>`` the answer read (a letter,
@@ -36,7 +37,14 @@
   written until every actor has answered; the caller saves the table once (atomically).
 - **Provenance** in ``meta["collect"]``: the question source, sample size and seed, skipped questions by
   reason, mode, decoding, prompt templates, routerlab version and, per actor, the spec, fresh and cached
-  calls, the wall time and questions per second of this run.
+  calls, the wall time, the model's own time (``model_s``: the calls it answered) and rate
+  (``questions_per_s``: fresh questions per second of model time; None when the cache answered everything,
+  never a rate of cache lookups), the torch threads of a local model, and ``slowdown`` when the run went far
+  slower than its own first questions.
+- **Slowdown.** The first :data:`SLOW_WINDOW` questions the model answers set its reference pace (questions/s
+  scored by logits, decoding steps/s generated); when the latest :data:`SLOW_WINDOW` go at under
+  1/:data:`SLOW_FACTOR` of it, one :class:`SlowdownWarning` says so (usually other processes competing for
+  the cores; ``threads=`` in the spec sets torch's thread count).
 """
 
 from __future__ import annotations
@@ -103,6 +111,8 @@ class _Column:
     itl: list[float] = field(default_factory=list)
     fresh: int = 0
     cached: int = 0
+    model_s: float = 0.0  # seconds of the calls the model answered (the cache answered the others)
+    slowdown: dict[str, Any] | None = None  # set when the run went far slower than its first questions
 
     def __post_init__(self) -> None:
         self.score = np.full(self.n, np.nan, dtype=np.float32)
@@ -218,6 +228,7 @@ def collect(
     params: list[float] = []
     specs: list[str] = []
     modes: list[str] = []
+    model_ids: list[str] = []
     for actor_name, actor in actors:
         owned = not isinstance(actor, Backend)
         backend = actor if isinstance(actor, Backend) else _load(actor_name, actor, cache_dir, progress)
@@ -236,16 +247,21 @@ def collect(
         columns.append(col)
         spec = backend.spec
         specs.append(spec.describe())
+        model_ids.append(str(backend.model_id))
         params_b: Any = spec.params_b if spec.params_b is not None else getattr(backend, "params_b", None)
         known = isinstance(params_b, int | float) and not isinstance(params_b, bool)
         params.append(float(params_b) if known else math.nan)
         used = "logits" if use_logits and any(q.kind == "mc" for q in questions) else "generate"
         modes.append(used)
+        threads = getattr(backend, "threads", None)
         per_actor[actor_name] = {
             "spec": spec.describe(), "model_id": backend.model_id, "mode": used,
             "fresh_calls": col.fresh, "cached_calls": col.cached, "timing_probes": probes,
-            "wall_s": round(wall, 3), "questions_per_s": round(len(questions) / wall, 3) if wall > 0 else None,
+            "wall_s": round(wall, 3), "model_s": round(col.model_s, 3),
+            "questions_per_s": round(col.fresh / col.model_s, 3) if col.fresh and col.model_s > 0 else None,
             "accuracy": float(np.nanmean(col.score)),
+            **({"threads": threads} if isinstance(threads, int) and not isinstance(threads, bool) else {}),
+            **({"slowdown": col.slowdown} if col.slowdown is not None else {}),
         }
 
     qx: dict[str, Any] = {
@@ -267,7 +283,8 @@ def collect(
         itl_ms=[_median_ms(c.itl) for c in columns],
         input_price=prices,
         output_price=out_prices,
-        extra={"spec": np.array(specs, dtype=object), "mode": np.array(modes, dtype=object)},
+        extra={"spec": np.array(specs, dtype=object), "mode": np.array(modes, dtype=object),
+               "model_id": np.array(model_ids, dtype=object)},
     )
     meta_collect = {
         **dict(provenance or {}),
@@ -322,34 +339,118 @@ def batches(questions: Sequence[Question], use_logits: bool, batch_size: int, lo
     return out
 
 
+SLOW_FACTOR = 4.0
+"""A run is "far slower than its own first questions" when its latest questions go at under 1/SLOW_FACTOR of
+the rate of its first ones (SmolLM2 on 2 shared cores fell 49-fold, from 9.8 to 0.2 questions/s)."""
+SLOW_WINDOW = 16
+"""The first SLOW_WINDOW questions the model itself answered set the reference rate; the latest SLOW_WINDOW are
+compared with it."""
+
+
+class SlowdownWarning(RuntimeWarning):
+    """A collect run went far slower than its own first questions (:data:`SLOW_FACTOR`)."""
+
+
+@dataclass
+class _Pace:
+    """The model's own pace in one kind of call (scored by logits, or generated): calls answered wholly by the
+    model (no cache hit) only. Work is questions for logits, decoding steps (the batch's longest answer in
+    tokens) for generation, so that long answers late in a run are not taken for a slowdown."""
+
+    first: list[tuple[int, float, float]] = field(default_factory=list)  # (questions, work, seconds)
+    recent: list[tuple[int, float, float]] = field(default_factory=list)
+
+    def add(self, questions: int, work: float, seconds: float) -> tuple[float, float, int] | None:
+        """Record one call; (latest rate, first rate, questions of the first) when the latest SLOW_WINDOW
+        questions went at under 1/SLOW_FACTOR of the first SLOW_WINDOW's rate, else None."""
+        if sum(q for q, _, _ in self.first) < SLOW_WINDOW:
+            self.first.append((questions, work, seconds))
+            return None
+        self.recent.append((questions, work, seconds))
+        while len(self.recent) > 1 and sum(q for q, _, _ in self.recent[1:]) >= SLOW_WINDOW:
+            self.recent.pop(0)
+        if sum(q for q, _, _ in self.recent) < SLOW_WINDOW:
+            return None
+        first, latest = _rate(self.first), _rate(self.recent)
+        if latest * SLOW_FACTOR < first:
+            return latest, first, sum(q for q, _, _ in self.first)
+        return None
+
+
+def _rate(calls: Sequence[tuple[int, float, float]]) -> float:
+    seconds = sum(t for _, _, t in calls)
+    return sum(w for _, w, _ in calls) / seconds if seconds > 0 else math.inf
+
+
+_now = time.perf_counter
+"""The clock of the model's pace (a test replaces it with a fake one)."""
+
+
 def _ask(name: str, backend: Backend, questions: Sequence[Question], use_logits: bool, decoding: Decoding,
          sizes: tuple[int, int], progress: bool | None) -> _Column:
     """Every question to one backend, in the batches of :func:`batches`: multiple choice by logits when
-    ``use_logits``, everything else generated."""
+    ``use_logits``, everything else generated. The model's own rate counts the calls it answered (cache hits
+    take no model time): ``model_s`` and ``fresh`` on the column; a run that goes far slower than its own first
+    questions warns once (:class:`SlowdownWarning`)."""
+    import warnings
+
     from routerlab.progress import Progress
 
     col = _Column(len(questions))
-    t0 = time.perf_counter()
+    paces = {"logits": _Pace(), "generate": _Pace()}
+    warned = False
     done = 0
     with Progress(f"collect: {name}", len(questions), unit="q", enabled=progress) as bar:
         for letters, rows in batches(questions, use_logits, *sizes):
             chats = [prompt_messages(questions[i]) for i in rows]
+            fresh_before = col.fresh
+            t0 = _now()
             if letters is not None:
                 scores = backend.choice_scores_batch(chats, tuple(letters))
+                seconds = _now() - t0
                 _check_count(backend, scores, rows)
                 for i, sc in zip(rows, scores, strict=True):
                     col.from_scores(i, questions[i], sc)
+                work: float = len(rows)
             else:
                 replies = backend.complete_batch(chats, decoding)
+                seconds = _now() - t0
                 _check_count(backend, replies, rows)
                 for i, c in zip(rows, replies, strict=True):
                     col.from_completion(i, questions[i], c)
+                work = max(max((c.tokens_out for c in replies), default=1), 1)
+            fresh = col.fresh - fresh_before
+            if fresh:  # the model answered (some of) this call; hits in a mixed call cost next to nothing
+                col.model_s += seconds
+            if fresh == len(rows) and not warned:
+                kind = "generate" if letters is None else "logits"
+                slow = paces[kind].add(len(rows), work, seconds)
+                if slow is not None:
+                    warned = True
+                    col.slowdown = {"kind": kind, "rate": round(slow[0], 3), "first_rate": round(slow[1], 3),
+                                    "first_questions": slow[2]}
+                    warnings.warn(_slow_message(name, backend, kind, *slow), SlowdownWarning, stacklevel=2)
             done += len(rows)
-            elapsed = time.perf_counter() - t0
-            rate = done / elapsed if elapsed > 0 else math.inf
-            eta = (len(questions) - done) / rate if rate > 0 else math.inf
-            bar.update(len(rows), f"{rate:.2f} q/s, ETA {_duration(eta)}")
+            bar.update(len(rows), _bar_label(col, len(questions) - done))
     return col
+
+
+def _slow_message(name: str, backend: Backend, kind: str, rate: float, first: float, n_first: int) -> str:
+    unit = "questions/s" if kind == "logits" else "generated tokens/s"
+    threads = getattr(backend, "threads", None)
+    on = f" (torch on {threads} threads)" if isinstance(threads, int) and threads > 0 else ""
+    return (f"collect: actor {name!r} now answers at {rate:.2f} {unit}, under 1/{SLOW_FACTOR:g} of the {first:.2f} "
+            f"of its first {n_first} questions{on}: other processes are probably competing for the cores; set "
+            "threads= in the actor spec (e.g. threads=1) or run it when the machine is less busy")
+
+
+def _bar_label(col: _Column, remaining: int) -> str:
+    """The progress bar's rate: the model's own (cache hits apart), and the ETA at that rate."""
+    hits = f", {col.cached} cached" if col.cached else ""
+    if not col.fresh or col.model_s <= 0:
+        return f"model - q/s{hits}"
+    rate = col.fresh / col.model_s
+    return f"model {rate:.2f} q/s{hits}, ETA {_duration(remaining / rate)}"
 
 
 def _probe(backend: Backend, questions: Sequence[Question], k: int, col: _Column) -> int:

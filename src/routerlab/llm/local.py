@@ -29,9 +29,12 @@ A prompt identical to an entry returns the entry's stored letter logits unchange
 size x 2 bytes (bf16) per kept token and layer, at most ``prefix_slots`` x the longest scored prompt (22.5 KiB a
 token on SmolLM2-135M, 28 KiB on Qwen2.5-Coder-1.5B). Generation (``complete``) does not use the cache.
 
-``threads=N`` runs this backend's calls on N torch threads (default 0: torch's own setting, one per core).
-On a machine whose cores are busy with other processes, ``threads=1`` can be many times faster than two
-spinning threads (measured: 0.9 s against 27 s for one short SmolLM2 answer on 2 shared cores).
+``threads=N`` runs this backend's calls on N torch threads; ``threads=0`` leaves torch's own setting (one
+per core). Without ``threads=`` the count is picked when the backend is built
+(:func:`routerlab._threads.auto_threads`): the cores this process may run on that other processes leave free,
+divided among the local models of this process whose backends are open (those can run at the same time). On a
+machine whose cores are busy with other processes, one thread can be many times faster than two spinning ones
+(measured: 0.9 s against 27 s for one short SmolLM2 answer on 2 shared cores; 9.8 against 0.2 questions/s).
 
 One process loads each (weights, dtype) once: backends built from the same spec share the model, and
 calls on it are serialised by a lock (torch already uses every core for one call). torch and
@@ -53,7 +56,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from routerlab._atomic import atomic_directory
-from routerlab._threads import torch_threads
+from routerlab._threads import auto_threads, hold_torch_user, torch_threads
 from routerlab.errors import UsageError
 from routerlab.llm.base import (
     GREEDY,
@@ -331,7 +334,8 @@ class LocalBackend(Backend):
         dtype = str(spec.option("dtype", "bfloat16"))
         if dtype not in DTYPES:
             raise UsageError(f"actor spec {spec.describe()}: dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-        threads = int(spec.option("threads", 0))
+        given = spec.option("threads")
+        threads = 0 if given is None else int(given)
         self.batch_size = int(spec.option("batch_size", 8))
         if threads < 0 or self.batch_size < 1:
             raise UsageError(f"actor spec {spec.describe()}: threads must be >= 0 and batch_size >= 1")
@@ -349,17 +353,21 @@ class LocalBackend(Backend):
         except ImportError as exc:
             raise UsageError(f"the local backend needs torch and transformers ({exc}); "
                              "install the llm extra: pip install torch==2.13.0 && pip install -e '.[llm]'") from exc
-        self.threads = threads
         root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.source = resolve_model(spec.model, root)
         self.loaded = load_model(self.source, dtype, root)
         self.model_id = f"local:{self.source.identity}:{dtype}"
+        # backends of one model share its lock, so they count as one torch user of the process
+        self._release_user = hold_torch_user((self.source.identity, dtype))
+        self.threads_auto = given is None
+        self.threads = auto_threads() if given is None else threads
 
     @contextlib.contextmanager
     def _calling(self) -> Iterator[None]:
-        """Hold the model's lock for one call, with torch on ``threads`` threads when that option is set
-        (:func:`routerlab._threads.torch_threads`: the setting is process-wide, so concurrent calls that
-        want another count wait, and the count before is restored when the last one ends)."""
+        """Hold the model's lock for one call, with torch on ``threads`` threads (given, or picked from the free
+        cores; 0: torch's own) (:func:`routerlab._threads.torch_threads`: the setting is process-wide, so
+        concurrent calls that want another count wait, and the count before is restored when the last one
+        ends)."""
         with self.loaded.lock, torch_threads(self.threads):
             yield
 
@@ -656,6 +664,12 @@ class LocalBackend(Backend):
         return self.prefix_cache.stats()
 
     def describe_load(self) -> dict[str, Any]:
-        """How the model was loaded (for reports): source, identity, folder, dtype, seconds."""
+        """How the model was loaded (for reports): source, identity, folder, dtype, seconds, torch threads (and
+        whether that count was picked from the free cores)."""
         return {"model": self.source.label, "identity": self.source.identity, "folder": str(self.loaded.folder),
-                "dtype": self.loaded.dtype, "load_s": self.loaded.load_s, "converted_s": self.loaded.converted_s}
+                "dtype": self.loaded.dtype, "load_s": self.loaded.load_s, "converted_s": self.loaded.converted_s,
+                "threads": self.threads, "threads_auto": self.threads_auto}
+
+    def close(self) -> None:
+        """No longer a torch user of this process (the model stays loaded for the next backend of it)."""
+        self._release_user()

@@ -2,7 +2,8 @@
 writes them; users bring their own variants in the same format with ``--variants-file``), or, for hand-made sets, a
 ``.json`` file mapping query id -> level -> list of texts.
 
-Reading checks every line (a bad one is a DataError naming the file, line and field); ``variant`` may be left out
+Reading checks every line (a bad one is a DataError naming the file, line and field; a level must be a registered
+one, :func:`routerlab.perturb.base.level_names`); ``variant`` may be left out
 of a hand-written file, and then counts up per (query, level) in file order. A repeated (query, level, variant)
 or a repeated text for one (query, level) is an error, not a silent duplicate.
 """
@@ -17,7 +18,7 @@ from typing import Any
 from routerlab._atomic import atomic_write
 from routerlab.data._files import iter_jsonl, load_json
 from routerlab.errors import DataError
-from routerlab.perturb.base import PerturbationSet, Variant
+from routerlab.perturb.base import PerturbationSet, Variant, level_names
 
 
 def write_variants(path: str | Path, variants: Iterable[Variant]) -> Path:
@@ -60,6 +61,7 @@ def read_variants(path: str | Path, *, levels: Iterable[str] | None = None) -> P
     or a ``.json`` mapping ``{query_id: {level: [texts]}}`` (rows in errors then count variants in file order).
     Variants of a level not in ``levels`` (when given) are skipped."""
     src = Path(path)
+    known = level_names()  # a level no perturber defines (a typo, "banana") is an error, never a level of its own
     wanted = None if levels is None else set(levels)
     records = mapping_records(src) if src.suffix.lower() == ".json" else iter_jsonl(src)
     variants: list[Variant] = []
@@ -77,6 +79,9 @@ def read_variants(path: str | Path, *, levels: Iterable[str] | None = None) -> P
                             field="query_id")
         if not isinstance(level, str) or not level:
             raise DataError(f"level must be a non-empty string, got {level!r}", file=src, row=lineno, field="level")
+        if level not in known:
+            raise DataError(f"unknown level {level!r}; the levels are {', '.join(known)}", file=src, row=lineno,
+                            field="level")
         if not isinstance(text, str) or not text.strip():
             raise DataError("text must be a non-empty string", file=src, row=lineno, field="text")
         qid = str(qid)

@@ -120,10 +120,44 @@ class RobustnessResult:
     diagnostics: dict[str, Any] | None = None
     router_class: str | None = None
 
+    def lowest_levels(self) -> list[str]:
+        """The levels that share the lowest rho (level order); [] without a level's rho."""
+        known = [(lv, v) for lv, v in self.rho_by_level.items() if not math.isnan(v)]
+        if not known:
+            return []
+        low = min(v for _, v in known)
+        return [lv for lv, v in known if math.isclose(v, low, rel_tol=1e-12, abs_tol=1e-12)]
+
     def weakest_level(self) -> str | None:
-        """The level with the lowest rho (first in level order on ties); None without levels."""
-        known = [(v, lv) for lv, v in self.rho_by_level.items() if not math.isnan(v)]
-        return min(known, key=lambda t: t[0])[1] if known else None
+        """The one level whose rho is below every other level's; None when no level is weaker than the rest:
+        fewer than two levels with a rho, every level's rho equal (rho 1 everywhere), or a tie for the lowest."""
+        known = sum(not math.isnan(v) for v in self.rho_by_level.values())
+        lowest = self.lowest_levels()
+        return lowest[0] if known >= 2 and len(lowest) == 1 else None
+
+    def weakest_cell(self) -> str:
+        """The weakest level as a table cell: its name; ``a = b`` when levels tie for the lowest rho; ``none``
+        when every level's rho is equal; ``-`` with fewer than two levels."""
+        known = sum(not math.isnan(v) for v in self.rho_by_level.values())
+        lowest = self.lowest_levels()
+        if known < 2:
+            return "-"
+        return "none" if len(lowest) == known else " = ".join(lowest)
+
+    def weakest_phrase(self) -> str | None:
+        """The weakest level in a sentence: ``lowest at `a` (0.750)``, ``lowest at `a` and `b` (0.750 each)``
+        or ``no level is weaker (1.000 at every level)``; None with fewer than two levels."""
+        known = sum(not math.isnan(v) for v in self.rho_by_level.values())
+        lowest = self.lowest_levels()
+        if known < 2:
+            return None
+        value = self.rho_by_level[lowest[0]]
+        if len(lowest) == known:
+            return f"no level is weaker ({value:.3f} at every level)"
+        if len(lowest) > 1:
+            names = ", ".join(f"`{lv}`" for lv in lowest[:-1]) + f" and `{lowest[-1]}`"
+            return f"lowest at {names} ({value:.3f} each)"
+        return f"lowest at `{lowest[0]}` ({value:.3f})"
 
     def to_dict(self) -> dict[str, Any]:
         """The issue's fields, values as plain numbers (NaN stays NaN here: writers turn it into null)."""

@@ -157,6 +157,8 @@ def run_society(table: RoutingTable, settings: SocietySettings, seed: int = 0) -
     if is_split_spec(s.split):  # the training side of the spec's split, every row of it
         sp = make_split(table, s.split, seed)
         run_table, split, described = table.select_queries(sp.train), None, sp
+    elif split == "train" and not (table.queries.split.astype(str) != "").any():
+        described = "all"  # no split labels: the rows used are every query (from_table's warning says so)
     with warnings.catch_warnings(record=True) as caught, task(f"society: {s.metric} distances between the actors"):
         warnings.simplefilter("always")
         soc, dist, dropped = prepare(run_table, s.metric, split=split, nan=s.nan)  # type: ignore[arg-type]

@@ -381,6 +381,10 @@ def run_two_model(
         raise UsageError(f"compare_to {compare_to!r} is not a router of this run ({', '.join(labels)})")
     resolve_domains(table.queries.dataset.astype(str).tolist(), id_datasets, ood_datasets)  # names first
     pair = pair_table(table, small, large)
+    if signals is not None:  # another model's hidden states are an error where the table says which it is
+        from routerlab.features.signals import check_signals_model
+
+        check_signals_model(signals, table, small)
     observed = ~np.isnan(pair.score).any(axis=1)
     dropped = {DROPPED_UNOBSERVED: int((~observed).sum())}
     pair = pair.select_queries(observed)

@@ -71,7 +71,7 @@ def _rows(result: Robustness, *, full: bool) -> tuple[list[str], list[list[str]]
     rows = []
     for r in ranked(result):
         row = [r.spec, _with_ci(r.accuracy, r.accuracy_ci), _with_ci(r.rho, r.rho_ci),
-               *[_num(r.rho_by_level.get(lv)) for lv in levels], r.weakest_level() or "-"]
+               *[_num(r.rho_by_level.get(lv)) for lv in levels], r.weakest_cell()]
         if full:
             row.append(invariance_cell(r))
         rows.append(row)

@@ -67,8 +67,10 @@ def classify(rob: Robustness, keeps: float = KEEPS) -> dict[str, dict[str, Any]]
     for r in rob.results:
         breaks = next((lv for lv in rob.levels if r.rho_by_level.get(lv, math.nan) < keeps), None)
         out[r.spec] = {"rho": r.rho, "rho_ci": list(r.rho_ci), "rho_by_level": dict(r.rho_by_level),
-                       "weakest_level": r.weakest_level(),
-                       "weakest_rho": r.rho_by_level.get(r.weakest_level() or "", math.nan),
+                       "weakest_level": r.weakest_level(), "weakest_cell": r.weakest_cell(),
+                       "weakest_phrase": r.weakest_phrase(),
+                       "weakest_rho": min((v for v in r.rho_by_level.values() if not math.isnan(v)),
+                                          default=math.nan),
                        "breaks_at": breaks, "keeps_together": breaks is None and not math.isnan(r.rho),
                        "between_anchors": (r.rho - u) / (1 - u) if u < 1 else math.nan,
                        "accuracy": r.accuracy}
@@ -91,7 +93,7 @@ def findings(rob: Robustness, rows: dict[str, dict[str, Any]], keeps: float = KE
                  if v["breaks_at"] else f"holds at every level (rho >= {keeps})")
         out.append(f"`{spec}`: rho {v['rho']:.3f} [{v['rho_ci'][0]:.3f}, {v['rho_ci'][1]:.3f}], "
                    f"{100 * v['between_anchors']:.0f}% of the way from uniform random ({u:.3f}) to a fixed router "
-                   f"(1); lowest at `{v['weakest_level']}` ({v['weakest_rho']:.3f}); {where}.")
+                   f"(1); " + (f"{v['weakest_phrase']}; " if v["weakest_phrase"] else "") + f"{where}.")
     return out
 
 
@@ -220,7 +222,7 @@ def robustness_section(table: RoutingTable, ctx: AuditContext) -> Section:
     rho = label("rho")
     head = ["router", f"{rho} [95% CI]", *[f"{rho} {lv}" for lv in rob.levels], "weakest level", "breaks at"]
     body = [[k, f"{v['rho']:.3f} [{v['rho_ci'][0]:.3f}, {v['rho_ci'][1]:.3f}]",
-             *[f"{v['rho_by_level'][lv]:.3f}" for lv in rob.levels], str(v["weakest_level"]),
+             *[f"{v['rho_by_level'][lv]:.3f}" for lv in rob.levels], v["weakest_cell"],
              v["breaks_at"] or "-"] for k, v in rows.items()]
     col_terms: list[str | None] = [None, "rho", *["rho" for _ in rob.levels], "perturbation level",
                                    "perturbation level"]
