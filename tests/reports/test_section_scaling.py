@@ -162,3 +162,14 @@ def test_no_plateau_finding_from_a_zero_gain() -> None:
     assert "90%" in s["what"] and "no gain" in s["why"] and "0.000" in s["why"]
     assert plateau(_curve([1, 2, 3], [0.4, 0.4, 0.4]))["m"] is None
     assert curve_findings(_curve([1, 2, 3], [0.5, 0.45, 0.4]))[0] == []  # a falling curve: no gain either
+
+
+@pytest.mark.shared_data
+def test_quick_audit_on_llmrouter_claims_only_the_sizes_it_tried(tmp_path: Path, real_table: Any) -> None:
+    """The issue's case: llmrouter's 9 actors, quick grid m = 1, 2, 3, 5, 9; m = 7 (not tried) reaches 90% of the
+    gain in the full audit, so the quick one may not say "no smaller pool reaches" it."""
+    sec = run(real_table("llmrouter"), tmp_path, quick=True)
+    assert sec.data["scaling"]["m"] == [1, 2, 3, 5, 9]
+    text = sec.findings[0].text
+    assert "no smaller pool" not in text
+    assert "none of the smaller pool sizes tried, m = 1, 2, 3, 5, reaches 90% of its gain" in text
