@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
 from routerlab.metrics.bootstrap import (
+    MIN_QUERIES,
+    FewQueriesWarning,
     bootstrap_ci,
     bootstrap_means,
     bootstrap_statistic,
+    enough_queries,
     paired_bootstrap,
     resample_indices,
 )
@@ -36,10 +41,34 @@ def test_ci_shrinks_with_n_and_is_seeded() -> None:
 
 
 def test_degenerate_samples() -> None:
-    assert tuple(bootstrap_ci(np.full(20, 0.3))) == pytest.approx((0.3, 0.3, 0.3))
-    assert bootstrap_ci([0.7]) == (0.7, 0.7, 0.7)
+    assert tuple(bootstrap_ci(np.full(MIN_QUERIES, 0.3))) == pytest.approx((0.3, 0.3, 0.3))
     with pytest.raises(ValueError, match="NaN"):
         bootstrap_ci([0.1, np.nan])
+
+
+def test_too_few_queries_give_no_interval_and_no_p_value() -> None:
+    """Issue 21: 3 test queries gave intervals of [0, 0] and p = 1.000. Below MIN_QUERIES the value stays, the
+    interval and the p-value are NaN (unavailable), and one FewQueriesWarning names n and the minimum."""
+    assert MIN_QUERIES == 30  # the documented choice (docs/metrics.md, benchmarks/bench_bootstrap_coverage.py)
+    three = np.array([0.0, 0.0, 0.0])
+    with pytest.warns(FewQueriesWarning, match=r"only 3 evaluated test queries, fewer than the 30"):
+        est = bootstrap_ci(three)
+    assert est.value == 0.0 and np.isnan(est.lo) and np.isnan(est.hi)
+    with pytest.warns(FewQueriesWarning):
+        same = paired_bootstrap(three, three.copy())
+    assert same.diff == 0.0 and np.isnan(same.lo) and np.isnan(same.hi) and np.isnan(same.p_value)
+    a = np.arange(MIN_QUERIES - 1, dtype=float)
+    with pytest.warns(FewQueriesWarning, match="only 29 "):
+        ratio = bootstrap_statistic(lambda idx: a[idx].mean(axis=1), MIN_QUERIES - 1)
+    assert ratio.value == pytest.approx(a.mean()) and np.isnan(ratio.lo)
+    with pytest.warns(FewQueriesWarning, match="only 1 evaluated test query,"):
+        assert np.isnan(bootstrap_ci([0.7]).lo)
+    # at the minimum: an interval, and no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        full = bootstrap_ci(_bernoulli(MIN_QUERIES))
+        assert full.lo <= full.value <= full.hi
+        assert enough_queries(MIN_QUERIES) and not enough_queries(MIN_QUERIES - 1, warn=False)
 
 
 def test_means_share_resamples_and_match_a_gather() -> None:

@@ -57,17 +57,22 @@ def test_the_deployed_value_is_the_hand_computed_expectation_and_the_greedy_one_
 
 
 def test_deployed_and_greedy_share_the_bootstrap_resamples() -> None:
-    out = evaluate_choices(SCORE, ARGMAX, distribution=DIST, n_boot=200, seed=4, policy="distribution")
-    per_query = expected_per_query(SCORE, DIST)
-    assert per_query == pytest.approx([0.8, 0.4, 0.875])
+    assert expected_per_query(SCORE, DIST) == pytest.approx([0.8, 0.4, 0.875])
+    # the 3 queries 12 times over: enough queries (MIN_QUERIES) for an interval
+    score, dist, argmax = np.tile(SCORE, (12, 1)), np.tile(DIST, (12, 1)), np.tile(ARGMAX, 12)
+    out = evaluate_choices(score, argmax, distribution=dist, n_boot=200, seed=4, policy="distribution")
+    per_query = expected_per_query(score, dist)
     assert out["mu_o"] == pytest.approx(bootstrap_ci(per_query, n_boot=200, seed=4))
-    assert out["mu_o_greedy"] == pytest.approx(bootstrap_ci(SCORE[np.arange(3), ARGMAX], n_boot=200, seed=4))
-    assert evaluate_choices(SCORE, ARGMAX, distribution=DIST, n_boot=200, seed=4, policy="distribution") == out
+    assert out["mu_o_greedy"] == pytest.approx(bootstrap_ci(score[np.arange(36), argmax], n_boot=200, seed=4))
+    assert out["mu_o"].lo < out["mu_o"].hi
+    assert evaluate_choices(score, argmax, distribution=dist, n_boot=200, seed=4, policy="distribution") == out
 
 
 def test_a_one_hot_distribution_gives_the_argmax_value_exactly() -> None:
-    one_hot = np.eye(2)[ARGMAX]
-    out = evaluate_choices(SCORE, ARGMAX, LATENCY, COST, one_hot, n_boot=50, policy="distribution")
+    score, latency, cost, argmax = (np.tile(x, (12, 1)) for x in (SCORE, LATENCY, COST, ARGMAX[:, None]))
+    argmax = argmax[:, 0]  # 36 queries: values and intervals (MIN_QUERIES) both compared
+    one_hot = np.eye(2)[argmax]
+    out = evaluate_choices(score, argmax, latency, cost, one_hot, n_boot=50, policy="distribution")
     for name in ("mu_o", "v_b", "acc_at_1", "acc_at_1_l", "dcg", "l_dcg", "mean_cost", "mean_latency"):
         assert out[name] == out[name + GREEDY_SUFFIX], name
 

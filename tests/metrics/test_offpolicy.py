@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from routerlab.metrics import offpolicy as op
-from routerlab.metrics.bootstrap import percentile_interval, resample_indices
+from routerlab.metrics.bootstrap import FewQueriesWarning, percentile_interval, resample_indices
 
 # Four logged queries, three actors. Logged actors, their propensities and observed rewards:
 A = np.array([0, 1, 2, 0])
@@ -74,15 +74,27 @@ def test_snips_is_undefined_when_no_logged_query_agrees() -> None:
 
 
 def test_normal_intervals_by_hand() -> None:
-    w = op.importance_weights(PI, P)
+    # the 4-query log 8 times over: 32 queries, enough (MIN_QUERIES) for an interval
+    r, w = np.tile(R, 8), np.tile(op.importance_weights(PI, P), 8)
     z = 1.959963984540054
-    # IPS terms 2, 0, 0, 0: mean 0.5, sample sd 1, se 0.5
-    lo, hi = op.ips_contributions(R, w).normal_interval()
-    assert (float(lo), float(hi)) == pytest.approx((0.5 - z * 0.5, 0.5 + z * 0.5))
-    # SNIPS: w (r - V) = 4/3, -4/3, 0, 0; se = sqrt(32/9 * 4/3) / 6
-    se = math.sqrt(32 / 9 * 4 / 3) / 6
-    lo, hi = op.snips_contributions(R, w).normal_interval()
+    # IPS terms (2, 0, 0, 0) x 8: mean 0.5, squared deviations 8 * (2.25 + 3 * 0.25) = 24, sd sqrt(24 / 31)
+    se = math.sqrt(24 / 31) / math.sqrt(32)
+    lo, hi = op.ips_contributions(r, w).normal_interval()
+    assert (float(lo), float(hi)) == pytest.approx((0.5 - z * se, 0.5 + z * se))
+    # SNIPS: w (r - V) = (4/3, -4/3, 0, 0) x 8, sum w = 48; se = sqrt(8 * 32/9 * 32/31) / 48
+    se = math.sqrt(8 * 32 / 9 * 32 / 31) / 48
+    lo, hi = op.snips_contributions(r, w).normal_interval()
     assert (float(lo), float(hi)) == pytest.approx((1 / 3 - z * se, 1 / 3 + z * se))
+
+
+def test_no_normal_interval_below_the_minimum_of_queries() -> None:
+    """Issue 21: an interval over 4 logged queries is not computed (NaN: unavailable), with a warning."""
+    with pytest.warns(FewQueriesWarning, match="only 4 logged queries"):
+        lo, hi = op.ips_contributions(R, op.importance_weights(PI, P)).normal_interval()
+    assert math.isnan(float(lo)) and math.isnan(float(hi))
+    with pytest.warns(FewQueriesWarning, match="only 4 logged queries"):
+        (blo, bhi), = op.bootstrap_intervals([op.ips_contributions(R, op.importance_weights(PI, P))])
+    assert math.isnan(blo) and math.isnan(bhi)
 
 
 def test_leading_axes_equal_one_log_at_a_time() -> None:

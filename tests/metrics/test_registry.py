@@ -76,7 +76,11 @@ def test_answerable_only_and_names() -> None:
     score = np.array([[1.0, 0.0], [0.0, 0.0], [0.0, 1.0]])
     latency = np.array([[1.0, 2.0], [1.0, 1.0], [3.0, 1.0]])
     out = evaluate_choices(score, [0, 0, 1], latency, n_boot=20, answerable_only=True, names=["acc_at_1_l"])
-    assert out == {"acc_at_1_l": (1.0, 1.0, 1.0)}
+    assert list(out) == ["acc_at_1_l"] and out["acc_at_1_l"].value == 1.0  # 2 answerable queries: no interval
+    assert np.isnan(out["acc_at_1_l"].lo) and np.isnan(out["acc_at_1_l"].hi)
+    many = evaluate_choices(np.tile(score, (15, 1)), [0, 0, 1] * 15, np.tile(latency, (15, 1)), n_boot=20,
+                            answerable_only=True, names=["acc_at_1_l"])
+    assert many == {"acc_at_1_l": (1.0, 1.0, 1.0)}  # 30 answerable queries
     with pytest.raises(ValueError, match="unknown metrics"):
         evaluate_choices(score, [0, 0, 1], names=["nope"])
 

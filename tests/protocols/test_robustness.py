@@ -199,13 +199,14 @@ def test_invariance_by_hand() -> None:
     assert ch["changed_share"] == 0.5 and ch["changed_share_argmax"] == 0.5 and ch["rho_invariant"] == 1.0
     assert wd["changed_share"] == 1.0 and wd["changed_share_argmax"] == 0.0
     assert math.isnan(wd["rho_invariant"]) and wd["rho_all"] == pytest.approx(0.75)
+    # 2 test queries, fewer than MIN_QUERIES: no interval is computed (issue 21), every one NaN
     lo, hi = inv["changed_share_ci"]
-    assert 0 <= lo <= 4 / 6 <= hi <= 1
+    assert math.isnan(lo) and math.isnan(hi) and all(math.isnan(x) for x in (*r.rho_ci, *r.accuracy_ci))
     # strict JSON once NaN is null
     text = json.dumps(json_safe(rob.to_dict()), allow_nan=False)
     back = json.loads(text)["results"][0]
     assert back["invariance"]["by_level"]["word"]["rho_invariant"] is None
-    assert back["router"] == "KeywordRouter()" and back["rho_ci"][0] <= back["rho"] <= back["rho_ci"][1]
+    assert back["router"] == "KeywordRouter()" and back["rho_ci"] == [None, None]
     assert "choice" not in back and "perturbed_choice" not in back
 
 
@@ -312,3 +313,17 @@ def test_argmax_tie_break_uses_latency_only_where_both_sides_have_it() -> None:
     assert with_lat["changed_share"] == pytest.approx(4 / 6)  # sets ignore latency
     without = robustness(table, [KeywordRouter()], variants, outcomes=plain, n_boot=20).results[0].invariance
     assert without["changed_share_argmax"] == pytest.approx(2 / 6)  # first-index ties on both sides
+
+
+def test_ratio_intervals_need_the_minimum_of_queries() -> None:
+    """Issue 21 ("robustness rho [0.200, 0.500]" on 3 test queries): below MIN_QUERIES no interval, at it one that
+    holds the ratio."""
+    from routerlab.metrics.bootstrap import MIN_QUERIES, FewQueriesWarning
+    from routerlab.protocols.robustness import ratio_intervals
+
+    v, w = np.array([1.0, 0.0, 0.5]), np.array([2.0, 1.0, 1.0])
+    with pytest.warns(FewQueriesWarning, match="only 3 evaluated test queries"):
+        assert all(math.isnan(x) for x in ratio_intervals({"rho": (v, w)}, 3, 100, 0)["rho"])
+    k = MIN_QUERIES // 3
+    lo, hi = ratio_intervals({"rho": (np.tile(v, k), np.tile(w, k))}, 3 * k, 200, 0)["rho"]
+    assert 0.0 <= lo <= (2.0 + 0.5) / 4.0 <= hi <= 1.0

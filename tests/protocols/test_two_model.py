@@ -23,7 +23,7 @@ A_WORDS = ["apple", "pear", "plum", "fig", "grape", "melon"]
 B_WORDS = ["quark", "boson", "lepton", "meson", "gluon", "muon"]
 
 
-def synthetic(n: int = 240, seed: int = 0) -> RoutingTable:
+def synthetic(n: int = 480, seed: int = 0) -> RoutingTable:
     """Three actors (L, M, S); datasets a, b, c of n/3 queries each; fruit questions are easy for the small
     model S (90% right), physics ones hard (20%); every 4th query of a and b is 'test'; two queries lack S or L
     (dropped), one lacks M only (kept: M is not in the pair)."""
@@ -320,3 +320,29 @@ def test_datasets_keep_the_order_given(table: RoutingTable) -> None:
     result = run_two_model(table, "S", "L", ["best-single"], id_datasets=["b", "a"], ood_datasets=["c"],
                            split="given", n_boot=40).to_dict()
     assert result["id_datasets"] == ["b", "a"] and list(result["results"][0]["datasets"]) == ["b", "a", "c"]
+
+
+def test_datasets_with_too_few_queries_get_no_interval() -> None:
+    """Issue 21: 20 test queries in each in-domain dataset (fewer than MIN_QUERIES) give no interval there, nor for
+    their mean, nor for a paired difference; the out-of-domain dataset (all its 80 queries) keeps its intervals.
+    One warning names the datasets."""
+    import warnings
+
+    from routerlab.metrics.bootstrap import FewQueriesWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = run_two_model(synthetic(240), "S", "L", ["oracle", "best-single", "knn:k=5"], ood_datasets=["c"],
+                               split="given", n_boot=50, seed=1, compare_to="best-single").to_dict()
+    few = [str(w.message) for w in caught if issubclass(w.category, FewQueriesWarning)]
+    assert few == ["only 20 evaluated queries in each of the datasets a, b, fewer than the 30 a 95% interval needs: "
+                   "intervals and p-values are reported as unavailable (docs/metrics.md, 'Too few queries')"]
+    for r in result["results"]:
+        for name in ("a", "b"):
+            assert r["datasets"][name]["n"] < 30 and all(math.isnan(x) for x in r["datasets"][name]["auroc_ci"])
+        assert all(math.isnan(x) for x in r["id_mean"]["lpm_ci"])
+        assert r["datasets"]["c"]["n"] >= 30 and not math.isnan(r["datasets"]["c"]["lpm_ci"][0])
+        assert not math.isnan(r["ood_mean"]["lpm_ci"][0])
+    knn = next(r for r in result["results"] if r["router"] == "knn:k=5")
+    assert all(math.isnan(x) for x in knn["versus"]["datasets"]["a"]["lpm_diff_ci"])
+    assert not math.isnan(knn["versus"]["datasets"]["c"]["lpm_diff_ci"][0])

@@ -16,7 +16,7 @@ from routerlab.data.table import RoutingTable
 from routerlab.datasets import demo
 from routerlab.reports import audit
 from routerlab.reports.audit import GLOSSARY, AuditContext, audit_split, evaluable_split
-from routerlab.reports.blocks import Section, Table
+from routerlab.reports.blocks import Paragraph, Section, Table
 from routerlab.reports.sections import leaderboard as lb
 from routerlab.reports.sections import robustness as rb
 from routerlab.reports.sections.partial import collapse_findings, describe_actor
@@ -88,9 +88,16 @@ def test_bounds_finding_follows_the_data(tmp_path: Path) -> None:
         (f,) = sec.findings
         assert f.values["headroom_points"] == pytest.approx(points) == pytest.approx(100 * sec.data["headroom"])
         assert f"at most {points:.1f} points" in f.text and "`a`" in f.text
-        lo, hi = f.interval or (np.nan, np.nan)
-        assert lo <= points <= hi and [lo, hi] == sec.data["headroom_points_ci"]
+        # 4 test queries: no interval (issue 21), so the finding quotes none
+        assert f.interval is None and "CI" not in f.text and np.isnan(sec.data["headroom_points_ci"]).all()
+        assert "95% CI n/a (n=4 < 30)" in sec.blocks[1].text  # type: ignore[union-attr]
         _check_findings(sec)
+    # the same tables 8 times over (32 test queries): the interval, and the finding quotes it
+    many = _run("bounds", t4 := _two_actor([*base] * 8 + [[1, 0], [0, 1], [0, 1], [1, 1]] * 8),
+                _context(t4, tmp_path / "4"))
+    (f,) = many.findings
+    lo, hi = f.interval or (np.nan, np.nan)
+    assert lo <= 50.0 <= hi and [lo, hi] == many.data["headroom_points_ci"] and "95% CI [" in f.text
     table = first.blocks[0]
     assert isinstance(table, Table) and table.id == "bounds-table" and first.name == "bounds"
     same = _run("bounds", t3 := _two_actor(base + [[1, 0]] * 4), _context(t3, tmp_path / "3"))
@@ -266,3 +273,27 @@ def test_diversity_says_when_the_greedy_cap_is_reached(tmp_path: Path, monkeypat
     assert sec.data["coreset"]["size_90"] is None and sec.data["coreset"]["greedy_cap"] == 2
     assert sec.findings[-1].text.startswith("The diversity is spread over many actors: the 2 most diverse of 6")
     _check_findings(sec)
+
+
+def test_no_diversity_share_of_a_pool_without_diversity(tmp_path: Path) -> None:
+    """Issue 21, "a finding never divides by a zero gain": 6 copies of one actor have no diversity (HSE 0), so no
+    finding says how many of them carry 90% of it; the section says why in one sentence."""
+    one = (np.random.default_rng(0).random((200, 1)) < 0.5).astype(float)
+    t = RoutingTable.from_arrays(np.repeat(one, 6, axis=1), actors=[f"m{i}" for i in range(6)],
+                                 split=["train"] * 150 + ["test"] * 50)
+    sec = _run("diversity", t, _context(t, tmp_path))
+    assert sec.data["hse"] == 0.0
+    assert not any("90%" in f.text for f in sec.findings)
+    (left,) = sec.data["skipped_findings"]
+    assert "90% of the pool's diversity" in left["what"] and "HSE 0" in left["why"]
+    assert not any("carry 90%" in b.text for b in sec.blocks if isinstance(b, Paragraph))
+
+
+def test_leaderboard_says_which_routers_a_none_beats_claim_is_about(tmp_path: Path) -> None:
+    """Issue 21, item 3 for the other findings: "no router beats best-single" claims it of the routers run, not of
+    routers in general."""
+    table = demo(300, seed=2)
+    sec = _run("leaderboard", table, _context(table, tmp_path, {"quick": True, "routers": ["best-single", "random",
+                                                                                          "smallest"]}))
+    (gain,) = [f for f in sec.findings if f.target == "leaderboard-table" and "best single actor" in f.text]
+    assert gain.text.startswith("No router of the 1 run beats always calling the best single actor")

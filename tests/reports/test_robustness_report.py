@@ -33,9 +33,9 @@ def test_files_with_outcomes(tmp_path: Path) -> None:
     md = paths[3].read_text()
     # the hand-computed numbers of tests/protocols/test_robustness.py::test_invariance_by_hand
     row = next(line for line in md.splitlines() if line.startswith("| KeywordRouter() |"))
-    assert "0.5833 [" in row and "| 0.5000 | 0.7500 | character |" in row
+    assert "0.5833 n/a (n=2 < 30)" in row and "| 0.5000 | 0.7500 | character |" in row  # 2 queries: no interval
     assert "changed for 66.7% of 6 variants with outcomes (argmax: 33.3%)" in row
-    assert "| word | 3 | 2 | 100.0% [100.0%, 100.0%] | 0.0% | - | - |" in md
+    assert "| word | 3 | 2 | 100.0% n/a (n=2 < 30) | 0.0% | - | - |" in md
     assert "![rho_by_level.png](rho_by_level.png)" in md and "untested" not in md
     term = robustness_text(rob)
     lines = term.splitlines()

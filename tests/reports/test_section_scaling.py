@@ -12,12 +12,15 @@ import pytest
 
 from routerlab.data.demo import demo
 from routerlab.data.table import RoutingTable
+from routerlab.protocols.scaling import ScalingCurve
 from routerlab.reports import audit
 from routerlab.reports.blocks import Section, Table
 from routerlab.reports.sections.scaling import (
     CURVE_TABLE_ID,
     GROUPS_TABLE_ID,
     PLOT,
+    curve_findings,
+    plateau,
     pool_sizes,
     scaling_section,
     subsets_per_m,
@@ -125,3 +128,48 @@ def test_pool_sizes_and_subsets_at_routereval_scale() -> None:
     assert subsets_per_m(100, [1, 2, 3], True) == 20  # small tables: the mode's default
     assert 5 <= subsets_per_m(7200, grid, True) < 20  # 8,500 actors x 7,200 test queries: fewer pools per m
     assert subsets_per_m(7200, grid, False) <= 100
+
+
+def _curve(m: list[int], means: list[float]) -> ScalingCurve:
+    band = {"mean": means, "std": [0.0] * len(m), "q05": means, "q95": means}
+    return ScalingCurve(m=m, p=[1.0], oracle_p={1.0: band}, best_single=band, reference=None, samples=5, seed=0)
+
+
+def test_a_partial_grid_claims_only_the_pool_sizes_it_tried() -> None:
+    """Issue 21: `audit --quick` tried m = 1, 2, 3, 5, 9 and said "no smaller pool reaches 90% of its gain" while the
+    full audit found m = 7 does. On a partial grid the sentence names the sizes tried; on a full one it may say
+    "no smaller pool"."""
+    means = [0.50, 0.60, 0.70, 0.80, 1.00]  # 90% of the gain is 0.95: only m = 9 reaches it among those tried
+    (f,), skipped = curve_findings(_curve([1, 2, 3, 5, 9], means))
+    assert not skipped and "no smaller pool" not in f.text
+    assert "none of the smaller pool sizes tried, m = 1, 2, 3, 5, reaches 90% of its gain" in f.text
+    assert "(sizes in between were not tried)" in f.text
+    (f,), _ = curve_findings(_curve([1, 2, 3, 4, 5], means))  # every size tried: the general claim holds
+    assert f.text.endswith("no smaller pool reaches 90% of its gain.")
+    # a size that reaches it, with untried sizes below it: only the tried ones are said not to
+    (f,), _ = curve_findings(_curve([1, 2, 3, 5, 9], [0.5, 0.6, 0.7, 0.97, 1.0]))
+    assert "m=5 actors already reach 90%" in f.text and "only m = 1, 2, 3 were tried and do not" in f.text
+    (f,), _ = curve_findings(_curve([1, 2, 3, 4, 5], [0.5, 0.6, 0.7, 0.97, 1.0]))
+    assert "m=4 actors already reach 90%" in f.text and "tried" not in f.text
+
+
+def test_no_plateau_finding_from_a_zero_gain() -> None:
+    """Issue 21: "m=1 already reaches 90% ... mean oracle 0.000": the whole pool adds nothing over one actor, so
+    there is no 90% of a gain to claim; the finding is left out and says why."""
+    found, skipped = curve_findings(_curve([1, 2, 3], [0.0, 0.0, 0.0]))
+    assert found == []
+    (s,) = skipped
+    assert "90%" in s["what"] and "no gain" in s["why"] and "0.000" in s["why"]
+    assert plateau(_curve([1, 2, 3], [0.4, 0.4, 0.4]))["m"] is None
+    assert curve_findings(_curve([1, 2, 3], [0.5, 0.45, 0.4]))[0] == []  # a falling curve: no gain either
+
+
+@pytest.mark.shared_data
+def test_quick_audit_on_llmrouter_claims_only_the_sizes_it_tried(tmp_path: Path, real_table: Any) -> None:
+    """The issue's case: llmrouter's 9 actors, quick grid m = 1, 2, 3, 5, 9; m = 7 (not tried) reaches 90% of the
+    gain in the full audit, so the quick one may not say "no smaller pool reaches" it."""
+    sec = run(real_table("llmrouter"), tmp_path, quick=True)
+    assert sec.data["scaling"]["m"] == [1, 2, 3, 5, 9]
+    text = sec.findings[0].text
+    assert "no smaller pool" not in text
+    assert "none of the smaller pool sizes tried, m = 1, 2, 3, 5, reaches 90% of its gain" in text

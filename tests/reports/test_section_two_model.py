@@ -29,7 +29,8 @@ def run(table: RoutingTable, out: Path, **options: Any) -> Section:
 
 @pytest.fixture(scope="module")
 def table() -> RoutingTable:
-    return demo(700, seed=0).select_datasets(["math", "code", "law"])  # three datasets: three figures, not six
+    # three datasets (three figures, not six) of about 40 test queries each: enough for intervals (MIN_QUERIES)
+    return demo(1200, seed=0).select_datasets(["math", "code", "law"])
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +80,21 @@ def test_findings_tables_and_decisions(full: Section) -> None:
     # the oracle escalates exactly where the large model is right and the small one wrong, first
     oracle = d.scores["oracle"].mean()
     assert oracle >= max(np.mean(v) for v in d.scores.values()) - 1e-12
+
+
+def test_no_finding_rests_on_an_interval_over_too_few_queries(tmp_path: Path) -> None:
+    """Issue 21: about 23 test queries per dataset (fewer than MIN_QUERIES): the AUROC finding states the value
+    with no interval and no verdict on chance (the verdict is listed as left out, with why); the call-rate finding,
+    over all 70 test queries together, keeps its interval."""
+    sec = run(demo(700, seed=0).select_datasets(["math", "code", "law"]), tmp_path, small=SMALL, large=LARGE,
+              quick=True)
+    auroc = next(f for f in sec.findings if "AUROC" in f.text)
+    assert auroc.interval is None and "chance" not in auroc.text and "[" not in auroc.text
+    rate = next(f for f in sec.findings if f.target == f"{NAME}-call-rate")
+    assert rate.interval is not None and f"[{rate.interval[0]:.3f}, " in rate.text
+    (left,) = sec.data["skipped_findings"]
+    assert "above chance" in left["what"] and "evaluated queries in the smallest dataset" in left["why"]
+    assert "n/a (n=" in " ".join(b.text for b in sec.blocks if isinstance(b, Paragraph))
 
 
 def test_findings_follow_the_pair(table: RoutingTable, full: Section, tmp_path: Path) -> None:
@@ -157,3 +173,16 @@ def test_routers_are_fitted_once_and_decisions_are_the_runs(table: RoutingTable,
     both = ~np.isnan(score[:, table.actor_index([SMALL, LARGE])]).any(axis=1)
     assert sorted(per.ids) == sorted(str(q) for q in unsplit.queries.ids[split.test[both[split.test]]])
     assert fits == [int(both[split.train].sum())]
+
+
+def test_no_share_of_a_large_model_that_scores_zero() -> None:
+    """Issue 21, "a finding never divides by a zero gain": when the large model scores 0 on the test queries, no
+    finding says what share of its score a router keeps."""
+    from routerlab.reports.sections.two_model import finding_objects
+
+    stats = {"knn": {"phi": 0.0, "ci": [0.0, 0.0], "share_of_large": float("nan"), "perf_large": 0.0,
+                     "perf_small": 0.0, "call_rate": 0.3}}
+    result = {"small": SMALL, "large": LARGE, "results": [], "id_datasets": [], "ood_datasets": []}
+    found, skipped = finding_objects(result, stats)
+    assert found == [] and "share of the large model's score" in skipped[0]["what"]
+    assert "scores 0.000" in skipped[0]["why"]

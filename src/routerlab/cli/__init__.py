@@ -79,10 +79,19 @@ def _root(
     """Measure whether LLM routing is accurate, cheap, fast, robust and meaningful, on real data."""
 
 
-def _show_warning(
-    message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None, line: Any = None
-) -> None:
-    print(f"routerlab: warning: {message}", file=sys.stderr)
+def _warning_printer() -> Callable[..., None]:
+    """A ``warnings.showwarning`` that prints each warning as one ``routerlab: warning:`` line, and a line it
+    already printed during this command not again (e.g. one per interval left out for too few queries)."""
+    shown: set[str] = set()
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
+             line: Any = None) -> None:
+        text = f"routerlab: warning: {message}"
+        if text not in shown:
+            shown.add(text)
+            print(text, file=sys.stderr)
+
+    return show
 
 
 def _plugin_command(name: str, fn: Callable[..., Any], ep: EntryPoint) -> CommandInfo:
@@ -117,12 +126,12 @@ def _register_commands() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Console entry point; returns the exit code (0 ok, 1 failure found, 2 user error).
 
-    Warnings print as one ``routerlab: warning:`` line while a command runs; the process's own
+    Warnings print as one ``routerlab: warning:`` line while a command runs (each line once); the process's own
     warning display and filters are restored on return, so calling ``main()`` from Python (a test,
     a notebook) leaves them as they were.
     """
     with warnings.catch_warnings():
-        warnings.showwarning = _show_warning
+        warnings.showwarning = _warning_printer()
         return _run_command(argv)
 
 

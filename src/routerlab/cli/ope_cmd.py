@@ -99,11 +99,16 @@ def _num(v: float) -> str:
 
 def ope_text(result: OPEResult) -> str:
     """One block per router: a row per metric, a column per estimator (value [lo, hi]) and the truth when known,
-    with the effective sample size; then what could not be estimated and why."""
+    with the effective sample size; then what could not be estimated and why. Below MIN_QUERIES logged queries the
+    header says the intervals are unavailable and the cells hold the values alone."""
+    from routerlab.metrics.bootstrap import MIN_QUERIES, unavailable
+
+    enough = result.n_logged >= MIN_QUERIES
     lines = [f"{result.provenance.data['name']}: {result.n_logged} logged queries "
              f"(policy {result.logs.get('policy') or 'unknown'}, smallest propensity "
              f"{_num(result.logs['min_propensity'])}); training: {result.training['feedback']} feedback, "
-             f"{result.training['n_train']} queries; intervals: 95% {result.interval['method']}"]
+             f"{result.training['n_train']} queries; intervals: "
+             + (f"95% {result.interval['method']}" if enough else unavailable(result.n_logged))]
     for r in result.results:
         d = r.diagnostics
         lines.append("")
@@ -115,7 +120,7 @@ def ope_text(result: OPEResult) -> str:
             cells = [metric]
             for est in result.estimators:
                 v, lo, hi = r.estimates[est][metric]
-                cells.append(f"{_num(v)} [{_num(lo)}, {_num(hi)}]")
+                cells.append(f"{_num(v)} [{_num(lo)}, {_num(hi)}]" if enough else _num(v))
             if r.truth is not None:
                 cells.append(_num(r.truth[metric]) if metric in r.truth else "-")
             rows.append(cells)

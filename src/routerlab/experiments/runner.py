@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ from routerlab.errors import Interrupted, RouterlabError, UsageError
 from routerlab.execute.base import Executor
 from routerlab.experiments.schema import Experiment, ProtocolSpec, TableSpec, canonical
 from routerlab.experiments.store import CellRecord, Outcome, ResultStore, check_store_dir
+from routerlab.metrics.bootstrap import FewQueriesWarning, enough_queries, warn_few_queries
 
 
 @dataclass(frozen=True)
@@ -140,7 +142,9 @@ def run_task(shared: dict[str, Any], task: Task) -> list[Outcome]:
         proto = get_protocol(protocol.name)
         try:
             settings = protocol_settings(protocol, task.split, task.settings)
-            result = proto.run(table, settings, task.seed, list(routers) if proto.uses_routers else [], context)
+            with warnings.catch_warnings():  # in a worker it would print once per worker: the driver warns instead
+                warnings.simplefilter("ignore", FewQueriesWarning)
+                result = proto.run(table, settings, task.seed, list(routers) if proto.uses_routers else [], context)
         except RouterlabError as exc:
             raise UsageError(f"{where}, protocol {protocol.label}: {exc}") from None
         fit = result.native.results if hasattr(result.native, "results") else []
@@ -252,6 +256,8 @@ def run_experiment(exp: Experiment, store_dir: Path, *, executor: Executor | Cal
             records = []
             for o in outcomes:
                 c = by_id[o.cell_id]
+                if o.status == "ok" and not enough_queries(o.n_test, warn=False):  # NULL intervals: say why, once
+                    warn_few_queries(f"only {o.n_test} evaluated test queries in table {c.table!r}")
                 records.append(CellRecord(
                     table_name=c.table, data_hash=c.data_hash, split=c.split, protocol=c.protocol.name,
                     router=c.router, seed=c.seed, settings=c.settings_json, outcome=o))

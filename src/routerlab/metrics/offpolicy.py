@@ -37,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from routerlab.metrics._arrays import FloatArray, IntArray
-from routerlab.metrics.bootstrap import bootstrap_means, percentile_interval
+from routerlab.metrics.bootstrap import bootstrap_means, enough_queries, percentile_interval
 
 Estimator = Literal["ips", "snips", "dr"]
 ESTIMATORS: tuple[Estimator, ...] = ("ips", "snips", "dr")
@@ -111,7 +111,8 @@ class Contributions:
     def normal_interval(self, alpha: float = 0.05) -> tuple[FloatArray, FloatArray]:
         """The estimator's own normal-approximation interval: ``V +- z sd(terms) / sqrt(n)`` (IPS, DR; sample sd,
         ddof = 1), and for SNIPS the linearised variance ``sum w_i^2 (r_i - V)^2 / (sum w_i)^2`` (the Hajek
-        ratio estimator's delta method). NaN where the estimate is undefined or n < 2."""
+        ratio estimator's delta method). NaN where the estimate is undefined or n < MIN_QUERIES (too few queries
+        for an interval: unavailable, not computed)."""
         if not 0.0 < alpha < 1.0:
             raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
         from scipy.special import ndtri  # here: scipy.special costs 0.5 s to import, and only this needs it
@@ -119,7 +120,7 @@ class Contributions:
         z = float(ndtri(1.0 - alpha / 2.0))
         v = self.value()
         n = self.n
-        if n < 2:
+        if not enough_queries(n, "logged queries"):
             nan = np.full(v.shape, np.nan)
             return nan, nan.copy()
         if self.denominator is None:
@@ -282,7 +283,8 @@ def bootstrap_intervals(
     """Percentile bootstrap intervals (SPEC 7) of several estimators over one log (1-d terms), all from the same
     resamples of the logged queries: every numerator and denominator is one column of one (n, k) matrix whose
     resampled means come from one count-matrix product per chunk (no loop per resample). SNIPS replicates are
-    ratios of the resampled sums; a replicate whose denominator is 0 is left out."""
+    ratios of the resampled sums; a replicate whose denominator is 0 is left out. Below MIN_QUERIES logged queries
+    every interval is (NaN, NaN): unavailable, not computed."""
     if not terms:
         return []
     n = terms[0].n
@@ -290,6 +292,9 @@ def bootstrap_intervals(
     for t in terms:
         if t.numerator.ndim != 1 or t.n != n:
             raise ValueError("bootstrap_intervals takes the 1-d terms of one log")
+    if not enough_queries(n, "logged queries"):
+        return [(float("nan"), float("nan"))] * len(terms)
+    for t in terms:
         cols.append(t.numerator)
         if t.denominator is not None:
             cols.append(t.denominator)

@@ -41,7 +41,7 @@ from routerlab.metrics._arrays import (
     chosen_scores,
     where_nan_message,
 )
-from routerlab.metrics.bootstrap import Estimate, bootstrap_means, percentile_interval
+from routerlab.metrics.bootstrap import Estimate, bootstrap_means, enough_queries, percentile_interval
 from routerlab.metrics.latency import LatencyRanks, answerable, latency_ranks, latency_rewards
 from routerlab.metrics.selection import best_single_performance, checked_distribution, entropy_bits
 
@@ -400,10 +400,10 @@ def evaluate_choices(
     acting: npt.ArrayLike | None = None,
 ) -> dict[str, Estimate]:
     """Every registered metric whose inputs are given, as (value, lo, hi) with a percentile bootstrap
-    interval over queries (SPEC 7). Always: mu_o, v_b, acc_at_1; with ``reference``: v_r; with
-    ``distribution``: e_p; with ``latency``: acc_at_1_l, dcg, l_dcg, mean_latency; with ``cost``:
-    mean_cost. ``answerable_only`` keeps the queries with a correct actor (SPEC 5's view); ``names``
-    restricts the set. Deterministic for a seed.
+    interval over queries (SPEC 7; NaN, unavailable, below MIN_QUERIES evaluated queries). Always: mu_o, v_b,
+    acc_at_1; with ``reference``: v_r; with ``distribution``: e_p; with ``latency``: acc_at_1_l, dcg, l_dcg,
+    mean_latency; with ``cost``: mean_cost. ``answerable_only`` keeps the queries with a correct actor (SPEC 5's
+    view); ``names`` restricts the set. Deterministic for a seed.
 
     ``policy`` is how the router acts when deployed (module docstring): ``argmax`` scores ``choice``;
     ``distribution`` (an exploring router) scores every choice metric as its expectation under the distribution
@@ -478,13 +478,20 @@ def evaluate_choices(
         return {}
     table = np.column_stack(columns)
     point = table.mean(axis=0)
-    reps = bootstrap_means(table, n_boot, seed)
+    # below MIN_QUERIES evaluated queries the intervals are unavailable (NaN), not computed
+    reps = bootstrap_means(table, n_boot, seed) if enough_queries(table.shape[0]) else None
     out: dict[str, Estimate] = {}
     for name, (num, den) in layout.items():
         if den is None:
-            value, replicates = float(point[num]), reps[:, num]
+            value = float(point[num])
         else:
             value = float(point[num] / point[den]) if point[den] != 0 else float("nan")
+        if reps is None:
+            out[name] = Estimate(value, float("nan"), float("nan"))
+            continue
+        if den is None:
+            replicates = reps[:, num]
+        else:
             with np.errstate(divide="ignore", invalid="ignore"):
                 replicates = np.where(reps[:, den] != 0, reps[:, num] / reps[:, den], np.nan)
         lo, hi = percentile_interval(replicates, alpha)

@@ -45,7 +45,7 @@ from routerlab.data.table import Queries, RoutingTable
 from routerlab.errors import UsageError
 from routerlab.features.base import Features
 from routerlab.features.registry import Encoder
-from routerlab.metrics.bootstrap import percentile_interval, resample_indices
+from routerlab.metrics.bootstrap import enough_queries, percentile_interval, resample_indices
 from routerlab.metrics.robustness import invariance_by_level, invariance_check, rho, rho_by_level, rho_per_actor
 from routerlab.metrics.selection import collapsed, oracle_choice, selection_shares, selection_vector
 from routerlab.perturb.base import DEFAULT_ASK, LEVELS, MAX_VARIANTS, PerturbationSet
@@ -553,10 +553,13 @@ def _ratio(values: npt.NDArray[np.float64], weights: npt.NDArray[np.float64]) ->
 def ratio_intervals(ratios: dict[str, tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]], n: int,
                     n_boot: int, seed: int) -> dict[str, Interval]:
     """Percentile 95% intervals of ratio statistics sum(v_i w_i) / sum(w_i) over bootstrap resamples of the n
-    queries (SPEC 7), all from the same resamples; a 0/0 replicate is left out."""
+    queries (SPEC 7), all from the same resamples; a 0/0 replicate is left out. Below MIN_QUERIES queries every
+    interval is (NaN, NaN): unavailable, not computed."""
     keys = list(ratios)
     if not keys:
         return {}
+    if not enough_queries(n):
+        return {k: (math.nan, math.nan) for k in keys}
     W = np.column_stack([ratios[k][1] for k in keys]).astype(np.float64)
     VW = np.column_stack([ratios[k][0] for k in keys]).astype(np.float64) * W
     parts = []

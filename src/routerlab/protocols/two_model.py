@@ -40,7 +40,7 @@ from routerlab.errors import UsageError
 from routerlab.features.base import Features
 from routerlab.features.registry import Encoder
 from routerlab.metrics import curves as C
-from routerlab.metrics.bootstrap import percentile_interval, resample_indices
+from routerlab.metrics.bootstrap import enough_queries, percentile_interval, resample_indices, warn_few_queries
 from routerlab.progress import task, track
 from routerlab.protocols.base import (
     ENCODER_HELP,
@@ -548,6 +548,19 @@ def _score_datasets(scores: Mapping[str, FloatArray], evaluation: RoutingTable, 
     resamples drawn once per dataset and shared by all routers (with their multiplicities)."""
     datasets = evaluation.queries.dataset.astype(str)
     out: dict[str, dict[str, _Cell]] = {spec: {} for spec in scores}
+    sizes = {name: int(np.count_nonzero(datasets == name)) for name in names}
+    few = {name: k for name, k in sizes.items() if not enough_queries(k, warn=False)}
+    if len(few) == 1:  # one warning for the datasets whose intervals (and those of their means) are left out
+        name, k = next(iter(few.items()))
+        warn_few_queries(f"only {k} evaluated quer{'y' if k == 1 else 'ies'} in dataset {name}")
+    elif few:
+        low, high = min(few.values()), max(few.values())
+        if low == high:
+            warn_few_queries(f"only {low} evaluated quer{'y' if low == 1 else 'ies'} in each of the datasets "
+                             + ", ".join(few))
+        else:
+            listed = ", ".join(f"{d} ({k})" for d, k in few.items())
+            warn_few_queries(f"only {low} to {high} evaluated queries in datasets {listed}")
     kind: C.AurocConvention = "routerxbench" if convention == "routerxbench" else "routerlab"
     for name in names:
         rows = np.flatnonzero(datasets == name)
@@ -560,7 +573,8 @@ def _score_datasets(scores: Mapping[str, FloatArray], evaluation: RoutingTable, 
             curve = C.call_rate_curve(s, small, large, convention=kind)
             points[spec] = (curve, C.two_model_metrics(curve, s, small, large, lpm_band, rp_band))
         exact = C.exact_sum_dtype(small, large)
-        for idx in resample_indices(rows.size, n_boot, _dataset_seed(seed, name)):
+        enough = name not in few  # else its intervals (and those of the means over datasets it is in) are NaN
+        for idx in resample_indices(rows.size, n_boot, _dataset_seed(seed, name)) if enough else ():
             counts = C.resample_counts(idx, rows.size, exact) if kind == "routerlab" else None
             for spec, s_all in scores.items():
                 values = C.resampled_two_model_metrics(s_all[rows], small, large, idx, kind, lpm_band, rp_band,
@@ -569,7 +583,7 @@ def _score_datasets(scores: Mapping[str, FloatArray], evaluation: RoutingTable, 
                     reps[spec][m].append(values[m])
         for spec in scores:
             curve, point = points[spec]
-            joined = {m: np.concatenate(reps[spec][m]) for m in BOOT_METRICS}
+            joined = {m: np.concatenate(reps[spec][m]) if enough else np.full(n_boot, np.nan) for m in BOOT_METRICS}
             cell: dict[str, Any] = {"n": int(rows.size)}
             for m in METRICS:
                 cell[m] = point[m]

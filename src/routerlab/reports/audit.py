@@ -32,10 +32,11 @@ from routerlab.data.splits import Split, given_split, in_split_order, make_split
 from routerlab.data.table import RoutingTable
 from routerlab.errors import Interrupted, RouterlabError, UsageError
 from routerlab.metrics import catalog
+from routerlab.metrics.bootstrap import MIN_QUERIES
 from routerlab.progress import mode as progress_mode
 from routerlab.protocols.base import RunContext
 from routerlab.reports.audit_cache import SectionCache
-from routerlab.reports.blocks import Definition, Definitions, Finding, Findings, Paragraph, Section
+from routerlab.reports.blocks import Block, Definition, Definitions, Finding, Findings, Paragraph, Section
 from routerlab.reports.files import write_json, write_text
 from routerlab.reports.render import render_markdown
 
@@ -84,6 +85,46 @@ class AuditContext:
     def quick(self) -> bool:
         """``--quick``: a first look (fewer routers, resamples and variants); every section reads it."""
         return bool(self.options.get("quick", False))
+
+    @property
+    def n_test(self) -> int:
+        """The evaluated test queries every section scores."""
+        return int(self.split.test.size)
+
+    @property
+    def few_queries(self) -> bool:
+        """Too few evaluated test queries for a 95% interval (fewer than ``MIN_QUERIES``): no interval is
+        computed, and no finding rests on one (:func:`left_out`)."""
+        return self.n_test < MIN_QUERIES
+
+
+def too_few_queries(n: int, what: str = "evaluated test queries") -> str:
+    """Why a finding that needs an interval is left out: ``n`` queries are too few for one."""
+    return f"their 95% intervals would rest on only {n} {what}, fewer than the {MIN_QUERIES} an interval needs"
+
+
+def left_out(what: str, why: str) -> dict[str, str]:
+    """A finding a section did not write, for its data's ``skipped_findings``: ``what`` it would have said (a noun
+    phrase: "whether `knn` beats the best single actor") and ``why`` not. The report states them in one sentence
+    under the findings (:func:`skipped_sentence`)."""
+    return {"what": what, "why": why}
+
+
+def skipped_sentence(skipped: list[dict[str, str]]) -> str:
+    """One sentence for every finding left out, grouped by why: "Not stated as findings: A and B (why); C (why)."
+    (empty when none was)."""
+    if not skipped:
+        return ""
+    by_why: dict[str, list[str]] = {}
+    for s in skipped:
+        whats = by_why.setdefault(s["why"], [])
+        if s["what"] not in whats:
+            whats.append(s["what"])
+    parts = []
+    for why, whats in by_why.items():
+        listed = whats[0] if len(whats) == 1 else ", ".join(whats[:-1]) + " and " + whats[-1]
+        parts.append(f"{listed} ({why})")
+    return "Not stated as findings: " + "; ".join(parts) + "."
 
 
 OPTION_KEYS = ("quick", "routers", "encoder", "logs", "small", "large", "robustness_levels")
@@ -224,7 +265,9 @@ def run_audit(
         record["findings"] = [{"text": f.text, "section": where, "target": f.target, "values": dict(f.values),
                                "interval": list(f.interval) if f.interval is not None else None}
                               for where, f in findings]
-        parts = [head, findings_section(findings), *done.sections]
+        skipped = [{**s, "section": sec.name} for sec in done.sections for s in sec.data.get("skipped_findings", [])]
+        record["skipped_findings"] = skipped
+        parts = [head, findings_section(findings, skipped), *done.sections]
         terms = [t for sec in done.sections for t in sec.terms]
         if terms:
             parts.append(glossary_section(list(dict.fromkeys(terms))))
@@ -412,13 +455,14 @@ def _findings(done: list[Section]) -> list[tuple[str, Finding]]:
     return out
 
 
-def findings_section(findings: list[tuple[str, Finding]]) -> Section:
+def findings_section(findings: list[tuple[str, Finding]], skipped: list[dict[str, str]] | None = None) -> Section:
     """The report's opening "Findings" section: one plain sentence per finding, each linking to the table
-    or figure that shows it."""
-    if not findings:
-        return Section("Findings", [Paragraph("No section reported a finding on this table; the sections "
-                                              "below hold every number.")], name="findings")
-    return Section("Findings", [Findings([f for _, f in findings])], name="findings")
+    or figure that shows it, then one sentence naming the findings left out and why (``skipped``)."""
+    blocks: list[Block] = [Findings([f for _, f in findings])] if findings else [Paragraph(
+        "No section reported a finding on this table; the sections below hold every number.")]
+    if skipped:
+        blocks.append(Paragraph(skipped_sentence(skipped)))
+    return Section("Findings", blocks, name="findings")
 
 
 def write_decisions(out_dir: Path, done: list[Section]) -> list[str]:
@@ -525,6 +569,8 @@ def audit_summary(record: dict[str, Any], out_dir: Path) -> list[str]:
     for name, sec in secs.items():  # every other section's one-line headline, in report order
         if name not in {"table", "bounds", "diversity"} and sec.get("headline"):
             lines.append(str(sec["headline"]))
+    if record.get("skipped_findings"):
+        lines.append(skipped_sentence(record["skipped_findings"]))
     if "diversity" in secs and "hse_normalized" in secs["diversity"]:
         d = secs["diversity"]
         lines.append(f"diversity: normalised HSE {d['hse_normalized']:.3f} over {d['n_actors']} actors"

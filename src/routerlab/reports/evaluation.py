@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from routerlab.metrics import catalog
+from routerlab.metrics.bootstrap import MIN_QUERIES, unavailable
 from routerlab.protocols.full import Evaluation, RouterResult
 from routerlab.reports.blocks import Table
 from routerlab.reports.files import save_figure, write_json, write_parquet
@@ -35,12 +36,19 @@ def ranked(ev: Evaluation) -> list[RouterResult]:
     return sorted(ev.results, key=lambda r: -r.metrics.get("mu_o", float("-inf")))
 
 
+def evaluated_queries(ev: Evaluation) -> int:
+    """How many test queries the run's metrics and intervals are computed over."""
+    return int(ev.split.get("n_test", 0) or 0)
+
+
 def leaderboard_rows(ev: Evaluation) -> list[list[str]]:
     cols = _columns(ev)
     rows = []
+    n = evaluated_queries(ev)
     for r in ranked(ev):
         lo, hi = r.ci.get("mu_o", (float("nan"), float("nan")))
-        row = [r.spec, f"{r.metrics['mu_o']:.4f} [{lo:.3f}, {hi:.3f}]"]
+        ci = f"[{lo:.3f}, {hi:.3f}]" if n >= MIN_QUERIES else unavailable(n)
+        row = [r.spec, f"{r.metrics['mu_o']:.4f} {ci}"]
         row += [_fmt(r.metrics.get(c), c) for c in cols if c != "mu_o"]
         row.append("yes" if r.collapsed else "")
         rows.append(row)
@@ -75,11 +83,13 @@ def leaderboard_text(ev: Evaluation) -> str:
 def _extras(ev: Evaluation) -> list[str]:
     """Lines for paired comparisons, sweeps, skipped routers and notes."""
     out = []
+    n = evaluated_queries(ev)
     for r in ev.results:
         if r.paired:
             p = r.paired
-            out.append(f"paired  {r.spec} - {p['versus']}: {p['mu_o_difference']:+.4f} "
-                       f"[{p['ci'][0]:+.4f}, {p['ci'][1]:+.4f}], p = {p['p_value']:.3f}")
+            test = (f"[{p['ci'][0]:+.4f}, {p['ci'][1]:+.4f}], p = {p['p_value']:.3f}" if n >= MIN_QUERIES
+                    else f"interval and p {unavailable(n)}")
+            out.append(f"paired  {r.spec} - {p['versus']}: {p['mu_o_difference']:+.4f} {test}")
     for r in ev.results:
         if r.sweep:
             out.append(f"sweep   {r.spec}: AIQ {r.sweep['aiq']:.4f} over {len(r.sweep['lambdas'])} lambdas "

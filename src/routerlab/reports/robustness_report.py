@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from routerlab.metrics.bootstrap import MIN_QUERIES, unavailable
 from routerlab.metrics.catalog import label
 from routerlab.protocols.robustness import UNTESTED_NOTE, Robustness, RobustnessResult
 from routerlab.reports.blocks import Figure, Paragraph, Section, Table
@@ -25,27 +26,32 @@ def _num(v: float | None, digits: int = 4) -> str:
     return "-" if v is None or v != v else f"{v:.{digits}f}"
 
 
-def _ci(ci: tuple[float, float] | list[float] | None) -> str:
+def _ci(ci: tuple[float, float] | list[float] | None, n: int | None = None) -> str:
+    """``[lo, hi]``; ``n/a (n=3 < 30)`` when the run's ``n`` test queries are too few for an interval."""
+    if n is not None and n < MIN_QUERIES:
+        return unavailable(n)
     if ci is None or any(x is None or (isinstance(x, float) and math.isnan(x)) for x in ci):
         return "[-]"
     return f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
-def _with_ci(v: float | None, ci: tuple[float, float] | list[float] | None) -> str:
-    return f"{_num(v)} {_ci(ci)}"
+def _with_ci(v: float | None, ci: tuple[float, float] | list[float] | None, n: int | None = None) -> str:
+    return f"{_num(v)} {_ci(ci, n)}"
 
 
 def _pct(v: float) -> str:
     return "-" if v != v else f"{100 * v:.1f}%"
 
 
-def _pct_ci(ci: tuple[float, float] | list[float] | None) -> str:
+def _pct_ci(ci: tuple[float, float] | list[float] | None, n: int | None = None) -> str:
+    if n is not None and n < MIN_QUERIES:
+        return unavailable(n)
     if ci is None or any(x is None or (isinstance(x, float) and math.isnan(x)) for x in ci):
         return "[-]"
     return f"[{100 * ci[0]:.1f}%, {100 * ci[1]:.1f}%]"
 
 
-def invariance_cell(r: RobustnessResult) -> str:
+def invariance_cell(r: RobustnessResult, n: int | None = None) -> str:
     """The router's invariance check in a few words: untested, or the changed share (sets, and arg-max) and rho on
     the invariant variants against rho on all."""
     inv = r.invariance
@@ -53,7 +59,7 @@ def invariance_cell(r: RobustnessResult) -> str:
         return "untested (no outcomes of the variants)"
     return (f"optimal actor changed for {_pct(inv['changed_share'])} of {inv['n_known']} variants with outcomes "
             f"(argmax: {_pct(inv['changed_share_argmax'])}); rho on the invariant ones "
-            f"{_with_ci(inv['rho_invariant'], inv['rho_invariant_ci'])} vs {_num(inv['rho_all'])} on all")
+            f"{_with_ci(inv['rho_invariant'], inv['rho_invariant_ci'], n)} vs {_num(inv['rho_all'])} on all")
 
 
 def ranked(result: Robustness) -> list[RobustnessResult]:
@@ -69,11 +75,12 @@ def _rows(result: Robustness, *, full: bool) -> tuple[list[str], list[list[str]]
     if full:
         head.append("invariance")
     rows = []
+    n = result.n_test
     for r in ranked(result):
-        row = [r.spec, _with_ci(r.accuracy, r.accuracy_ci), _with_ci(r.rho, r.rho_ci),
+        row = [r.spec, _with_ci(r.accuracy, r.accuracy_ci, n), _with_ci(r.rho, r.rho_ci, n),
                *[_num(r.rho_by_level.get(lv)) for lv in levels], r.weakest_cell()]
         if full:
-            row.append(invariance_cell(r))
+            row.append(invariance_cell(r, n))
         rows.append(row)
     return head, rows
 
@@ -107,12 +114,12 @@ def robustness_text(result: Robustness) -> str:
 def _invariance_lines(result: Robustness) -> list[str]:
     if not result.invariance_tested:
         return [f"invariance: {UNTESTED_NOTE}"]
-    first = result.results[0].invariance
+    first, n = result.results[0].invariance, result.n_test
     lines = [f"invariance: optimal actor (set) changed for {_pct(first['changed_share'])} "
-             f"{_pct_ci(first['changed_share_ci'])} of {first['n_known']} variants with outcomes "
+             f"{_pct_ci(first['changed_share_ci'], n)} of {first['n_known']} variants with outcomes "
              f"(argmax: {_pct(first['changed_share_argmax'])})"]
     for lv, b in first["by_level"].items():
-        lines.append(f"  {lv}: {_pct(b['changed_share'])} {_pct_ci(b['changed_share_ci'])} of {b['n_known']} "
+        lines.append(f"  {lv}: {_pct(b['changed_share'])} {_pct_ci(b['changed_share_ci'], n)} of {b['n_known']} "
                      f"(argmax {_pct(b['changed_share_argmax'])})")
     lines += [f"  {r.spec}: rho {_num(r.invariance['rho_all'])} on all, {_num(r.invariance['rho_invariant'])} "
               f"on invariant variants" for r in result.results]
@@ -132,7 +139,8 @@ def invariance_table(result: Robustness) -> Table | None:
         b = first if lv == "all" else first["by_level"][lv]
         per = [r.invariance if lv == "all" else r.invariance["by_level"][lv] for r in result.results]
         rows.append([lv, str(b["n_perturbations"]), str(b["n_known"]),
-                     f"{_pct(b['changed_share'])} {_pct_ci(b['changed_share_ci'])}", _pct(b["changed_share_argmax"]),
+                     f"{_pct(b['changed_share'])} {_pct_ci(b['changed_share_ci'], result.n_test)}",
+                     _pct(b["changed_share_argmax"]),
                      *[_num(p["rho_invariant"]) for p in per]])
     return Table(head, rows)
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from routerlab.metrics import catalog
+from routerlab.metrics.bootstrap import MIN_QUERIES, unavailable
 from routerlab.reports.blocks import Block, Figure, Paragraph, Section, Table
 from routerlab.reports.files import save_figure, write_text
 from routerlab.reports.render import block_markdown, render_markdown
@@ -83,6 +84,17 @@ def n_per_dataset(result: dict[str, Any]) -> dict[str, int]:
     return out
 
 
+def column_sizes(result: dict[str, Any]) -> dict[str, int]:
+    """The fewest queries each column's intervals rest on: a dataset's own count, an average's smallest dataset."""
+    n = n_per_dataset(result)
+    out = dict(n)
+    for avg, names in ((ID_AVG, result.get("id_datasets", [])), (OOD_AVG, result.get("ood_datasets", []) or [])):
+        known = [n[d] for d in names if d in n]
+        if known:
+            out[avg] = min(known)
+    return out
+
+
 # ------------------------------------------------------------------------------------------------ tables
 def _fmt(v: float, percent: bool) -> str:
     if math.isnan(v):
@@ -90,8 +102,11 @@ def _fmt(v: float, percent: bool) -> str:
     return f"{100 * v:.2f}" if percent else f"{v:.4f}"
 
 
-def format_cell(value: float, lo: float, hi: float, percent: bool = True) -> str:
-    """``value [lo, hi]`` on the table's scale; ``-`` for a missing value, ``[-]`` for a missing interval."""
+def format_cell(value: float, lo: float, hi: float, percent: bool = True, n: int | None = None) -> str:
+    """``value [lo, hi]`` on the table's scale; ``-`` for a missing value, ``[-]`` for a missing interval, and
+    ``n/a (n=12 < 30)`` for one left out because the ``n`` queries it would rest on are too few."""
+    if n is not None and n < MIN_QUERIES:
+        return f"{_fmt(value, percent)} {unavailable(n)}"
     interval = "[-]" if math.isnan(lo) or math.isnan(hi) else f"[{_fmt(lo, percent)}, {_fmt(hi, percent)}]"
     return f"{_fmt(value, percent)} {interval}"
 
@@ -106,7 +121,9 @@ def metric_table(result: dict[str, Any], metric: str, percent: bool = True) -> T
     each column, as shown, in bold (ties all bold)."""
     cols = columns(result)
     routers = result.get("results", [])
-    shown = [[format_cell(*cell_values(r, c, metric), percent=percent) for c, _ in cols] for r in routers]
+    sizes = column_sizes(result)
+    shown = [[format_cell(*cell_values(r, c, metric), percent=percent, n=sizes.get(c)) for c, _ in cols]
+             for r in routers]
     for j, (c, _) in enumerate(cols):
         values = {i: _fmt(cell_values(r, c, metric)[0], percent) for i, r in enumerate(routers)
                   if not is_bound(str(r["router"]))}

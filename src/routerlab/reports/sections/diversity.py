@@ -9,7 +9,7 @@ import numpy as np
 
 from routerlab.data.table import RoutingTable
 from routerlab.errors import RouterlabError
-from routerlab.reports.audit import AuditContext, audit_section, display_name
+from routerlab.reports.audit import AuditContext, audit_section, display_name, left_out
 from routerlab.reports.blocks import Figure, Finding, Paragraph, Section
 
 MAX_GREEDY = 100  # the audit's greedy curve stops here on large pools ...
@@ -88,14 +88,19 @@ def diversity_section(table: RoutingTable, ctx: AuditContext) -> Section:
             else:
                 meaning = (f"and keep the pool's oracle accuracy ({acc:.3f} against {full_acc:.3f}), so the "
                            "other actors add little that is new")
-            lines.append(
-                f"**Coreset.** {cs.size_90} of {n} actors ({_names(core)}) already carry 90% of the pool's "
-                f"diversity (95% with {cs.size_95}), {meaning}."
-            )
-            findings.append(Finding(
-                f"{cs.size_90} of {n} {'actors' if n > 1 else 'actor'} carry 90% of this pool's diversity "
-                f"({_names(core, 4)}); the other {n - cs.size_90} add little diversity.", CURVE_ID,
-                {"size_90": cs.size_90, "n_actors": n}))
+            if div.hse > 0:
+                lines.append(
+                    f"**Coreset.** {cs.size_90} of {n} actors ({_names(core)}) already carry 90% of the pool's "
+                    f"diversity (95% with {cs.size_95}), {meaning}."
+                )
+                findings.append(Finding(
+                    f"{cs.size_90} of {n} {'actors' if n > 1 else 'actor'} carry 90% of this pool's diversity "
+                    f"({_names(core, 4)}); the other {n - cs.size_90} add little diversity.", CURVE_ID,
+                    {"size_90": cs.size_90, "n_actors": n}))
+            else:  # 90% of no diversity is no finding
+                why = "the pool has no diversity (HSE 0): there is none to take a share of"
+                lines.append(f"**Coreset.** Not computed as a share: {why}.")
+                data["skipped_findings"] = [left_out("how many actors carry 90% of the pool's diversity", why)]
         else:
             lines.append(f"**Coreset.** The greedy stopped at {cap} actors before reaching 90% of "
                          "the pool's HSE: the diversity is spread over many actors.")

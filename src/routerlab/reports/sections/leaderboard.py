@@ -15,11 +15,12 @@ import numpy as np
 
 from routerlab.data.table import RoutingTable
 from routerlab.features.base import Features
+from routerlab.metrics.bootstrap import MIN_QUERIES, unavailable
 from routerlab.protocols.base import run_protocol
 from routerlab.protocols.full import Evaluation, featurize
-from routerlab.reports.audit import AuditContext, audit_section, display_name
+from routerlab.reports.audit import AuditContext, audit_section, display_name, left_out, too_few_queries
 from routerlab.reports.blocks import Decisions, Figure, Finding, Paragraph, Section
-from routerlab.reports.evaluation import leaderboard_table, metric_columns, plot_evaluation
+from routerlab.reports.evaluation import evaluated_queries, leaderboard_table, metric_columns, plot_evaluation
 
 DEFAULT_ROUTERS = ("oracle", "random", "best-single", "smallest", "cheapest", "fastest", "knn", "linear", "mlp",
                    "cluster", "avenger", "mf", "hybrid")
@@ -103,25 +104,37 @@ def routed_decisions(protocol: str, test_ids: Any, actor_names: Sequence[str], r
                      policies, deployed)
 
 
+def _routers_run(ev: Evaluation) -> str:
+    """The routers a "none beats best-single" claim is about: ``of the 3 run``, those run besides best-single and
+    the bounds (a claim about them, not about routers in general)."""
+    return f"of the {sum(1 for r in ev.results if r.router not in BOUNDS and r.router != 'best-single')} run"
+
+
 def gain_finding(ev: Evaluation) -> tuple[Finding | None, dict[str, Any]]:
     """The best non-oracle router against always calling the best single actor, in points of mu_o (x100), with
-    the paired bootstrap interval (SPEC 7); None when best-single is not in the run."""
+    the paired bootstrap interval (SPEC 7); None when best-single is not in the run, or when the verdict would
+    rest on an interval over fewer than MIN_QUERIES test queries (the data then says ``"skipped"``: what)."""
     single = next((r for r in ev.results if r.router == "best-single"), None)
     fair = [r for r in ev.results if r.router not in BOUNDS]
     if single is None or not fair:
         return None, {}
     best = max(fair, key=lambda r: r.metrics["mu_o"])
     actor = max(single.selection, key=lambda a: single.selection[a])
+    run = _routers_run(ev)  # the claims below are about these routers, not routers in general
     if best.spec == single.spec or best.paired is None:
         values: dict[str, float | int | str] = {"router": single.spec, "gain_points": 0.0,
                                                 "best_single_actor": actor, "best_single_mu_o": single.metrics["mu_o"]}
-        return Finding(f"No router beats always calling the best single actor `{actor}` (mu_o "
+        return Finding(f"No router {run} beats always calling the best single actor `{actor}` (mu_o "
                        f"{single.metrics['mu_o']:.3f}).", TABLE_ID, values), dict(values)
     diff, (lo, hi) = best.paired["mu_o_difference"], best.paired["ci"]
     pts, plo, phi = 100 * diff, 100 * lo, 100 * hi
     values = {"router": best.spec, "gain_points": pts, "best_single_actor": actor, "mu_o": best.metrics["mu_o"],
               "best_single_mu_o": single.metrics["mu_o"]}
     data: dict[str, Any] = {**values, "gain_points_ci": [plo, phi]}
+    n = evaluated_queries(ev)
+    if n < MIN_QUERIES:
+        data["skipped"] = f"whether `{best.spec}` beats always calling the best single actor `{actor}`"
+        return None, data
     if math.isnan(lo) or math.isnan(hi):
         text = (f"`{best.spec}` scores {pts:+.1f} points of mu_o against always calling `{actor}`, but the paired "
                 "interval is undefined.")
@@ -131,11 +144,12 @@ def gain_finding(ev: Evaluation) -> tuple[Finding | None, dict[str, Any]]:
         text = f"`{best.spec}` gains {pts:.1f} points of mu_o over always calling the best single actor `{actor}` "
         text += f"({interval})."
     elif hi < 0:
-        text = f"Every router scores below always calling the best single actor `{actor}`: the best, `{best.spec}`, "
+        text = (f"Every router {run} scores below always calling the best single actor `{actor}`: the best, "
+                f"`{best.spec}`, ")
         text += f"by {-pts:.1f} points ({interval})."
     else:
-        text = (f"No router clearly beats always calling the best single actor `{actor}`: the best, `{best.spec}`, "
-                f"is {pts:+.1f} points of mu_o away ({interval}, which includes 0).")
+        text = (f"No router {run} clearly beats always calling the best single actor `{actor}`: the best, "
+                f"`{best.spec}`, is {pts:+.1f} points of mu_o away ({interval}, which includes 0).")
     return Finding(text, TABLE_ID, values, (plo, phi)), data
 
 
@@ -164,7 +178,9 @@ def leaderboard_section(table: RoutingTable, ctx: AuditContext) -> Section:
     headline = f"best router {best.spec}: mu_o {best.metrics['mu_o']:.4f}"
     if single is not None and best.spec != single.spec and best.paired is not None:
         diff, (lo, hi) = best.paired["mu_o_difference"], best.paired["ci"]
-        if math.isnan(lo) or math.isnan(hi):
+        if n_test < MIN_QUERIES:
+            verdict, interval = "differs from", f"(no interval: {unavailable(n_test)})"
+        elif math.isnan(lo) or math.isnan(hi):
             verdict, interval = "cannot be compared with", "(the paired interval is undefined)"
         else:
             verdict = "beats" if lo > 0 else "does not clearly beat"
@@ -174,12 +190,13 @@ def leaderboard_section(table: RoutingTable, ctx: AuditContext) -> Section:
                          f"(optimistic: it was picked as the best of {len(ev.results)} routers on this split).")
         headline += (f", {verdict} best-single ({single.metrics['mu_o']:.4f}) by {diff:+.4f} {interval}")
     elif single is not None and best.spec == single.spec:
-        sentences.append("No router beats always calling the best single actor.")
+        sentences.append(f"No router {_routers_run(ev)} beats always calling the best single actor.")
         headline += " (the best single actor itself)"
     findings: list[Finding] = []
     gain, gain_data = gain_finding(ev)
     if gain is not None:
         findings.append(gain)
+    skipped = [left_out(gain_data.pop("skipped"), too_few_queries(n_test))] if "skipped" in gain_data else []
     headroom: dict[str, Any] = {}
     if oracle is not None:
         gap = oracle.metrics["mu_o"] - best.metrics["mu_o"]
@@ -204,7 +221,7 @@ def leaderboard_section(table: RoutingTable, ctx: AuditContext) -> Section:
         sentences.append(f"Note: {note}.")
     data = {**ev.to_dict(), "headline": headline, "quick": ctx.quick, "n_boot": n_boot(ctx),
             "gain_over_best_single": gain_data, "oracle_headroom": headroom,
-            "n_collapsed": len(collapsed)}
+            "n_collapsed": len(collapsed), "skipped_findings": skipped}
     terms = ["full observability", "mu_o", "95% CI", "mu_o_difference",
              *[c for c in metric_columns(ev) if c != "mu_o"], "collapsed", "oracle best-of-N"]
     return Section("Leaderboard (full observability)",

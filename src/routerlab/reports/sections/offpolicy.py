@@ -22,8 +22,9 @@ import numpy as np
 
 from routerlab.data.table import RoutingTable
 from routerlab.errors import DataError, UsageError
+from routerlab.metrics.bootstrap import MIN_QUERIES, unavailable
 from routerlab.metrics.catalog import label
-from routerlab.reports.audit import AuditContext, audit_section
+from routerlab.reports.audit import AuditContext, audit_section, left_out, skipped_sentence, too_few_queries
 from routerlab.reports.blocks import Block, Decisions, Finding, Paragraph, Section, Table
 from routerlab.routers.base import get_router
 
@@ -132,10 +133,14 @@ def rows_of(result: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def findings(result: dict[str, Any], rows: list[dict[str, Any]]) -> list[Finding]:
+def findings(result: dict[str, Any], rows: list[dict[str, Any]]) -> tuple[list[Finding], list[dict[str, str]]]:
     """Per router, the DR estimate (else the first estimator's) of mu_o with its interval and where the truth lies;
-    how many intervals hold the truth; the router with the lowest ESS when it is below 30."""
+    how many intervals hold the truth; the router with the lowest ESS when it is below 30. With fewer than
+    MIN_QUERIES logged queries there are no intervals: no finding rests on one, and the second list says which
+    were left out."""
     out: list[Finding] = []
+    n = int(result.get("n_logged", 0) or 0)
+    few = n < MIN_QUERIES
     for r in result["results"]:
         mine = [x for x in rows if x["router"] == r["router"]]
         if not mine:
@@ -146,11 +151,17 @@ def findings(result: dict[str, Any], rows: list[dict[str, Any]]) -> list[Finding
         text = f"{label(x['estimator'])} estimates `{x['router']}`'s mu_o at {x['value']:.3f}{ci}"
         values: dict[str, float | int | str] = {"estimate": x["value"]}
         if x["truth"] is not None:
-            where = "inside" if x["inside"] else "outside"
-            text += f"; the truth {x['truth']:.3f} lies {where} the interval"
+            if x["inside"] is None:  # no interval to hold it
+                text += f"; the truth is {x['truth']:.3f}"
+            else:
+                text += f"; the truth {x['truth']:.3f} lies {'inside' if x['inside'] else 'outside'} the interval"
             values["truth"] = x["truth"]
         out.append(Finding(text + ".", ESTIMATES_ID, values, None if math.isnan(lo) else (lo, hi)))
     judged = [x for x in rows if x["inside"] is not None]
+    skipped = []
+    if few and any(x["truth"] is not None for x in rows):
+        skipped.append(left_out("how many off-policy intervals hold the true mu_o",
+                                too_few_queries(n, "logged queries")))
     if judged:
         k = sum(1 for x in judged if x["inside"])
         out.append(Finding(f"{k} of {len(judged)} off-policy 95% intervals (routers x IPS/SNIPS/DR) contain the true "
@@ -161,7 +172,7 @@ def findings(result: dict[str, Any], rows: list[dict[str, Any]]) -> list[Finding
         out.append(Finding(f"`{weakest['router']}`'s estimates rest on an effective sample of only {d['ess']:.1f} "
                            f"logged queries ({d['n_agree']} of {d['n']} logged the actor it would choose): do not "
                            "trust them.", WEIGHTS_ID, {"ess": d["ess"], "n_agree": d["n_agree"], "n": d["n"]}))
-    return out
+    return out, skipped
 
 
 def _fmt(v: float | None) -> str:
@@ -205,7 +216,8 @@ def offpolicy_section(table: RoutingTable, ctx: AuditContext) -> Section:
                   f" The truth is unknown: {res.truth_note or 'the table lacks the logged queries full outcomes'}.")
     head = ["router", "estimator", "mu_o estimate [95% CI]", "truth", "truth inside"]
     body = [[x["router"], label(x["estimator"]),
-             f"{x['value']:.3f}" + ("" if math.isnan(x["ci"][0]) else f" [{x['ci'][0]:.3f}, {x['ci'][1]:.3f}]"),
+             f"{x['value']:.3f}" + (f" {unavailable(res.n_logged)}" if res.n_logged < MIN_QUERIES else
+                                    "" if math.isnan(x["ci"][0]) else f" [{x['ci'][0]:.3f}, {x['ci'][1]:.3f}]"),
              _fmt(x["truth"]), "-" if x["inside"] is None else ("yes" if x["inside"] else "no")] for x in rows]
     estimates = Table(head, body, [None, None, "mu_o", "truth", "95% CI"], sortable=True, id=ESTIMATES_ID)
     whead = ["router", "policy", *[label(k) for k in ("n_agree", "ess", "max_weight", "min_propensity")]]
@@ -213,9 +225,9 @@ def offpolicy_section(table: RoutingTable, ctx: AuditContext) -> Section:
               f"{r['diagnostics']['ess']:.1f}", f"{r['diagnostics']['max_weight']:.2f}",
               f"{r['diagnostics']['min_propensity']:.4f}"] for r in result["results"]]
     weights = Table(whead, wbody, [None, None, None, "ess", None, "propensity"], sortable=True, id=WEIGHTS_ID)
-    found = findings(result, rows)
+    found, left = findings(result, rows)
     blocks: list[Block] = [Paragraph(intro + truth_text), estimates, weights,
-                           Paragraph(" ".join(f.text for f in found))]
+                           Paragraph(" ".join([*(f.text for f in found), *([skipped_sentence(left)] if left else [])]))]
     said = leak_warning(int(res.training["left_out_logged_queries"]))  # the note above says it
     extra = [*(f"Warning: {w}." for w in dict.fromkeys(res.warnings) if w != said),
              *([skipped_text.strip()] if skipped else [])]
@@ -231,7 +243,7 @@ def offpolicy_section(table: RoutingTable, ctx: AuditContext) -> Section:
     headline = (f"off-policy: {sum(1 for x in covered if x['inside'])} of {len(covered)} intervals hold the truth "
                 f"({res.n_logged} logged queries)" if covered else f"off-policy: {res.n_logged} logged queries")
     data = {"measured": True, "logs": str(path), "routers": chosen, "skipped_routers": skipped, "rows": rows,
-            "findings": [f.text for f in found], "headline": headline, "ope": result}
+            "findings": [f.text for f in found], "skipped_findings": left, "headline": headline, "ope": result}
     return Section(TITLE, blocks, data, [], terms, name=NAME, findings=found,
                    decisions=[logged_decisions(res, logs, table)])
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from routerlab.data.table import RoutingTable
+from routerlab.metrics.bootstrap import MIN_QUERIES, unavailable
 from routerlab.metrics.catalog import label as metric_label
 from routerlab.protocols.base import run_protocol
 from routerlab.protocols.full import Evaluation, RouterResult
@@ -47,11 +48,12 @@ def compare(full: Evaluation, cold: Evaluation) -> dict[str, Any]:
         if c is None:
             continue
         lo = f.ci.get(eff, (float("nan"), float("nan")))[0]
+        few = int(full.split.get("n_test", 0) or 0) < MIN_QUERIES  # no interval to hold up within
         rows[f.spec] = {
             "full": {k: f.metrics[k] for k in cols}, "cold_start": {k: c.metrics[k] for k in cols},
             "shift": {k: c.metrics[k] - f.metrics[k] for k in cols},
             "collapsed_full": f.collapsed, "collapsed_cold_start": c.collapsed,
-            "held_up": bool(c.metrics[eff] >= (lo if lo == lo else f.metrics[eff]) - 1e-12),
+            "held_up": None if few else bool(c.metrics[eff] >= (lo if lo == lo else f.metrics[eff]) - 1e-12),
             "bound": f.router in BOUNDS,
             "changed": _changed(f, c),
         }
@@ -131,8 +133,12 @@ def findings(cmp: dict[str, Any], full: Evaluation, cold: Evaluation) -> list[st
                    f"routers whose choices changed and mu_o fell for {len(c['eff_down'])} of them (mean shift "
                    f"{100 * c['mean_acc_shift']:+.1f} pp Acc@1): {verdict(c)}.{unchanged}")
     held = sorted(k for k, v in rows.items() if v["held_up"])
-    fell = sorted(k for k, v in rows.items() if not v["held_up"])
+    fell = sorted(k for k, v in rows.items() if v["held_up"] is False)
     label = metric_label(eff)
+    n_test = int(full.split.get("n_test", 0) or 0)
+    if n_test < MIN_QUERIES:
+        out.append(f"Whether each router held up (cold-start {label} at or above the lower end of its "
+                   f"full-observability 95% interval) is not judged: that interval is {unavailable(n_test)}.")
     if held:
         out.append(f"Held up (cold-start {label} at or above the lower end of its full-observability 95% interval): "
                    f"{_names(held)}.")

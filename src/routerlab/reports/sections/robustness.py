@@ -18,6 +18,7 @@ from typing import Any
 
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
+from routerlab.metrics.bootstrap import MIN_QUERIES, unavailable
 from routerlab.metrics.catalog import label
 from routerlab.perturb.base import OFFLINE_LEVELS, level_class
 from routerlab.protocols.base import run_protocol
@@ -81,6 +82,7 @@ def findings(rob: Robustness, rows: dict[str, dict[str, Any]], keeps: float = KE
     """Sentences computed from ``rows`` (never fixed claims)."""
     u = rob.uniform_rho
     out = []
+    few = rob.n_test < MIN_QUERIES
     together = sorted(k for k, v in rows.items() if v["keeps_together"])
     broken = sorted(k for k, v in rows.items() if not v["keeps_together"])
     if together:
@@ -91,7 +93,8 @@ def findings(rob: Robustness, rows: dict[str, dict[str, Any]], keeps: float = KE
     for spec, v in rows.items():
         where = (f"breaks first at `{v['breaks_at']}` (rho {v['rho_by_level'][v['breaks_at']]:.3f})"
                  if v["breaks_at"] else f"holds at every level (rho >= {keeps})")
-        out.append(f"`{spec}`: rho {v['rho']:.3f} [{v['rho_ci'][0]:.3f}, {v['rho_ci'][1]:.3f}], "
+        ci = unavailable(rob.n_test) if few else f"[{v['rho_ci'][0]:.3f}, {v['rho_ci'][1]:.3f}]"
+        out.append(f"`{spec}`: rho {v['rho']:.3f} {ci}, "
                    f"{100 * v['between_anchors']:.0f}% of the way from uniform random ({u:.3f}) to a fixed router "
                    f"(1); " + (f"{v['weakest_phrase']}; " if v["weakest_phrase"] else "") + f"{where}.")
     return out
@@ -131,13 +134,14 @@ def combined_findings(rob: Robustness, rows: dict[str, dict[str, Any]], full: Ev
         level = v["weakest_level"]
         worst = 100 * (1 - v["weakest_rho"]) if level else math.nan
         at = f", {worst:.0f}% at the `{level}` level" if level and len(v["rho_by_level"]) > 1 else ""
-        tail = (f"sends {moved:.0f}% of reworded queries (95% CI [{mlo:.0f}, {mhi:.0f}]) to another actor than the "
-                f"original query{at}")
+        few = rob.n_test < MIN_QUERIES  # no interval to quote (and none to rest on)
+        ci = "" if few else f" (95% CI [{mlo:.0f}, {mhi:.0f}])"
+        tail = f"sends {moved:.0f}% of reworded queries{ci} to another actor than the original query{at}"
         values: dict[str, float | int | str] = {"router": spec, "moved_percent": moved}
         if level:
             values.update(weakest_level=level, weakest_moved_percent=worst)
         p = paired.get(spec)
-        interval: tuple[float, float] = (mlo, mhi)
+        interval: tuple[float, float] | None = None if few else (mlo, mhi)
         if p is not None and p.get("versus") == "best-single" and not math.isnan(p["ci"][0]):
             gain, glo, ghi = 100 * p["mu_o_difference"], 100 * p["ci"][0], 100 * p["ci"][1]
             values.update(gain_points=gain)
@@ -152,7 +156,7 @@ def combined_findings(rob: Robustness, rows: dict[str, dict[str, Any]], full: Ev
         else:
             text = f"`{spec}` {tail}."
         out.append(Finding(text, TABLE_ID, values, interval))
-        data[spec] = {**values, "interval": list(interval)}
+        data[spec] = {**values, "interval": list(interval) if interval is not None else [math.nan, math.nan]}
     return out, data
 
 
@@ -221,7 +225,8 @@ def robustness_section(table: RoutingTable, ctx: AuditContext) -> Section:
                 if ctx.quick else ""))
     rho = label("rho")
     head = ["router", f"{rho} [95% CI]", *[f"{rho} {lv}" for lv in rob.levels], "weakest level", "breaks at"]
-    body = [[k, f"{v['rho']:.3f} [{v['rho_ci'][0]:.3f}, {v['rho_ci'][1]:.3f}]",
+    body = [[k, f"{v['rho']:.3f} " + (unavailable(rob.n_test) if rob.n_test < MIN_QUERIES
+                                      else f"[{v['rho_ci'][0]:.3f}, {v['rho_ci'][1]:.3f}]"),
              *[f"{v['rho_by_level'][lv]:.3f}" for lv in rob.levels], v["weakest_cell"],
              v["breaks_at"] or "-"] for k, v in rows.items()]
     col_terms: list[str | None] = [None, "rho", *["rho" for _ in rob.levels], "perturbation level",

@@ -23,14 +23,21 @@ import numpy as np
 
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
-from routerlab.metrics.bootstrap import bootstrap_ci
+from routerlab.metrics.bootstrap import MIN_QUERIES, bootstrap_ci, unavailable
 from routerlab.metrics.bounds import best_single_actor
 from routerlab.metrics.catalog import label
 from routerlab.protocols.full import Evaluation
 from routerlab.protocols.groups import CandidateGroup, GroupsSettings, eligible_actors
 from routerlab.protocols.groups_eval import GroupEvaluations, groups_result
 from routerlab.protocols.scaling import DEFAULT_P, ScalingCurve, ScalingSettings, scaling_result
-from routerlab.reports.audit import AuditContext, audit_section, display_name
+from routerlab.reports.audit import (
+    AuditContext,
+    audit_section,
+    display_name,
+    left_out,
+    skipped_sentence,
+    too_few_queries,
+)
 from routerlab.reports.blocks import Block, Decisions, Figure, Finding, Paragraph, Section, Table
 from routerlab.reports.scaling_plot import plot_scaling
 from routerlab.reports.sections.leaderboard import decisions as evaluation_decisions
@@ -53,6 +60,8 @@ SETTINGS: dict[bool, dict[str, Any]] = {
 MIN_SAMPLES = 5
 GAIN_SHARE = 0.9
 """The plateau finding: the smallest pool size whose mean oracle reaches this share of the whole pool's gain."""
+MIN_GAIN = 1e-9
+"""A whole pool whose mean oracle rises less than this over one actor's has no gain to take a share of."""
 
 
 def pool_sizes(n_actors: int, quick: bool) -> list[int]:
@@ -71,14 +80,21 @@ def subsets_per_m(n_test: int, m_values: list[int], quick: bool) -> int:
 
 
 def plateau(curve: ScalingCurve, share: float = GAIN_SHARE) -> dict[str, Any]:
-    """Where the mean oracle r_o(1) levels off: the smallest m whose mean reaches ``share`` of the gain from m=1
-    to the largest m, with the oracle there (mean, 5-95% band over pools) and at both ends."""
+    """Where the mean oracle r_o(1) levels off: the smallest m of the evaluated grid (``grid``: every m is tried
+    only when ``complete``) whose mean reaches ``share`` of the gain from m=1 to the largest m, with the oracle
+    there (mean, 5-95% band over pools) and at both ends. ``gain`` is that gain; when it is not positive there is
+    nothing to take a share of and ``m`` is None."""
     s = curve.oracle_p[1.0]
     first, last = s["mean"][0], s["mean"][-1]
+    grid = list(curve.m)
+    common = {"m_max": grid[-1], "oracle_max": last, "oracle_m1": first, "share": share, "gain": last - first,
+              "grid": grid, "complete": grid == list(range(grid[0], grid[-1] + 1))}
+    if last - first <= MIN_GAIN:
+        return {**common, "m": None, "oracle": None, "band": None, "rest_gain": None}
     target = first + share * (last - first)
     k = next(i for i, v in enumerate(s["mean"]) if v >= target - 1e-12)
-    return {"m": curve.m[k], "oracle": s["mean"][k], "band": [s["q05"][k], s["q95"][k]], "m_max": curve.m[-1],
-            "oracle_max": last, "oracle_m1": first, "rest_gain": last - s["mean"][k], "share": share}
+    return {**common, "m": curve.m[k], "oracle": s["mean"][k], "band": [s["q05"][k], s["q95"][k]],
+            "rest_gain": last - s["mean"][k]}
 
 
 def _group_rows(ctx: AuditContext, group: CandidateGroup, ev: Evaluation | None, n_boot: int
@@ -99,7 +115,9 @@ def _group_rows(ctx: AuditContext, group: CandidateGroup, ev: Evaluation | None,
     return out
 
 
-def _fmt_ci(v: float, ci: list[float]) -> str:
+def _fmt_ci(v: float, ci: list[float], n: int | None = None) -> str:
+    if n is not None and n < MIN_QUERIES:
+        return f"{v:.3f} {unavailable(n)}"
     if any(math.isnan(x) for x in ci):
         return f"{v:.3f}"
     return f"{v:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
@@ -110,33 +128,60 @@ def _names(actors: list[str], limit: int = 4) -> str:
     return shown + (f" and {len(actors) - limit} more" if len(actors) > limit else "")
 
 
-def curve_findings(curve: ScalingCurve) -> list[Finding]:
+def _sizes(ms: list[int]) -> str:
+    return ", ".join(map(str, ms))
+
+
+def curve_findings(curve: ScalingCurve) -> tuple[list[Finding], list[dict[str, str]]]:
     """The curve's sentence: where the mean oracle levels off (the bounds section already states the whole pool's
-    headroom over the best single actor)."""
+    headroom over the best single actor), claiming only what the evaluated pool sizes show; and the finding left
+    out (:func:`~routerlab.reports.audit.left_out`) when the whole pool adds nothing over one actor."""
     out: list[Finding] = []
-    if len(curve.m) >= 2:
-        pl = plateau(curve)
-        if pl["m"] < pl["m_max"]:
-            text = (f"Random pools of m={pl['m']} actors already reach {GAIN_SHARE:.0%} of what the whole pool of "
-                    f"{pl['m_max']} adds to the oracle over one actor (mean oracle {pl['oracle']:.3f}, 5-95% of "
-                    f"pools {pl['band'][0]:.3f} to {pl['band'][1]:.3f}): the other {pl['m_max'] - pl['m']} actors "
-                    f"raise it by a further {100 * pl['rest_gain']:.1f} points (to {pl['oracle_max']:.3f}).")
-        else:
-            text = (f"The oracle keeps rising up to the whole pool of {pl['m_max']} actors (mean {pl['oracle']:.3f} "
-                    f"against {pl['oracle_m1']:.3f} for one actor): no smaller pool reaches {GAIN_SHARE:.0%} of its "
-                    "gain.")
-        # the band is the spread over random pools, not a confidence interval: a value, not the finding's interval
-        out.append(Finding(text, CURVE_TABLE_ID, {"m": pl["m"], "oracle_at_m": pl["oracle"],
-                                                  "pools_q05": pl["band"][0], "pools_q95": pl["band"][1],
-                                                  "oracle_all": pl["oracle_max"], "gain_after_m": pl["rest_gain"]}))
-    return out
+    if len(curve.m) < 2:
+        return out, []
+    pl = plateau(curve)
+    if pl["m"] is None:
+        return out, [left_out(f"the pool size at which the oracle reaches {GAIN_SHARE:.0%} of the whole pool's gain",
+                              f"the whole pool of {pl['m_max']} has no gain: its mean oracle, {pl['oracle_max']:.3f}, "
+                              f"is no higher than one actor's, {pl['oracle_m1']:.3f}")]
+    below = [m for m in pl["grid"] if m < pl["m"]]
+    every_below = below == list(range(pl["grid"][0], pl["m"]))  # was every smaller pool size tried?
+    if pl["m"] < pl["m_max"]:
+        text = (f"Random pools of m={pl['m']} actors already reach {GAIN_SHARE:.0%} of what the whole pool of "
+                f"{pl['m_max']} adds to the oracle over one actor (mean oracle {pl['oracle']:.3f}, 5-95% of "
+                f"pools {pl['band'][0]:.3f} to {pl['band'][1]:.3f}): the other {pl['m_max'] - pl['m']} actors "
+                f"raise it by a further {100 * pl['rest_gain']:.1f} points (to {pl['oracle_max']:.3f}).")
+        if not every_below:  # a pool size between the tried ones may reach it too: say which were tried
+            text = text[:-1] + f"; of the smaller pool sizes, only m = {_sizes(below)} were tried and do not."
+    elif every_below:
+        text = (f"The oracle keeps rising up to the whole pool of {pl['m_max']} actors (mean {pl['oracle_max']:.3f} "
+                f"against {pl['oracle_m1']:.3f} for one actor): no smaller pool reaches {GAIN_SHARE:.0%} of its "
+                "gain.")
+    else:  # only the tried sizes are known not to reach it
+        text = (f"The oracle keeps rising up to the whole pool of {pl['m_max']} actors (mean {pl['oracle_max']:.3f} "
+                f"against {pl['oracle_m1']:.3f} for one actor): none of the smaller pool sizes tried, m = "
+                f"{_sizes(below)}, reaches {GAIN_SHARE:.0%} of its gain (sizes in between were not tried).")
+    # the band is the spread over random pools, not a confidence interval: a value, not the finding's interval
+    out.append(Finding(text, CURVE_TABLE_ID, {"m": pl["m"], "oracle_at_m": pl["oracle"],
+                                              "pools_q05": pl["band"][0], "pools_q95": pl["band"][1],
+                                              "oracle_all": pl["oracle_max"], "gain_after_m": pl["rest_gain"]}))
+    return out, []
 
 
-def group_findings(groups: list[dict[str, Any]], single: dict[str, Any]) -> list[Finding]:
+def group_findings(groups: list[dict[str, Any]], single: dict[str, Any], n_test: int | None = None
+                   ) -> tuple[list[Finding], list[dict[str, str]]]:
     """Sentences about the candidate groups: the all-weak group against the best single actor, and the best
-    learned router over its group's best single actor."""
+    learned router over its group's best single actor. Both are verdicts of 95% intervals: with fewer than
+    MIN_QUERIES test queries (``n_test``) neither is written, and the second list says so."""
     out: list[Finding] = []
     weak = [g for g in groups if g["kind"] == "all-weak"]
+    pairs = [(g, spec, r) for g in groups for spec, r in g["routers"].items()
+             if spec != "best-single" and "versus_best_single" in r]
+    if n_test is not None and n_test < MIN_QUERIES:
+        why = too_few_queries(n_test)
+        return [], ([left_out("whether the all-weak group's test oracle is above the best single actor's", why)]
+                    if weak else []) + ([left_out("whether the best routed candidate group beats its best single "
+                                                  "actor", why)] if pairs else [])
     if weak:
         g = max(weak, key=lambda g: g["m"])
         rel = "above" if g["test_oracle_ci"][0] > single["value"] else (
@@ -148,8 +193,6 @@ def group_findings(groups: list[dict[str, Any]], single: dict[str, Any]) -> list
             "strongest one answers.", GROUPS_TABLE_ID,
             {"m": g["m"], "test_oracle": g["test_oracle"], "best_single": single["value"]},
             tuple(g["test_oracle_ci"]) if not any(math.isnan(x) for x in g["test_oracle_ci"]) else None))
-    pairs = [(g, spec, r) for g in groups for spec, r in g["routers"].items()
-             if spec != "best-single" and "versus_best_single" in r]
     if pairs:
         g, spec, r = max(pairs, key=lambda t: t[2]["versus_best_single"]["difference"])
         d = r["versus_best_single"]
@@ -163,7 +206,7 @@ def group_findings(groups: list[dict[str, Any]], single: dict[str, Any]) -> list
             GROUPS_TABLE_ID, {"m": g["m"], "mu_o": r["mu_o"], "difference": d["difference"],
                               "group_oracle": g["test_oracle"]},
             (lo, hi) if not math.isnan(lo) else None))
-    return out
+    return out, []
 
 
 @audit_section(NAME, order=25, depends=("quick", "encoder"))
@@ -201,7 +244,7 @@ def scaling_section(table: RoutingTable, ctx: AuditContext) -> Section:
              + (f" (fewer than the usual {cfg['samples']}, to keep the {n_test} x {n} scan fast)" if reduced else "")
              + f"; mu_o on the audit's {n_test} evaluated test queries, the best single actor of each pool picked "
              "on the training split. The line is the mean over pools, the band the 5-95% range (SPEC 4).")
-    findings = curve_findings(curve)
+    findings, skipped = curve_findings(curve)
 
     # candidate groups
     t1 = time.perf_counter()
@@ -229,7 +272,9 @@ def scaling_section(table: RoutingTable, ctx: AuditContext) -> Section:
         except UsageError as exc:  # e.g. too few training queries for knn: reported, never fatal to the audit
             group_note = f"Candidate groups not evaluated: {str(exc).rstrip('.')}."
     group_seconds = time.perf_counter() - t1
-    findings += group_findings(groups_data, single)
+    group_found, group_left = group_findings(groups_data, single, n_test)
+    findings += group_found
+    skipped += group_left
 
     blocks: list[Block] = [Paragraph(intro), curve_table]
     if groups_data:
@@ -237,8 +282,8 @@ def scaling_section(table: RoutingTable, ctx: AuditContext) -> Section:
         ghead = ["group", "m", "actors", label("train_oracle"), "test oracle [95% CI]",
                  *[f"{r} mu_o [95% CI]" for r in shown]]
         grows = [[g["kind"], str(g["m"]), ", ".join(g["actors"]) if len(g["actors"]) <= 8 else _names(g["actors"], 8),
-                  f"{g['train_oracle']:.3f}", _fmt_ci(g["test_oracle"], g["test_oracle_ci"]),
-                  *[_fmt_ci(g["routers"][r]["mu_o"], g["routers"][r]["ci"]) if r in g["routers"] else "-"
+                  f"{g['train_oracle']:.3f}", _fmt_ci(g["test_oracle"], g["test_oracle_ci"], n_test),
+                  *[_fmt_ci(g["routers"][r]["mu_o"], g["routers"][r]["ci"], n_test) if r in g["routers"] else "-"
                     for r in shown]] for g in groups_data]
         blocks.append(Paragraph(
             f"Candidate groups (SPEC 4) at m = {', '.join(map(str, group_m))}, each the best of "
@@ -250,14 +295,17 @@ def scaling_section(table: RoutingTable, ctx: AuditContext) -> Section:
     if quick:
         group_note += (" Quick mode: fewer pool sizes, random pools, draws, group sizes, routers and "
                        "resamples than a full audit.")
-    blocks.append(Paragraph(" ".join(f.text for f in findings) + (" " + group_note.strip() if group_note else "")))
+    said = [*(f.text for f in findings), *([skipped_sentence(skipped)] if skipped else []),
+            *([group_note.strip()] if group_note else [])]
+    blocks.append(Paragraph(" ".join(said)))
     data: dict[str, Any] = {
         "measured": True, "quick": quick, "scaling": curve.to_dict(), "best_single": single,
         "plateau": plateau(curve) if len(curve.m) >= 2 else None, "groups": groups_data, "group_m": group_m,
         "routers": routers, "draws": int(cfg["draws"]), "n_boot": n_boot, "note": group_note.strip(),
         "scale": (f"{samples} random pools per m instead of {cfg['samples']}, to keep the {n_test} test queries x "
                   f"{n} actors scan fast" if reduced else ""),
-        "findings": [f.text for f in findings], "seconds": {"curve": round(curve_seconds, 3),
+        "findings": [f.text for f in findings], "skipped_findings": skipped,
+        "seconds": {"curve": round(curve_seconds, 3),
                                                             "groups": round(group_seconds, 3)},
         "headline": findings[0].text if findings else "",
     }

@@ -30,9 +30,17 @@ from routerlab.data.join import two_model_pair
 from routerlab.data.splits import Split
 from routerlab.data.table import RoutingTable
 from routerlab.errors import DataError, UsageError
-from routerlab.reports.audit import AuditContext, audit_section
+from routerlab.metrics.bootstrap import MIN_QUERIES, unavailable
+from routerlab.reports.audit import AuditContext, audit_section, left_out, skipped_sentence, too_few_queries
 from routerlab.reports.blocks import Block, Decisions, Figure, Finding, Paragraph, Section, Table
-from routerlab.reports.two_model_report import cell_values, is_bound, plot_call_rate_curves, table_blocks
+from routerlab.reports.two_model_report import (
+    cell_values,
+    column_sizes,
+    is_bound,
+    n_per_dataset,
+    plot_call_rate_curves,
+    table_blocks,
+)
 from routerlab.routers.base import get_router
 
 if TYPE_CHECKING:
@@ -126,16 +134,24 @@ def findings(result: dict[str, Any]) -> list[str]:
     """Sentences from the run: the best non-oracle router by in-domain mean AUROC (and whether its interval
     clears chance), its LPM and HCR, the oracle's AUROC, and the two models alone."""
     out = []
-    learned = [r for r in result["results"] if not is_bound(str(r["router"]))]
+    learned = [r for r in result["results"] if not is_bound(str(r["router"]))
+               and not math.isnan(cell_values(r, "ID avg", "auroc")[0])]  # a NaN AUROC ranks nothing
     ranked = sorted(learned, key=lambda r: -_or(cell_values(r, "ID avg", "auroc")[0], -1.0))
     if ranked:
         best = ranked[0]
         v, lo, hi = cell_values(best, "ID avg", "auroc")
-        verdict = ("above chance (its whole interval is above 0.5)" if lo > 0.5 else
-                   "not distinguishable from chance (its interval reaches 0.5)" if lo <= 0.5 <= hi else
-                   "below chance")
+        n = column_sizes(result).get("ID avg", MIN_QUERIES)
+        if n < MIN_QUERIES:  # no interval: no verdict on chance either
+            ci, verdict = unavailable(n), "no verdict on chance without one"
+        elif math.isnan(lo) or math.isnan(hi):
+            ci, verdict = "(interval undefined)", "no verdict on chance without one"
+        else:
+            ci = f"[{lo:.3f}, {hi:.3f}]"
+            verdict = ("above chance (its whole interval is above 0.5)" if lo > 0.5 else
+                       "not distinguishable from chance (its interval reaches 0.5)" if lo <= 0.5 <= hi else
+                       "below chance")
         lpm, hcr = cell_values(best, "ID avg", "lpm")[0], cell_values(best, "ID avg", "hcr")[0]
-        out.append(f"Best router by AUROC (mean over datasets): `{best['router']}`, {v:.3f} [{lo:.3f}, {hi:.3f}], "
+        out.append(f"Best router by AUROC (mean over datasets): `{best['router']}`, {v:.3f} {ci}, "
                    f"{verdict}; its LPM {lpm:.3f} and HCR {hcr:.3f}.")
     oracle = next((r for r in result["results"] if is_bound(str(r["router"]))), None)
     if oracle is not None:
@@ -167,39 +183,55 @@ def call_rate_decisions(per_query: TwoModelScores, small: str, large: str, *, se
 
 
 def finding_objects(result: dict[str, Any], stats: dict[str, dict[str, Any]], rate: float = CALL_RATE
-                    ) -> list[Finding]:
+                    ) -> tuple[list[Finding], list[dict[str, str]]]:
     """The opening findings: the best router by AUROC with its interval, and the learned router that keeps the
-    most of the large model's score at call rate ``rate``."""
+    most of the large model's score at call rate ``rate``; and those left out (an interval over too few queries,
+    or a share of a large model that scores 0)."""
     out: list[Finding] = []
+    skipped: list[dict[str, str]] = []
+    n_id = column_sizes(result).get("ID avg", MIN_QUERIES)
+    n_all = sum(n_per_dataset(result).values())
     learned = [r for r in result["results"] if not is_bound(str(r["router"]))]
     ranked = sorted(learned, key=lambda r: -_or(cell_values(r, "ID avg", "auroc")[0], -1.0))
     if ranked:
         best = ranked[0]
         v, lo, hi = cell_values(best, "ID avg", "auroc")
         if not math.isnan(_or(v, math.nan)):
-            where = ("above chance" if lo > 0.5 else "not distinguishable from chance" if lo <= 0.5 <= hi
-                     else "below chance")
-            out.append(Finding(f"Between `{result['small']}` and `{result['large']}`, `{best['router']}` tells best "
-                               f"when the small model will do: AUROC {v:.3f} [{lo:.3f}, {hi:.3f}], {where}.",
-                               f"{NAME}-auroc", {"auroc": v}, None if math.isnan(_or(lo, math.nan)) else (lo, hi)))
+            head = (f"Between `{result['small']}` and `{result['large']}`, `{best['router']}` tells best when the "
+                    f"small model will do: AUROC {v:.3f}")
+            if n_id < MIN_QUERIES or math.isnan(_or(lo, math.nan)) or math.isnan(_or(hi, math.nan)):
+                out.append(Finding(f"{head}.", f"{NAME}-auroc", {"auroc": v}))  # no interval, so no verdict
+                if n_id < MIN_QUERIES:
+                    skipped.append(left_out(f"whether `{best['router']}`'s AUROC is above chance",
+                                            too_few_queries(n_id, "evaluated queries in the smallest dataset")))
+            else:
+                where = ("above chance" if lo > 0.5 else "not distinguishable from chance" if lo <= 0.5 <= hi
+                         else "below chance")
+                out.append(Finding(f"{head} [{lo:.3f}, {hi:.3f}], {where}.", f"{NAME}-auroc", {"auroc": v}, (lo, hi)))
     routed = {k: v for k, v in stats.items() if not is_bound(k) and k != "random"}
     if routed:
         spec, st = max(routed.items(), key=lambda kv: kv[1]["phi"])
         lo, hi = st["ci"]
+        ci = "" if n_all < MIN_QUERIES or math.isnan(lo) or math.isnan(hi) else f" [{lo:.3f}, {hi:.3f}]"
         if st["phi"] > st["perf_large"]:  # routing can beat both models: each is better on some queries
             text = (f"Calling the large model on only {st['call_rate']:.0%} of the queries, `{spec}` scores "
-                    f"{st['phi']:.3f} [{lo:.3f}, {hi:.3f}], above the large model alone ({st['perf_large']:.3f}; "
+                    f"{st['phi']:.3f}{ci}, above the large model alone ({st['perf_large']:.3f}; "
                     f"the small model alone {st['perf_small']:.3f}).")
+        elif not st["perf_large"] > 0:  # a share of nothing: never written
+            skipped.append(left_out(f"the share of the large model's score `{spec}` keeps",
+                                    f"the large model scores {st['perf_large']:.3f} on these test queries: there is "
+                                    "no score to take a share of"))
+            return out, skipped
         else:
-            text = (f"`{spec}` reaches {st['share_of_large']:.0%} of the large model's score ({st['phi']:.3f} "
-                    f"[{lo:.3f}, {hi:.3f}] against {st['perf_large']:.3f}; the small model alone "
+            text = (f"`{spec}` reaches {st['share_of_large']:.0%} of the large model's score ({st['phi']:.3f}"
+                    f"{ci} against {st['perf_large']:.3f}; the small model alone "
                     f"{st['perf_small']:.3f}) calling it on {st['call_rate']:.0%} of the queries.")
         out.append(Finding(
             text, f"{NAME}-call-rate",
             {"phi": st["phi"], "perf_large": st["perf_large"], "perf_small": st["perf_small"],
              "share_of_large": st["share_of_large"], "call_rate": st["call_rate"]},
-            None if math.isnan(lo) else (lo, hi)))
-    return out
+            None if not ci else (lo, hi)))
+    return out, skipped
 
 
 def _label_tables(blocks: list[Block], metrics: tuple[str, ...]) -> list[Block]:
@@ -259,7 +291,7 @@ def two_model_section(table: RoutingTable, ctx: AuditContext) -> Section:
              f"train on the audit's {n_train} training queries with both scores known and are scored on its "
              f"{n_test} test queries, every dataset in-domain; intervals from {n_boot} bootstrap resamples.")
     sentences = findings(result)
-    found = finding_objects(result, stats)
+    found, left = finding_objects(result, stats)
     sizes = {d: int(v["n"]) for d, v in result["results"][0]["datasets"].items()}
     drawn = sorted(sizes, key=lambda d: (-sizes[d], d))[:MAX_PLOTS[ctx.quick]]
     names = [d for d in [*result["id_datasets"], *result["ood_datasets"]] if d in drawn]
@@ -270,20 +302,24 @@ def two_model_section(table: RoutingTable, ctx: AuditContext) -> Section:
                          f"with the most test queries ({', '.join(f'`{d}`' for d in names)}) of {len(sizes)}.")
     metrics = ("auroc", "lpm", "hcr")
     rate_head = ["router", f"Phi({CALL_RATE:g}) [95% CI]", "share of Perf_L", "sent to the large model"]
-    rate_rows = [[spec, f"{st['phi']:.3f} [{st['ci'][0]:.3f}, {st['ci'][1]:.3f}]", f"{st['share_of_large']:.1%}",
+    few = unavailable(n_test) if n_test < MIN_QUERIES else ""
+    rate_rows = [[spec, f"{st['phi']:.3f} " + (few or f"[{st['ci'][0]:.3f}, {st['ci'][1]:.3f}]"),
+                  f"{st['share_of_large']:.1%}" if st["perf_large"] > 0 else "-",
                   f"{st['call_rate']:.1%}"] for spec, st in stats.items()]
     rate_table = Table(rate_head, rate_rows, [None, "call-rate curve", "call-rate curve", None], sortable=True,
                        id=f"{NAME}-call-rate")
     blocks: list[Block] = [Paragraph(intro), *_label_tables(table_blocks(result, metrics), metrics),
                            Paragraph(f"At call rate {CALL_RATE:g} (each router sends the {CALL_RATE:.0%} of the test "
                                      "queries it trusts least to the large model, one threshold over all of them):"),
-                           rate_table, Paragraph(" ".join(sentences) + skipped_text)]
+                           rate_table, Paragraph(" ".join([*sentences, *([skipped_sentence(left)] if left else [])])
+                                                 + skipped_text)]
     best = sentences[0] if sentences and sentences[0].startswith("Best") else ""
     headline = f"two-model {small} -> {large}: {best}".rstrip()
     data = {"measured": True, "small": small, "large": large, "routers": chosen, "skipped_routers": skipped,
             "datasets": datasets, "findings": sentences, "headline": headline, "two_model": result,
             "n_boot": n_boot, "quick": ctx.quick, "left_out_train_queries": untested,
-            "call_rate": {"rate": CALL_RATE, "routers": stats}, "opening_findings": [f.text for f in found]}
+            "call_rate": {"rate": CALL_RATE, "routers": stats}, "opening_findings": [f.text for f in found],
+            "skipped_findings": left}
     terms = ["call-rate curve", "auroc", "lpm", "hcr", "95% CI"]
     figures = [Figure(p.name, f"Call-rate curves: {d}", id=f"{NAME}-curves-{i}")
                for i, (p, d) in enumerate(zip(plots, names, strict=True))]
