@@ -73,6 +73,9 @@ class Perturber(ABC):
     level: ClassVar[str]
     summary: ClassVar[str] = ""
     offline: ClassVar[bool] = True
+    meaning_preserving: ClassVar[bool] = True
+    """False for a level that changes the meaning on purpose (``control``, SPEC 3's falsifier): its variants are
+    marked so and left out of every summary of rho over levels."""
 
     def __init__(self, backend: Backend | None = None, **options: Any) -> None:
         if not self.offline and backend is None:
@@ -90,6 +93,11 @@ class Perturber(ABC):
     def settings(self) -> dict[str, Any]:
         """What determines this level's output besides the text and the seed (provenance)."""
         return {}
+
+    def keep(self, original: str, candidates: Sequence[str], p: int) -> tuple[list[str], int]:
+        """The candidates :func:`perturb` keeps (:func:`keep_variants`) and how many altered a protected span; a
+        level that edits a protected span on purpose (``control`` changes a number) narrows the check."""
+        return keep_variants(original, candidates, p)
 
 
 P = TypeVar("P", bound=type[Perturber])
@@ -252,7 +260,7 @@ def perturb(
                                f"{len(texts)} texts")
         short = rejected = made = 0
         for qid, text, cand in zip(ids, texts, cands, strict=True):
-            kept, bad = keep_variants(str(text), cand, p)
+            kept, bad = perturber.keep(str(text), cand, p)
             rejected += bad
             short += len(kept) < p
             made += len(kept)
