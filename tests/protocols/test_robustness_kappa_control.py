@@ -174,8 +174,11 @@ def test_falsifier_on_a_synthetic_table_where_control_changes_the_answer() -> No
     assert lo <= 0.5 <= hi
     # 4 queries: the intervals are wide and overlap; the sentence says both things
     assert c["intervals_separate"] is False
-    assert "more often than at every meaning-preserving level" in c["sentence"] and "overlaps character" in \
-        c["sentence"]
+    assert c["sentence"].startswith("Falsifier (level control, meaning-changing edits): the optimal actor set "
+                                    "changed for 75.0% [")
+    assert "more often than at every meaning-preserving level (the highest: character 25.0% [" in c["sentence"]
+    assert "the 95% intervals do not separate: control's overlaps character's, and the paired difference's " \
+           "interval reaches 0 for character." in c["sentence"]
     assert c["sentence"] in robustness_text(rob) and "difference [95% CI]" in robustness_markdown(rob)
     # the falsifier does not depend on the router: the same for both, and equal to each router's by-level block
     assert rob.results[1].invariance["by_level"]["control"]["changed_share"] == pytest.approx(0.75)
@@ -210,5 +213,5 @@ def test_falsifier_separates_on_a_larger_synthetic_table() -> None:
     c = rob.falsifier["control"]  # type: ignore[index]
     assert c["changed_share"] == 1.0 and c["versus"]["character"]["changed_share"] == 0.0
     assert c["exceeds_every_level"] and c["intervals_separate"] and c["differences_above_zero"]
-    assert "its 95% interval lies above every level's, and every paired difference's interval lies above 0" in \
-        c["sentence"]
+    assert c["sentence"].endswith("the 95% intervals separate: control's lies above every level's, and every "
+                                  "paired difference's lies above 0.")

@@ -23,6 +23,14 @@ Choices where SPEC is silent:
   statistic is a ratio of sums over the resampled queries (e.g. rho: sum of rho_i over queries with variants /
   their count), so its point value is exactly the metric's. A replicate where a ratio is 0/0 is left out; an
   interval that does not contain its own estimate is reported as undefined (null), as in ``evaluate``.
+- kappa_rho (SPEC 3) corrects rho by rho_chance = sum_a p_a^2, p the shares of the router's choices on the
+  originals that rho counts: the same choices rho is measured on (a random router's one seeded draw per query, not
+  its mean selection distribution), so rho and its chance term value the router once (docs/bandits.md). Its
+  interval recomputes rho and p on each resample; a resample with one actor only (no kappa) is left out. Null and
+  flagged ``collapsed`` where rho_chance = 1.
+- A meaning-changing level (``control``, or a level a variants file marks so) is measured per level but left out of
+  every summary over levels (rho, kappa_rho, per actor, the invariance check and perturbed accuracy as a whole); with
+  outcomes, :func:`control_check` compares its changed share with every meaning-preserving level's (the falsifier).
 """
 
 from __future__ import annotations
@@ -502,15 +510,21 @@ def _pct_text(v: float, ci: Sequence[float] | None = None) -> str:
     return f"{100 * v:.1f}% [{100 * ci[0]:.1f}%, {100 * ci[1]:.1f}%]"
 
 
+def _names(levels: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    items = list(levels)
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
 def falsifier_sentence(level: str, block: dict[str, Any]) -> str:
     """One sentence: does the meaning-changing ``level`` change the optimal actor set more often than every
     meaning-preserving level, and do the 95% intervals separate (computed from ``block``, never fixed)."""
+    if math.isnan(block["changed_share"]):
+        return f"Falsifier (level {level}): none of its variants has outcomes, so the falsifier is untested."
     share = _pct_text(block["changed_share"], block["changed_share_ci"])
     head = f"Falsifier (level {level}, meaning-changing edits): the optimal actor set changed for {share} of its " \
            f"{block['n_known']} variants with outcomes"
     versus = block["versus"]
-    if math.isnan(block["changed_share"]):
-        return f"Falsifier (level {level}): none of its variants has outcomes, so the falsifier is untested."
     if not versus:
         return f"{head}, but no meaning-preserving level has variants with outcomes to compare it with."
     top = max(versus, key=lambda lv: versus[lv]["changed_share"])
@@ -519,22 +533,24 @@ def falsifier_sentence(level: str, block: dict[str, Any]) -> str:
         verdict = f"more often than at every meaning-preserving level (the highest: {top_text})"
     else:
         at_least = [lv for lv, v in versus.items() if v["changed_share"] >= block["changed_share"]]
-        verdict = f"NOT more often than at every meaning-preserving level ({', '.join(at_least)} at least as often; " \
-                  f"the highest: {top_text})"
-    if block["intervals_separate"] is None:
-        apart = "some interval is undefined"
+        verdict = (f"NOT more often than at every meaning-preserving level ({_names(at_least)} at least as often; "
+                   f"the highest: {top_text})")
+    low = block["changed_share_ci"][0]
+    overlap = [lv for lv, v in versus.items() if not low > v["changed_share_ci"][1]]
+    reach = [lv for lv, v in versus.items() if not v["difference_ci"][0] > 0]
+    if block["intervals_separate"] is None or block["differences_above_zero"] is None:
+        apart = "; some 95% interval is undefined, so whether they separate is not known"
+    elif block["intervals_separate"] and block["differences_above_zero"]:
+        apart = (f"; the 95% intervals separate: {level}'s lies above every level's, and every paired "
+                 "difference's lies above 0")
     elif block["intervals_separate"]:
-        apart = "its 95% interval lies above every level's"
+        apart = (f"; {level}'s 95% interval lies above every level's, but the paired difference's interval "
+                 f"reaches 0 for {_names(reach)}")
     else:
-        overlap = [lv for lv, v in versus.items() if not block["changed_share_ci"][0] > v["changed_share_ci"][1]]
-        apart = f"its 95% interval overlaps {', '.join(overlap)}'s"
-    if block["differences_above_zero"] is None:
-        paired = ""
-    elif block["differences_above_zero"]:
-        paired = ", and every paired difference's interval lies above 0"
-    else:
-        paired = ", and some paired difference's interval reaches 0 or below"
-    return f"{head}, {verdict}; {apart}{paired}."
+        tail = f", and the paired difference's interval reaches 0 for {_names(reach)}" if reach else \
+            ", though every paired difference's interval lies above 0"
+        apart = f"; the 95% intervals do not separate: {level}'s overlaps {_names(overlap)}'s{tail}"
+    return f"{head}, {verdict}{apart}."
 
 
 # ------------------------------------------------------------------------------------------ per router
