@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -151,18 +152,20 @@ def level_rng(seed: int, query_id: str, level: str) -> np.random.Generator:
     return np.random.default_rng(int.from_bytes(digest[:16], "little"))
 
 
-def keep_variants(original: str, candidates: Sequence[str], p: int) -> tuple[list[str], int]:
+def keep_variants(original: str, candidates: Sequence[str], p: int,
+                  protected_of: Callable[[str], Counter[str]] = protected_strings) -> tuple[list[str], int]:
     """Up to ``p`` candidates in order that are distinct (after trimming whitespace), differ from the original and
-    keep its protected spans; also returns how many were rejected for altering a protected span."""
+    keep its protected spans (``protected_of``: the multiset of a text's spans that must stay); also returns how many
+    were rejected for altering a protected span."""
     seen = {original.strip()}
     kept: list[str] = []
     rejected = 0
-    protected = protected_strings(original)
+    protected = protected_of(original)
     for cand in candidates:
         text = cand.strip()
         if not text or text in seen:
             continue
-        if protected_strings(text) != protected:
+        if protected_of(text) != protected:
             rejected += 1
             continue
         seen.add(text)

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from routerlab.errors import UsageError
-from routerlab.perturb.base import Perturber, register_level
+from routerlab.perturb.base import Perturber, keep_variants, register_level
 from routerlab.perturb.character import unprotected_ranges
 from routerlab.perturb.spans import protected_spans, protected_strings
 
@@ -385,22 +385,7 @@ class ControlLevel(Perturber):
     def keep(self, original: str, candidates: Sequence[str], p: int) -> tuple[list[str], int]:
         """Up to ``p`` distinct candidates that differ from the original and keep every protected span but the
         plain quantities (a number edit changes one on purpose); also how many were rejected."""
-        seen = {original.strip()}
-        protected = _kept_protected(original)
-        kept: list[str] = []
-        rejected = 0
-        for cand in candidates:
-            text = cand.strip()
-            if not text or text in seen:
-                continue
-            if _kept_protected(text) != protected:
-                rejected += 1
-                continue
-            seen.add(text)
-            kept.append(text)
-            if len(kept) == p:
-                break
-        return kept, rejected
+        return keep_variants(original, candidates, p, _kept_protected)
 
     def settings(self) -> dict[str, Any]:
         kinds = [k for k in EDIT_KINDS if k != "entity" or self.sisters is not None]
