@@ -589,3 +589,33 @@ def test_a_json_mapping_of_variants_is_read_like_the_lines_it_stands_for(table_d
         read_variants(bad)
     code, _, err = run([*common, "--variants-file", str(bad)], capsys)
     assert code == 2 and err.count("\n") == 1 and "q1.word" in err
+
+
+def test_control_level_end_to_end(table_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """perturb --levels ...,control marks the control rows meaning-changing; robustness reads the mark, reports
+    rho at the control level apart (left out of the whole: the deterministic routers' rho is the one without
+    control), says the falsifier is untested without outcomes, and -o keeps the marks in variants.jsonl."""
+    vfile = tmp_path / "v.jsonl"
+    assert run(["perturb", str(table_dir), "--levels", f"{TEST_LEVEL},control", "--variants", "2", "-o",
+                str(vfile)], capsys)[0] == 0
+    rows = [json.loads(x) for x in vfile.read_text().splitlines()]
+    assert {r["level"] for r in rows} == {TEST_LEVEL, "control"}
+    assert all(r.get("meaning_changing") is (True if r["level"] == "control" else None) for r in rows)
+    out = tmp_path / "rob"
+    args = ["robustness", str(table_dir), "--routers", ROUTERS, "--n-boot", "40", "--variants-file", str(vfile)]
+    code, text, err = run([*args, "-o", str(out)], capsys)
+    assert code == 0, err
+    assert "rho control (meaning-changing)" in text and "Falsifier (level control): untested" in text
+    saved = json.loads((out / "robustness.json").read_text())
+    assert saved["meaning_changing_levels"] == ["control"] and "falsifier" not in saved
+    assert [json.loads(x).get("meaning_changing") for x in (out / "variants.jsonl").read_text().splitlines()] == \
+        [r.get("meaning_changing") for r in rows]
+    without = run_json([*args, "--levels", TEST_LEVEL], capsys)
+    for a, b in zip(saved["results"], without["results"], strict=True):
+        if a["router"] != "random":  # random draws again for every variant routed, so it moves with the batch
+            assert (a["rho"], a["kappa_rho"], a["rho_by_actor"]) == (b["rho"], b["kappa_rho"], b["rho_by_actor"])
+    record = run_json(args, capsys)
+    slices = {(r["router"], r["slice"]) for r in record["records"] if r["metric"] == "kappa_rho"}
+    assert {("knn:k=5", ""), ("knn:k=5", f"level={TEST_LEVEL}"), ("knn:k=5", "level=control")} <= slices
+    fixed = next(r for r in record["results"] if r["router"] == "best-single")
+    assert fixed["kappa_rho"] is None and fixed["kappa_rho_flag"] == "collapsed"

@@ -99,3 +99,14 @@ def test_ties_and_a_single_weakest_level(run_two_levels: object) -> None:
     assert (single.weakest_level(), single.weakest_cell(), single.weakest_phrase()) == (None, "-", None)
     nan = with_levels(character=float("nan"), word=0.7, syntax=0.9)
     assert nan.weakest_level() == "word" and nan.lowest_levels() == ["word"]
+
+
+def test_a_level_of_ones_own_is_read_when_its_rows_declare_it(tmp_path: Path) -> None:
+    path = lines(tmp_path / "v.jsonl", {"query_id": "q1", "level": "word", "text": "a b"},
+                 {"query_id": "q1", "level": "my-typos", "text": "c d", "meaning_changing": False},
+                 {"query_id": "q2", "level": "my-typos", "text": "e f", "meaning_changing": False})
+    ps = read_variants(path)
+    assert ps.levels == ("word", "my-typos") and ps.stats["my-typos"] == {"queries": 2, "variants": 2}
+    undeclared = lines(tmp_path / "u.jsonl", {"query_id": "q1", "level": "my-typos", "text": "c d"})
+    with pytest.raises(DataError, match="unknown level 'my-typos'.*mark its rows"):
+        read_variants(undeclared)

@@ -96,8 +96,9 @@ def test_audit_section_on_the_demo(tmp_path: Path) -> None:
     report = (tmp_path / "a" / "report.md").read_text()
     assert "## Routing robustness (meaning-preserving perturbations)" in report
     assert "Invariance check: untested." in report and "routerlab collect --variants" in report
-    assert "| best-single | 1.000 [1.000, 1.000] | 1.000 | - | - |" in report  # one level: none is weaker
-    assert "- **rho**" in report  # glossary entry
+    assert "| best-single | 1.000 [1.000, 1.000] | null (collapsed) | 1.000 | - | - |" in report  # one level
+    assert fixed["kappa_rho_flag"] == "collapsed" and abs(rnd["kappa_rho"]) < 4 * se / 0.875
+    assert "- **rho**" in report and "- **kappa_rho**" in report  # glossary entries
     for f in sec["figures"]:
         assert (tmp_path / "a" / f).read_bytes()[:8] == PNG
 

@@ -38,7 +38,8 @@ PARTS = ("test", "train", "all")
 
 TABLE_HELP = "A table directory (default: the embedded demo benchmark)."
 SPLIT_HELP = "Train/test split: given, random[:F] (seeded) or ood:DS1,DS2."
-LEVELS_HELP = "Perturbation levels, comma-separated: character, word, syntax, paraphrase, rambling, or all."
+LEVELS_HELP = ("Perturbation levels, comma-separated: character, word, syntax, paraphrase, rambling, or all; control "
+               "(opt-in, never in all) makes meaning-changing edits, the invariance check's falsifier.")
 VARIANTS_HELP = f"Variants per query per level, p (1..{MAX_VARIANTS})."
 BACKEND_HELP = ("LLM backend that writes the paraphrase and rambling levels, KIND:MODEL[,key=value...], e.g. "
                 "local:smollm2-135m,threads=1 (without it those levels are not generated).")

@@ -108,7 +108,8 @@ def emit_robustness(result: Any, pset: PerturbationSet, output: Path | None, as_
 
         output.mkdir(parents=True, exist_ok=True)
         written = [Path(p) if Path(p).exists() else output / p for p in write_robustness(result, output)]
-        written.append(write_variants(output / "variants.jsonl", pset.variants))
+        written.append(write_variants(output / "variants.jsonl", pset.variants,
+                                      meaning_changing=getattr(result, "meaning_changing", ())))
     if as_json:
         layer = run.to_dict() if run is not None else {}
         print_json({**result.to_dict(), **{k: layer[k] for k in ("protocol", "settings", "records") if k in layer}})

@@ -216,6 +216,12 @@ _BASE: tuple[Metric, ...] = (
            "routing robustness: share of a query's meaning-preserving variants routed to the same actor as the "
            "query itself, averaged over queries; 1 for a fixed router, 1/N in expectation for a uniform random "
            "one over N actors (SPEC 3)", ("robustness",)),
+    Metric("kappa_rho", "kappa_rho", "chance-corrected share, at most 1", "higher", "3",
+           "chance-corrected rho, (rho - rho_chance) / (1 - rho_chance) with rho_chance = sum_a p_a^2, p the "
+           "router's shares of the original queries (per actor k: (rho^(k) - p_k) / (1 - p_k)); 0 for routing "
+           "independent of the original's choice (uniform random), 1 when every variant stays, null for a "
+           "collapsed router (rho_chance = 1; flagged collapsed), at most 1 and at least -1 unless the variants go "
+           "systematically elsewhere (SPEC 3)", ("robustness",)),
     Metric("accuracy", "accuracy", "score in [0, 1]", "higher", "3",
            "mean score of the actor the router chose for each original test query it was checked on (its mu_o "
            "there), in [0, 1] (SPEC 3)", ("robustness",)),
@@ -391,6 +397,14 @@ _TERMS: tuple[Term, ...] = (
     Term("perturbation level", "perturbation level", "3",
          "how a variant differs from its query: character (typos), word (synonyms), syntax (reordering), "
          "paraphrase, rambling, in increasing semantic distance (SPEC 3)"),
+    Term("rho_chance", "rho_chance", "3",
+         "the rho of chance: sum_a p_a^2, the probability that two independent draws from the router's shares p "
+         "of the original queries pick the same actor, a share in [1/N, 1]; kappa_rho corrects rho by it "
+         "(SPEC 3)"),
+    Term("control level", "control level", "3",
+         "the falsifier of the invariance check: an opt-in perturbation level of meaning-CHANGING edits (a "
+         "number changed, the question negated, its key entity swapped); left out of rho and kappa_rho, its "
+         "share of changed optimal actors must exceed every meaning-preserving level's (SPEC 3)"),
     Term("invariance check", "invariance check", "3",
          "whether a variant keeps its query's optimal actor (set of actors within 95% of the best score), "
          "measured from outcomes of the variants; rho assumes it does (SPEC 3)"),

@@ -1,10 +1,19 @@
-"""Routing robustness rho under meaning-preserving perturbations, and the invariance check of its
-assumption (SPEC 3, hse-diversity-and-routing-robustness.txt sec. 5; hse-paper-review.json).
+"""Routing robustness rho under meaning-preserving perturbations, its chance-corrected form kappa_rho, and the
+invariance check of its assumption (SPEC 3, hse-diversity-and-routing-robustness.txt sec. 5; hse-paper-review.json).
 
 ``perturbed_choices`` is an (n, p) matrix: column j holds the router's actor for perturbation j of each
 query. Decision where SPEC is silent: a negative entry marks a perturbation that does not exist (ragged
 data); rho_i averages over the existing ones, and a query with none is left out of every mean (its
 rho_i is NaN), so no query is scored on perturbations it does not have.
+
+kappa_rho = (rho - rho_chance) / (1 - rho_chance), rho_chance = sum_a p_a^2 (SPEC 3): p is the router's choice
+distribution over the original queries that rho averages over (those with at least one perturbation of the slice),
+so rho_chance is exactly the rho a router would get whose variant choices were independent draws from p. Per actor
+k the chance term is p_k (a variant of a query routed to k lands on k by chance with probability p_k). A collapsed
+router (every counted original on one actor: rho_chance = 1) has no kappa_rho: NaN, never 1. kappa_rho <= 1 always;
+it is >= -1 whenever the router's choices on the variants are distributed as on the originals (then rho >=
+2 * rho_chance - 1), and it can fall below -1 only when the variants go systematically to other actors than the
+originals (a router that reads the text's length, say, under rambling): that value is reported as it is.
 """
 
 from __future__ import annotations
@@ -85,6 +94,69 @@ def rho_by_level(
         str(level): _mean_known(_rho_rows(orig, pert, (pert >= 0) & (labels == level)[None, :]))
         for level in dict.fromkeys(labels.tolist())
     }
+
+
+def choice_shares(original_choice: npt.ArrayLike, m: int, perturbed_choices: npt.ArrayLike | None = None
+                  ) -> FloatArray:
+    """p_a: the share of the original queries routed to each of the ``m`` actors; with ``perturbed_choices``, only
+    the queries with at least one perturbation count (those rho averages over). All zeros when none counts."""
+    orig = as_choice(original_choice, None, None, "original_choice")
+    if orig.size and (orig.min() < 0 or orig.max() >= m):
+        raise ValueError(f"original_choice must hold actor indices in 0..{m - 1}")
+    use: BoolArray = np.ones(orig.size, dtype=bool)
+    if perturbed_choices is not None:
+        _, pert = _inputs(orig, perturbed_choices)
+        use = np.asarray((pert >= 0).any(axis=1), dtype=bool)
+    counts = np.bincount(orig[use], minlength=m).astype(np.float64)
+    total = counts.sum()
+    return counts / total if total > 0 else counts
+
+
+def rho_chance(original_choice: npt.ArrayLike, m: int, perturbed_choices: npt.ArrayLike | None = None) -> float:
+    """sum_a p_a^2 (SPEC 3): the agreement of two independent draws from the router's choice distribution on the
+    originals (:func:`choice_shares`); 1/N for a uniform router, 1 for a collapsed one; NaN when no query counts."""
+    p = choice_shares(original_choice, m, perturbed_choices)
+    return float((p * p).sum()) if p.sum() > 0 else float("nan")
+
+
+def chance_corrected(value: npt.ArrayLike, chance: npt.ArrayLike) -> FloatArray:
+    """(value - chance) / (1 - chance), elementwise; NaN where chance >= 1 (collapsed: undefined, SPEC 3) or either
+    input is NaN."""
+    v = np.asarray(value, dtype=np.float64)
+    c = np.asarray(chance, dtype=np.float64)
+    ok = ~np.isnan(v) & ~np.isnan(c) & (c < 1.0)
+    out = np.full(np.broadcast(v, c).shape, np.nan)
+    np.divide(v - c, 1.0 - c, out=out, where=ok)
+    return out
+
+
+def kappa_rho(original_choice: npt.ArrayLike, perturbed_choices: npt.ArrayLike, m: int) -> float:
+    """kappa_rho = (rho - rho_chance) / (1 - rho_chance) (SPEC 3, module docstring): 0 in expectation for a router
+    whose variant choices are independent of its original choices, 1 for one that keeps every variant with its
+    query; NaN for a collapsed router (rho_chance = 1)."""
+    chance = rho_chance(original_choice, m, perturbed_choices)
+    return float(chance_corrected(rho(original_choice, perturbed_choices), chance))
+
+
+def kappa_rho_by_level(original_choice: npt.ArrayLike, perturbed_choices: npt.ArrayLike, levels: Sequence[str],
+                       m: int) -> dict[str, float]:
+    """kappa_rho per perturbation level; each level's rho_chance over the originals with a variant at that
+    level."""
+    orig, pert = _inputs(original_choice, perturbed_choices)
+    labels = np.asarray(levels)
+    if labels.shape != (pert.shape[1],):
+        raise ValueError(f"levels must name each of the {pert.shape[1]} perturbation columns")
+    return {str(lv): kappa_rho(orig, pert[:, labels == lv], m) for lv in dict.fromkeys(labels.tolist())}
+
+
+def kappa_rho_per_actor(original_choice: npt.ArrayLike, perturbed_choices: npt.ArrayLike, m: int) -> FloatArray:
+    """kappa_rho^(k) = (rho^(k) - p_k) / (1 - p_k): actor k's rho corrected by the chance p_k that a variant of a
+    query routed to k lands on k; NaN for an actor no counted original went to (p_k = 0) and for the only one
+    (p_k = 1)."""
+    p = choice_shares(original_choice, m, perturbed_choices)
+    out = chance_corrected(rho_per_actor(original_choice, perturbed_choices, m), p)
+    out[p == 0] = np.nan
+    return out
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -73,6 +74,9 @@ class Perturber(ABC):
     level: ClassVar[str]
     summary: ClassVar[str] = ""
     offline: ClassVar[bool] = True
+    meaning_preserving: ClassVar[bool] = True
+    """False for a level that changes the meaning on purpose (``control``, SPEC 3's falsifier): its variants are
+    marked so and left out of every summary of rho over levels."""
 
     def __init__(self, backend: Backend | None = None, **options: Any) -> None:
         if not self.offline and backend is None:
@@ -90,6 +94,11 @@ class Perturber(ABC):
     def settings(self) -> dict[str, Any]:
         """What determines this level's output besides the text and the seed (provenance)."""
         return {}
+
+    def keep(self, original: str, candidates: Sequence[str], p: int) -> tuple[list[str], int]:
+        """The candidates :func:`perturb` keeps (:func:`keep_variants`) and how many altered a protected span; a
+        level that edits a protected span on purpose (``control`` changes a number) narrows the check."""
+        return keep_variants(original, candidates, p)
 
 
 P = TypeVar("P", bound=type[Perturber])
@@ -143,18 +152,20 @@ def level_rng(seed: int, query_id: str, level: str) -> np.random.Generator:
     return np.random.default_rng(int.from_bytes(digest[:16], "little"))
 
 
-def keep_variants(original: str, candidates: Sequence[str], p: int) -> tuple[list[str], int]:
+def keep_variants(original: str, candidates: Sequence[str], p: int,
+                  protected_of: Callable[[str], Counter[str]] = protected_strings) -> tuple[list[str], int]:
     """Up to ``p`` candidates in order that are distinct (after trimming whitespace), differ from the original and
-    keep its protected spans; also returns how many were rejected for altering a protected span."""
+    keep its protected spans (``protected_of``: the multiset of a text's spans that must stay); also returns how many
+    were rejected for altering a protected span."""
     seen = {original.strip()}
     kept: list[str] = []
     rejected = 0
-    protected = protected_strings(original)
+    protected = protected_of(original)
     for cand in candidates:
         text = cand.strip()
         if not text or text in seen:
             continue
-        if protected_strings(text) != protected:
+        if protected_of(text) != protected:
             rejected += 1
             continue
         seen.add(text)
@@ -252,7 +263,7 @@ def perturb(
                                f"{len(texts)} texts")
         short = rejected = made = 0
         for qid, text, cand in zip(ids, texts, cands, strict=True):
-            kept, bad = keep_variants(str(text), cand, p)
+            kept, bad = perturber.keep(str(text), cand, p)
             rejected += bad
             short += len(kept) < p
             made += len(kept)

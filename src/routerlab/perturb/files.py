@@ -1,4 +1,5 @@
-"""Variants files: one JSON object per line, ``{"query_id", "level", "variant", "text"}`` (``routerlab perturb``
+"""Variants files: one JSON object per line, ``{"query_id", "level", "variant", "text"}``, plus
+``"meaning_changing": true`` on the variants of a meaning-changing level (the control level; ``routerlab perturb``
 writes them; users bring their own variants in the same format with ``--variants-file``), or, for hand-made sets, a
 ``.json`` file mapping query id -> level -> list of texts.
 
@@ -21,10 +22,21 @@ from routerlab.errors import DataError
 from routerlab.perturb.base import PerturbationSet, Variant, level_names
 
 
-def write_variants(path: str | Path, variants: Iterable[Variant]) -> Path:
-    """Write ``variants`` as JSON lines, atomically."""
+def write_variants(path: str | Path, variants: Iterable[Variant], *, meaning_changing: Iterable[str] = ()) -> Path:
+    """Write ``variants`` as JSON lines, atomically; a variant of a meaning-changing level (the registered
+    ``control`` level, or one named in ``meaning_changing``) is marked ``"meaning_changing": true``."""
+    from routerlab.perturb.control import MEANING_KEY, changes_meaning
+
     out = Path(path)
-    lines = [json.dumps(v.to_record(), ensure_ascii=False) for v in variants]
+    named = set(meaning_changing)
+    marked: dict[str, bool] = {}
+
+    def record(v: Variant) -> dict[str, Any]:
+        if v.level not in marked:
+            marked[v.level] = v.level in named or changes_meaning(v.level)
+        return {**v.to_record(), MEANING_KEY: True} if marked[v.level] else v.to_record()
+
+    lines = [json.dumps(record(v), ensure_ascii=False) for v in variants]
 
     def write(tmp: str) -> None:
         with open(tmp, "w", encoding="utf-8") as fh:
@@ -59,9 +71,13 @@ def mapping_records(src: Path) -> list[tuple[int, dict[str, Any]]]:
 def read_variants(path: str | Path, *, levels: Iterable[str] | None = None) -> PerturbationSet:
     """A variants file as a :class:`PerturbationSet` (p = the most variants any query has at one level): JSON lines,
     or a ``.json`` mapping ``{query_id: {level: [texts]}}`` (rows in errors then count variants in file order).
-    Variants of a level not in ``levels`` (when given) are skipped."""
+    Variants of a level not in ``levels`` (when given) are skipped. A level whose rows are marked
+    ``"meaning_changing": true`` (every row of it, or none) is meaning-changing: its settings say so."""
+    from routerlab.perturb.control import MEANING_KEY
+
     src = Path(path)
-    known = level_names()  # a level no perturber defines (a typo, "banana") is an error, never a level of its own
+    known = level_names()  # a level no perturber defines is an error unless its rows declare it (see below)
+    flags: dict[str, tuple[bool, int]] = {}
     wanted = None if levels is None else set(levels)
     records = mapping_records(src) if src.suffix.lower() == ".json" else iter_jsonl(src)
     variants: list[Variant] = []
@@ -79,12 +95,22 @@ def read_variants(path: str | Path, *, levels: Iterable[str] | None = None) -> P
                             field="query_id")
         if not isinstance(level, str) or not level:
             raise DataError(f"level must be a non-empty string, got {level!r}", file=src, row=lineno, field="level")
-        if level not in known:
-            raise DataError(f"unknown level {level!r}; the levels are {', '.join(known)}", file=src, row=lineno,
-                            field="level")
         if not isinstance(text, str) or not text.strip():
             raise DataError("text must be a non-empty string", file=src, row=lineno, field="text")
         qid = str(qid)
+        flag = obj.get(MEANING_KEY, False)
+        if not isinstance(flag, bool):
+            raise DataError(f"{MEANING_KEY} must be true or false, got {flag!r}", file=src, row=lineno,
+                            field=MEANING_KEY)
+        if level not in known and MEANING_KEY not in obj:  # a typo ("banana"), never a level of its own
+            raise DataError(f"unknown level {level!r}; the levels are {', '.join(known)} (a level of your own "
+                            f"declares itself: mark its rows \"{MEANING_KEY}\": true or false)", file=src,
+                            row=lineno, field="level")
+        first = flags.setdefault(level, (flag, lineno))
+        if first[0] != flag:
+            raise DataError(f"level {level!r} is marked {MEANING_KEY} {str(first[0]).lower()} on line {first[1]} "
+                            f"and {str(flag).lower()} here: mark every variant of a level alike", file=src,
+                            row=lineno, field=MEANING_KEY)
         if wanted is not None and level not in wanted:
             continue
         number = obj.get("variant", counts.get((qid, level), 0))
@@ -109,5 +135,5 @@ def read_variants(path: str | Path, *, levels: Iterable[str] | None = None) -> P
     p = max(counts.values())
     stats = {lv: {"queries": len({v.query_id for v in variants if v.level == lv}),
                   "variants": sum(v.level == lv for v in variants)} for lv in order}
-    return PerturbationSet(tuple(variants), tuple(order), p, None, {}, stats, {lv: {"source": str(src)}
-                                                                               for lv in order})
+    settings = {lv: {"source": str(src), **({MEANING_KEY: True} if flags[lv][0] else {})} for lv in order}
+    return PerturbationSet(tuple(variants), tuple(order), p, None, {}, stats, settings)

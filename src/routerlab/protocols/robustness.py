@@ -23,6 +23,14 @@ Choices where SPEC is silent:
   statistic is a ratio of sums over the resampled queries (e.g. rho: sum of rho_i over queries with variants /
   their count), so its point value is exactly the metric's. A replicate where a ratio is 0/0 is left out; an
   interval that does not contain its own estimate is reported as undefined (null), as in ``evaluate``.
+- kappa_rho (SPEC 3) corrects rho by rho_chance = sum_a p_a^2, p the shares of the router's choices on the
+  originals that rho counts: the same choices rho is measured on (a random router's one seeded draw per query, not
+  its mean selection distribution), so rho and its chance term value the router once (docs/bandits.md). Its
+  interval recomputes rho and p on each resample; a resample with one actor only (no kappa) is left out. Null and
+  flagged ``collapsed`` where rho_chance = 1.
+- A meaning-changing level (``control``, or a level a variants file marks so) is measured per level but left out of
+  every summary over levels (rho, kappa_rho, per actor, the invariance check and perturbed accuracy as a whole); with
+  outcomes, :func:`control_check` compares its changed share with every meaning-preserving level's (the falsifier).
 """
 
 from __future__ import annotations
@@ -46,7 +54,17 @@ from routerlab.errors import UsageError
 from routerlab.features.base import Features
 from routerlab.features.registry import Encoder
 from routerlab.metrics.bootstrap import enough_queries, percentile_interval, resample_indices
-from routerlab.metrics.robustness import invariance_by_level, invariance_check, rho, rho_by_level, rho_per_actor
+from routerlab.metrics.robustness import (
+    chance_corrected,
+    invariance_by_level,
+    invariance_check,
+    kappa_rho,
+    kappa_rho_per_actor,
+    rho,
+    rho_by_level,
+    rho_chance,
+    rho_per_actor,
+)
 from routerlab.metrics.selection import collapsed, oracle_choice, selection_shares, selection_vector
 from routerlab.perturb.base import DEFAULT_ASK, LEVELS, MAX_VARIANTS, PerturbationSet
 from routerlab.progress import task, track
@@ -88,6 +106,8 @@ MAX_SET_ACTORS = 62
 
 Interval = tuple[float, float]
 NAN_INTERVAL: Interval = (math.nan, math.nan)
+Ratios = dict[str, tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]]
+"""Ratio statistics by name: (per-query values v, weights w) of sum(v w) / sum(w)."""
 
 
 @dataclass
@@ -119,10 +139,18 @@ class RobustnessResult:
     score_seconds: float
     diagnostics: dict[str, Any] | None = None
     router_class: str | None = None
+    kappa: KappaRho | None = None
+    changing_levels: tuple[str, ...] = ()
+
+    def _preserving_rhos(self) -> list[tuple[str, float]]:
+        """(level, rho) of the meaning-preserving levels with a rho, in level order: a meaning-changing level
+        (``changing_levels``, the control level) is never a candidate for the weakest."""
+        return [(lv, v) for lv, v in self.rho_by_level.items()
+                if not math.isnan(v) and lv not in self.changing_levels]
 
     def lowest_levels(self) -> list[str]:
-        """The levels that share the lowest rho (level order); [] without a level's rho."""
-        known = [(lv, v) for lv, v in self.rho_by_level.items() if not math.isnan(v)]
+        """The meaning-preserving levels that share the lowest rho (level order); [] without a level's rho."""
+        known = self._preserving_rhos()
         if not known:
             return []
         low = min(v for _, v in known)
@@ -131,14 +159,14 @@ class RobustnessResult:
     def weakest_level(self) -> str | None:
         """The one level whose rho is below every other level's; None when no level is weaker than the rest:
         fewer than two levels with a rho, every level's rho equal (rho 1 everywhere), or a tie for the lowest."""
-        known = sum(not math.isnan(v) for v in self.rho_by_level.values())
+        known = len(self._preserving_rhos())
         lowest = self.lowest_levels()
         return lowest[0] if known >= 2 and len(lowest) == 1 else None
 
     def weakest_cell(self) -> str:
         """The weakest level as a table cell: its name; ``a = b`` when levels tie for the lowest rho; ``none``
         when every level's rho is equal; ``-`` with fewer than two levels."""
-        known = sum(not math.isnan(v) for v in self.rho_by_level.values())
+        known = len(self._preserving_rhos())
         lowest = self.lowest_levels()
         if known < 2:
             return "-"
@@ -147,7 +175,7 @@ class RobustnessResult:
     def weakest_phrase(self) -> str | None:
         """The weakest level in a sentence: ``lowest at `a` (0.750)``, ``lowest at `a` and `b` (0.750 each)``
         or ``no level is weaker (1.000 at every level)``; None with fewer than two levels."""
-        known = sum(not math.isnan(v) for v in self.rho_by_level.values())
+        known = len(self._preserving_rhos())
         lowest = self.lowest_levels()
         if known < 2:
             return None
@@ -174,6 +202,7 @@ class RobustnessResult:
             "perturbed_accuracy_by_level": self.perturbed_accuracy_by_level,
             "perturbed_accuracy_by_level_ci": None if self.perturbed_accuracy_by_level_ci is None else
             {k: list(v) for k, v in self.perturbed_accuracy_by_level_ci.items()},
+            **(self.kappa.to_dict() if self.kappa is not None else {}),
             "invariance": self.invariance,
             "selection": self.selection, "collapsed": self.collapsed,
             "fit_seconds": round(self.fit_seconds, 4), "score_seconds": round(self.score_seconds, 4),
@@ -203,6 +232,8 @@ class Robustness:
     queries_without_variants: int = 0
     skipped: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    meaning_changing: list[str] = field(default_factory=list)
+    falsifier: dict[str, Any] | None = None
 
     @property
     def data(self) -> dict[str, Any]:
@@ -225,6 +256,10 @@ class Robustness:
         }
         if not self.invariance_tested:
             out["invariance_note"] = UNTESTED_NOTE
+        if self.meaning_changing:
+            out["meaning_changing_levels"] = list(self.meaning_changing)
+        if self.falsifier is not None:
+            out["falsifier"] = self.falsifier
         if self.skipped:
             out["skipped"] = dict(self.skipped)
         if self.notes:
@@ -292,6 +327,9 @@ def robustness(
                       fits=fits)
     batch = _batch(bench, used, fvar)
     truth = _Truth.make(bench, used, grid, outcomes)
+    from routerlab.perturb.control import changes_meaning
+
+    changing = [lv for lv in used.generated_levels if changes_meaning(lv, used.settings)]
     labels = {router_label(r) for r in routers if not isinstance(r, str)}
     feedback = as_feedback(train)
     results = []
@@ -308,7 +346,7 @@ def robustness(
         diag = dict(report()) if callable(report) else None
         results.append(_score(spec, router, choice, pert, columns, bench, truth, seed=seed, n_boot=n_boot,
                               fit_seconds=fit_seconds, score_seconds=score_seconds, diagnostics=diag,
-                              router_class=_class_path(router) if spec in labels else None))
+                              router_class=_class_path(router) if spec in labels else None, changing=changing))
     levels = used.generated_levels
     provenance = Provenance.of(table, bench.split, seed=seed, encoder=bench.ftrain.encoder,
                                routers=[router_label(r) for r in routers], split_extra={"n_test": n})
@@ -320,8 +358,12 @@ def robustness(
         notes.append(f"{missing} evaluated test queries have no variant and are left out of every rho")
     if truth.notes:
         notes.extend(truth.notes)
+    falsifier = control_check(truth, columns, changing, n, n_boot, seed) if changing and truth.tested else None
+    if changing and not truth.tested:
+        notes.append(f"meaning-changing level {', '.join(changing)} (the falsifier) is untested: no outcomes of "
+                     "the variants")
     return Robustness(provenance, described, results, levels, used.p, n, list(bench.test.actor_names),
-                      truth.tested, test_ids, columns, bench.excluded, missing, skipped, notes)
+                      truth.tested, test_ids, columns, bench.excluded, missing, skipped, notes, changing, falsifier)
 
 
 def have_any(grid: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
@@ -444,18 +486,129 @@ def set_masks(score: npt.ArrayLike) -> npt.NDArray[np.int64]:
     return np.asarray(sel.astype(np.int64) @ weights, dtype=np.int64)
 
 
+def control_check(truth: _Truth, columns: list[str], changing: Sequence[str], n: int, n_boot: int, seed: int
+                  ) -> dict[str, Any]:
+    """The review's falsifier (SPEC 3): per meaning-changing level C (the control level), the share of its variants
+    whose optimal actor set changed against every meaning-preserving level's, each with its 95% interval, and the
+    paired difference (C minus the level, per bootstrap resample of the queries: the same resamples as every other
+    statistic of the run) with its interval; whether C's share exceeds every level's, whether its interval lies
+    above every level's (``intervals_separate``), whether every paired difference's interval lies above 0, and one
+    sentence saying so. A level without variants with outcomes is listed, not compared."""
+    assert truth.opt_set is not None and truth.orig_set is not None
+    labels = np.asarray(columns)
+    levels = list(dict.fromkeys(columns))
+    known = truth.opt_set >= 0
+    changed = known & (truth.opt_set != truth.orig_set[:, None])
+    ratios: Ratios = {}
+    n_known: dict[str, int] = {}
+    for lv in levels:
+        use = known & (labels == lv)[None, :]
+        cnt = use.sum(axis=1).astype(np.float64)
+        ratios[lv] = (_per((changed & use).sum(axis=1), cnt), cnt)
+        n_known[lv] = int(use.sum())
+    reps, _ = ratio_replicates(ratios, n, n_boot, seed)
+    point = {lv: _ratio(*ratios[lv]) for lv in levels}
+    ci = {lv: interval(point[lv], *percentile_interval(reps[lv])) for lv in levels}
+    out: dict[str, Any] = {}
+    for c in changing:
+        versus: dict[str, Any] = {}
+        untested = []
+        for lv in levels:
+            if lv in changing:
+                continue
+            if math.isnan(point[lv]):
+                untested.append(lv)
+                continue
+            diff = point[c] - point[lv]
+            versus[lv] = {"changed_share": point[lv], "changed_share_ci": list(ci[lv]), "n_known": n_known[lv],
+                          "difference": diff,
+                          "difference_ci": list(interval(diff, *percentile_interval(reps[c] - reps[lv])))}
+        comparable = bool(versus) and not math.isnan(point[c])
+        exceeds = all(point[c] > v["changed_share"] for v in versus.values()) if comparable else None
+        separate = (all(ci[c][0] > v["changed_share_ci"][1] for v in versus.values())
+                    if comparable and not any(math.isnan(x) for v in versus.values()
+                                              for x in (*v["changed_share_ci"], *ci[c])) else None)
+        apart = (all(v["difference_ci"][0] > 0 for v in versus.values())
+                 if comparable and not any(math.isnan(v["difference_ci"][0]) for v in versus.values()) else None)
+        block = {"changed_share": point[c], "changed_share_ci": list(ci[c]), "n_known": n_known[c],
+                 "versus": versus, "exceeds_every_level": exceeds, "intervals_separate": separate,
+                 "differences_above_zero": apart}
+        if untested:
+            block["levels_without_outcomes"] = untested
+        block["sentence"] = falsifier_sentence(c, block)
+        out[c] = block
+    return out
+
+
+def _pct_text(v: float, ci: Sequence[float] | None = None) -> str:
+    if math.isnan(v):
+        return "-"
+    if ci is None or any(math.isnan(x) for x in ci):
+        return f"{100 * v:.1f}%"
+    return f"{100 * v:.1f}% [{100 * ci[0]:.1f}%, {100 * ci[1]:.1f}%]"
+
+
+def _names(levels: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    items = list(levels)
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def falsifier_sentence(level: str, block: dict[str, Any]) -> str:
+    """One sentence: does the meaning-changing ``level`` change the optimal actor set more often than every
+    meaning-preserving level, and do the 95% intervals separate (computed from ``block``, never fixed)."""
+    if math.isnan(block["changed_share"]):
+        return f"Falsifier (level {level}): none of its variants has outcomes, so the falsifier is untested."
+    share = _pct_text(block["changed_share"], block["changed_share_ci"])
+    head = f"Falsifier (level {level}, meaning-changing edits): the optimal actor set changed for {share} of its " \
+           f"{block['n_known']} variants with outcomes"
+    versus = block["versus"]
+    if not versus:
+        return f"{head}, but no meaning-preserving level has variants with outcomes to compare it with."
+    top = max(versus, key=lambda lv: versus[lv]["changed_share"])
+    top_text = f"{top} {_pct_text(versus[top]['changed_share'], versus[top]['changed_share_ci'])}"
+    if block["exceeds_every_level"]:
+        verdict = f"more often than at every meaning-preserving level (the highest: {top_text})"
+    else:
+        at_least = [lv for lv, v in versus.items() if v["changed_share"] >= block["changed_share"]]
+        verdict = (f"NOT more often than at every meaning-preserving level ({_names(at_least)} at least as often; "
+                   f"the highest: {top_text})")
+    low = block["changed_share_ci"][0]
+    overlap = [lv for lv, v in versus.items() if not low > v["changed_share_ci"][1]]
+    reach = [lv for lv, v in versus.items() if not v["difference_ci"][0] > 0]
+    if block["intervals_separate"] is None or block["differences_above_zero"] is None:
+        apart = "; some 95% interval is undefined, so whether they separate is not known"
+    elif block["intervals_separate"] and block["differences_above_zero"]:
+        apart = (f"; the 95% intervals separate: {level}'s lies above every level's, and every paired "
+                 "difference's lies above 0")
+    elif block["intervals_separate"]:
+        apart = (f"; {level}'s 95% interval lies above every level's, but the paired difference's interval "
+                 f"reaches 0 for {_names(reach)}")
+    else:
+        tail = f", and the paired difference's interval reaches 0 for {_names(reach)}" if reach else \
+            ", though every paired difference's interval lies above 0"
+        apart = f"; the 95% intervals do not separate: {level}'s overlaps {_names(overlap)}'s{tail}"
+    return f"{head}, {verdict}{apart}."
+
+
 # ------------------------------------------------------------------------------------------ per router
 def _score(spec: str, router: Router, choice: npt.NDArray[np.intp], pert: npt.NDArray[np.intp], columns: list[str],
            bench: Bench, truth: _Truth, *, seed: int, n_boot: int, fit_seconds: float, score_seconds: float,
-           diagnostics: dict[str, Any] | None, router_class: str | None) -> RobustnessResult:
-    """Every number of one router (SPEC 3) with its interval from one shared bootstrap (module docstring)."""
+           diagnostics: dict[str, Any] | None, router_class: str | None,
+           changing: Sequence[str] = ()) -> RobustnessResult:
+    """Every number of one router (SPEC 3) with its interval from one shared bootstrap (module docstring). The
+    levels in ``changing`` (meaning-changing, the control level) are measured per level but left out of every
+    summary over levels (rho, kappa_rho, rho per actor, the invariance check and perturbed accuracy as a whole)."""
     names = list(bench.test.actor_names)
     n, m = bench.test.n_queries, bench.test.n_actors
     labels = np.asarray(columns)
     levels = list(dict.fromkeys(columns))
+    keep = ~np.isin(labels, list(changing)) if len(changing) else np.ones(labels.size, dtype=bool)
     exists = pert >= 0
     same = (pert == choice[:, None]) & exists
-    ratios: dict[str, tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]] = {}
+    ratios: Ratios = {}
+    hot = np.eye(m)[choice]
+    shares: Ratios = {}
 
     def rate(hit: npt.NDArray[np.bool_], use: npt.NDArray[np.bool_]) -> tuple[Any, Any]:
         """(per-query rate over the columns ``use``, 0 where none; 1 where the query counts)."""
@@ -463,10 +616,12 @@ def _score(spec: str, router: Router, choice: npt.NDArray[np.intp], pert: npt.ND
         val = np.divide((hit & use).sum(axis=1), cnt, out=np.zeros(n), where=cnt > 0)
         return val, (cnt > 0).astype(np.float64)
 
-    rho_i, has = rate(same, exists)
+    rho_i, has = rate(same, exists & keep[None, :])
     ratios["rho"] = (rho_i, has)
+    shares["rho"] = (has, hot)
     for lv in levels:
         ratios[f"level:{lv}"] = rate(same, exists & (labels == lv)[None, :])
+        shares[f"level:{lv}"] = (ratios[f"level:{lv}"][1], hot)
     for k, a in enumerate(names):
         ratios[f"actor:{a}"] = (rho_i, has * (choice == k))
     rows = np.arange(n)
@@ -485,27 +640,29 @@ def _score(spec: str, router: Router, choice: npt.NDArray[np.intp], pert: npt.ND
         chosen = np.take_along_axis(np.nan_to_num(truth.score), safe[..., None], axis=2)[..., 0]
         changed = known & (truth.opt_set != truth.orig_set[:, None])
         invariant = known & ~changed
-        for key, mask in [("", np.ones(labels.size, dtype=bool)), *[(f":{lv}", labels == lv) for lv in levels]]:
+        for key, mask in [("", keep), *[(f":{lv}", labels == lv) for lv in levels]]:
             use = known & mask[None, :]
             cnt = use.sum(axis=1).astype(np.float64)
             # per-query means weighted by the query's known variants: a mean over variants, as the metric
             ratios["pacc" + key] = (_per(np.where(use, chosen, 0.0).sum(axis=1), cnt), cnt)
             ratios["changed" + key] = (_per((changed & use).sum(axis=1), cnt), cnt)
             ratios["rho_inv" + key] = rate(same, invariant & mask[None, :])
-        checks["all"] = invariance_check(truth.orig_set, truth.opt_set, choice, pert)
+        checks["all"] = invariance_check(truth.orig_set, truth.opt_set[:, keep], choice, pert[:, keep])
         checks.update(invariance_by_level(truth.orig_set, truth.opt_set, choice, pert, columns))
-        arg_all = invariance_check(truth.orig_arg, truth.opt_arg, choice, pert)
+        arg_all = invariance_check(truth.orig_arg, truth.opt_arg[:, keep], choice, pert[:, keep])
         arg_lv = invariance_by_level(truth.orig_arg, truth.opt_arg, choice, pert, columns)
 
-    cis = ratio_intervals(ratios, n, n_boot, seed)
+    reps, share_reps = ratio_replicates(ratios, n, n_boot, seed, shares)
+    cis = {k: percentile_interval(v) for k, v in reps.items()}
     point = {k: _ratio(v, w) for k, (v, w) in ratios.items()}
 
-    rho_all = rho(choice, pert) if exists.any() else math.nan
+    rho_all = rho(choice, pert[:, keep]) if exists[:, keep].any() else math.nan
     by_level = rho_by_level(choice, pert, columns) if columns else {}
-    by_actor_vals = rho_per_actor(choice, pert, m)
+    by_actor_vals = rho_per_actor(choice, pert[:, keep], m)
     by_actor = {a: float(by_actor_vals[k]) for k, a in enumerate(names)}
     by_actor_ci = {a: (interval(by_actor[a], *cis[f"actor:{a}"]) if point[f"actor:{a}"] == point[f"actor:{a}"]
                        else NAN_INTERVAL) for a in names}
+    kappa = _kappa(choice, pert, keep, columns, levels, names, reps, share_reps)
     acc = float(point["accuracy"])
     if truth.tested:
         pacc = point["pacc"]
@@ -524,7 +681,7 @@ def _score(spec: str, router: Router, choice: npt.NDArray[np.intp], pert: npt.ND
         inv = {"tested": True, "optimal": "set (SPEC 4 selection vector; argmax with oracle tie-break beside it)",
                **block("", checks["all"], arg_all),
                "by_level": {lv: block(f":{lv}", checks[lv], arg_lv[lv]) for lv in levels}}
-    shares = selection_shares(choice, m)
+    shares_all = selection_shares(choice, m)
     return RobustnessResult(
         router=router.name, spec=spec, params={**router.params, "seed": router.seed},
         rho=rho_all, rho_ci=interval(rho_all, *cis["rho"]),
@@ -534,10 +691,85 @@ def _score(spec: str, router: Router, choice: npt.NDArray[np.intp], pert: npt.ND
         perturbed_accuracy=pacc, perturbed_accuracy_ci=pacc_ci,
         perturbed_accuracy_by_level=pacc_lv, perturbed_accuracy_by_level_ci=pacc_lv_ci,
         invariance=inv,
-        selection={a: float(s) for a, s in zip(names, shares, strict=True) if s > 0},
+        selection={a: float(s) for a, s in zip(names, shares_all, strict=True) if s > 0},
         collapsed=bool(collapsed(choice, m)), choice=choice, perturbed_choice=pert,
         fit_seconds=fit_seconds, score_seconds=score_seconds, diagnostics=diagnostics, router_class=router_class,
+        kappa=kappa, changing_levels=tuple(lv for lv in levels if lv in set(changing)),
     )
+
+
+@dataclass(frozen=True)
+class KappaRho:
+    """A router's chance-corrected rho (SPEC 3): ``kappa_rho`` with its interval, ``rho_chance`` (sum_a p_a^2, p
+    = the router's shares of the original queries that rho counts), the same per level and per actor (chance
+    p_k), and ``collapsed``: the slices (``''`` whole, ``level=L``) where every counted original went to one
+    actor, so rho_chance = 1 and kappa_rho is undefined (NaN, written null), never 1."""
+
+    value: float
+    ci: Interval
+    rho_chance: float
+    by_level: dict[str, float]
+    by_level_ci: dict[str, Interval]
+    rho_chance_by_level: dict[str, float]
+    by_actor: dict[str, float]
+    by_actor_ci: dict[str, Interval]
+    collapsed: tuple[str, ...]
+
+    def flag(self, where: str = "") -> str | None:
+        """``"collapsed"`` where that slice has rho_chance = 1, else None."""
+        return "collapsed" if where in self.collapsed else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kappa_rho": self.value, "kappa_rho_ci": list(self.ci), "kappa_rho_flag": self.flag(),
+                "rho_chance": self.rho_chance,
+                "kappa_rho_by_level": dict(self.by_level),
+                "kappa_rho_by_level_ci": {k: list(v) for k, v in self.by_level_ci.items()},
+                "kappa_rho_by_level_flag": {lv: self.flag(f"level={lv}") for lv in self.by_level
+                                            if self.flag(f"level={lv}")},
+                "rho_chance_by_level": dict(self.rho_chance_by_level),
+                "kappa_rho_by_actor": dict(self.by_actor),
+                "kappa_rho_by_actor_ci": {k: list(v) for k, v in self.by_actor_ci.items()}}
+
+
+def _kappa(choice: npt.NDArray[np.intp], pert: npt.NDArray[np.intp], keep: npt.NDArray[np.bool_],
+           columns: list[str], levels: list[str], names: list[str], reps: dict[str, npt.NDArray[np.float64]],
+           share_reps: dict[str, npt.NDArray[np.float64]]) -> KappaRho:
+    """kappa_rho whole (the meaning-preserving columns ``keep``), per level and per actor, each interval from the
+    bootstrap replicates of rho and of the choice shares on the same resamples; a resample whose counted originals
+    all went to one actor has no kappa_rho and is left out, as a 0/0 replicate of a ratio is."""
+    m = len(names)
+    labels = np.asarray(columns)
+    sub = pert[:, keep]
+    whole = kappa_rho(choice, sub, m) if (sub >= 0).any() else math.nan
+    chance = rho_chance(choice, m, sub) if (sub >= 0).any() else math.nan
+
+    def ci(value: float, key: str) -> Interval:
+        p = share_reps[key]
+        rep = chance_corrected(reps[key], (p * p).sum(axis=1))
+        return interval(value, *percentile_interval(rep)) if value == value else NAN_INTERVAL
+
+    collapsed_at = [""] if chance >= 1.0 else []
+    by_level: dict[str, float] = {}
+    chance_lv: dict[str, float] = {}
+    by_level_ci: dict[str, Interval] = {}
+    for lv in levels:
+        cols = pert[:, labels == lv]
+        chance_lv[lv] = rho_chance(choice, m, cols) if (cols >= 0).any() else math.nan
+        by_level[lv] = kappa_rho(choice, cols, m) if (cols >= 0).any() else math.nan
+        by_level_ci[lv] = ci(by_level[lv], f"level:{lv}")
+        if chance_lv[lv] >= 1.0:
+            collapsed_at.append(f"level={lv}")
+    per_actor = kappa_rho_per_actor(choice, sub, m) if (sub >= 0).any() else np.full(m, np.nan)
+    p_rep = share_reps["rho"]
+    by_actor = {a: float(per_actor[k]) for k, a in enumerate(names)}
+    by_actor_ci = {}
+    for k, a in enumerate(names):
+        rep = chance_corrected(reps[f"actor:{a}"], p_rep[:, k])
+        rep[p_rep[:, k] == 0] = np.nan
+        by_actor_ci[a] = interval(by_actor[a], *percentile_interval(rep)) if by_actor[a] == by_actor[a] \
+            else NAN_INTERVAL
+    return KappaRho(whole, ci(whole, "rho"), chance, by_level, by_level_ci, chance_lv, by_actor, by_actor_ci,
+                    tuple(collapsed_at))
 
 
 def _per(total: npt.ArrayLike, count: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -550,27 +782,43 @@ def _ratio(values: npt.NDArray[np.float64], weights: npt.NDArray[np.float64]) ->
     return float((values * weights).sum() / den) if den > 0 else math.nan
 
 
-def ratio_intervals(ratios: dict[str, tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]], n: int,
-                    n_boot: int, seed: int) -> dict[str, Interval]:
-    """Percentile 95% intervals of ratio statistics sum(v_i w_i) / sum(w_i) over bootstrap resamples of the n
-    queries (SPEC 7), all from the same resamples; a 0/0 replicate is left out. Below MIN_QUERIES queries every
-    interval is (NaN, NaN): unavailable, not computed."""
+
+def ratio_replicates(ratios: Ratios, n: int, n_boot: int, seed: int, shares: Ratios | None = None
+                     ) -> tuple[dict[str, npt.NDArray[np.float64]], dict[str, npt.NDArray[np.float64]]]:
+    """Bootstrap replicates (n_boot,) of ratio statistics sum(v_i w_i) / sum(w_i) over resamples of the n queries,
+    and of choice shares (n_boot, m): ``shares[k] = (w, onehot)`` gives sum(w_i onehot_i) / sum(w_i), the weighted
+    share of each actor among the queries that count; all from the same resamples (SPEC 7), a 0/0 replicate NaN."""
     keys = list(ratios)
-    if not keys:
-        return {}
-    if not enough_queries(n):
-        return {k: (math.nan, math.nan) for k in keys}
-    W = np.column_stack([ratios[k][1] for k in keys]).astype(np.float64)
-    VW = np.column_stack([ratios[k][0] for k in keys]).astype(np.float64) * W
-    parts = []
+    skeys = list(shares or {})
+    if not enough_queries(n):  # below MIN_QUERIES every interval is unavailable (NaN): none is computed
+        return ({k: np.full(1, np.nan) for k in keys},
+                {k: np.full((1, (shares or {})[k][1].shape[1]), np.nan) for k in skeys})
+    W = np.column_stack([ratios[k][1] for k in keys]).astype(np.float64) if keys else np.zeros((n, 0))
+    VW = (np.column_stack([ratios[k][0] for k in keys]).astype(np.float64) * W) if keys else np.zeros((n, 0))
+    parts: list[npt.NDArray[np.float64]] = []
+    sparts: dict[str, list[npt.NDArray[np.float64]]] = {k: [] for k in skeys}
     for idx in resample_indices(n, n_boot, seed):
         rows = idx.shape[0]
         offsets = (np.arange(rows, dtype=np.intp) * n)[:, None]
         counts = np.bincount((idx + offsets).ravel(), minlength=rows * n).reshape(rows, n).astype(np.float64)
         num, den = counts @ VW, counts @ W
         parts.append(np.divide(num, den, out=np.full(num.shape, np.nan), where=den > 0))
-    reps = np.concatenate(parts, axis=0)
-    return {k: percentile_interval(reps[:, j]) for j, k in enumerate(keys)}
+        for k in skeys:
+            w, hot = (shares or {})[k]
+            tot = (counts @ w)[:, None]
+            cnt = counts @ (hot * w[:, None])
+            sparts[k].append(np.divide(cnt, tot, out=np.full(cnt.shape, np.nan), where=tot > 0))
+    reps = np.concatenate(parts, axis=0) if parts else np.zeros((0, len(keys)))
+    return ({k: reps[:, j] for j, k in enumerate(keys)},
+            {k: np.concatenate(v, axis=0) for k, v in sparts.items()})
+
+
+def ratio_intervals(ratios: Ratios, n: int, n_boot: int, seed: int) -> dict[str, Interval]:
+    """Percentile 95% intervals of ratio statistics sum(v_i w_i) / sum(w_i) over bootstrap resamples of the n
+    queries (SPEC 7), all from the same resamples; a 0/0 replicate is left out. Below MIN_QUERIES queries every
+    interval is (NaN, NaN): unavailable, not computed."""
+    reps, _ = ratio_replicates(ratios, n, n_boot, seed)
+    return {k: percentile_interval(v) for k, v in reps.items()}
 
 
 # ----------------------------------------------------------------------------------- the registered protocol
@@ -630,7 +878,8 @@ class RobustnessSettings(ProtocolSettings):
 
     levels: tuple[str, ...] | None = setting(
         None, "perturbation levels: character, word, syntax, paraphrase, rambling, or all; none = all (with "
-              "variants_file: every level of the file, else only these)", check=_check_levels)
+              "variants_file: every level of the file, else only these); control (opt-in, never in all) adds "
+              "meaning-changing edits, the invariance check's falsifier", check=_check_levels)
     variants: int | None = setting(
         None, f"variants per query per level, p; none = {DEFAULT_P} (with variants_file: every variant, else the "
               "first p)", Range(int, 1, MAX_VARIANTS))
@@ -776,8 +1025,8 @@ def make_variants(table: RoutingTable, positions: Any, levels: Sequence[str], p:
 
 
 def robustness_records(rob: Robustness) -> list[MetricRecord]:
-    """The metric records of a robustness run, per router: ``rho`` (whole, ``level=L``, ``actor=A`` for the actors
-    it routed test queries to) and
+    """The metric records of a robustness run, per router: ``rho`` and ``kappa_rho`` (whole, ``level=L``,
+    ``actor=A`` for the actors it routed test queries to; kappa_rho null where collapsed) and
     ``accuracy`` with their 95% intervals; with the variants' outcomes, ``perturbed_accuracy`` and the invariance
     check (``changed_share``, ``changed_share_argmax``, ``rho_all``, ``rho_invariant``), whole and per level."""
     out: list[MetricRecord] = []
@@ -788,6 +1037,13 @@ def robustness_records(rob: Robustness) -> list[MetricRecord]:
         # per actor only where the router sent queries: SPEC 3's 0 for an actor it never chose is no measurement
         out += [MetricRecord.of(r.spec, "rho", v, r.rho_by_actor_ci.get(a), f"actor={a}")
                 for a, v in r.rho_by_actor.items() if r.selection.get(a, 0.0) > 0]
+        k = r.kappa
+        if k is not None:
+            out.append(MetricRecord.of(r.spec, "kappa_rho", k.value, k.ci))
+            out += [MetricRecord.of(r.spec, "kappa_rho", v, k.by_level_ci.get(lv), f"level={lv}")
+                    for lv, v in k.by_level.items()]
+            out += [MetricRecord.of(r.spec, "kappa_rho", v, k.by_actor_ci.get(a), f"actor={a}")
+                    for a, v in k.by_actor.items() if r.selection.get(a, 0.0) > 0]
         out.append(MetricRecord.of(r.spec, "accuracy", r.accuracy, r.accuracy_ci))
         if r.perturbed_accuracy is not None:
             out.append(MetricRecord.of(r.spec, "perturbed_accuracy", r.perturbed_accuracy, r.perturbed_accuracy_ci))

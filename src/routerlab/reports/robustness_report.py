@@ -67,17 +67,32 @@ def ranked(result: Robustness) -> list[RobustnessResult]:
     return sorted(result.results, key=lambda r: -(r.rho if r.rho == r.rho else -1.0))
 
 
+def kappa_cell(r: RobustnessResult, n: int | None = None) -> str:
+    """kappa_rho with its interval (unavailable below MIN_QUERIES of ``n``), or ``null (collapsed)`` where
+    rho_chance = 1 (SPEC 3: never 1)."""
+    k = r.kappa
+    if k is None:
+        return "-"
+    if k.flag():
+        return "null (collapsed)"
+    return _with_ci(k.value, k.ci, n)
+
+
+def _level_head(result: Robustness, lv: str) -> str:
+    return f"{label('rho')} {lv}" + (" (meaning-changing)" if lv in result.meaning_changing else "")
+
+
 def _rows(result: Robustness, *, full: bool) -> tuple[list[str], list[list[str]]]:
     levels = list(result.levels)
     rho = label("rho")
-    head = ["router", f"{label('accuracy')} [95% CI]", f"{rho} [95% CI]", *[f"{rho} {lv}" for lv in levels],
-            "weakest level"]
+    head = ["router", f"{label('accuracy')} [95% CI]", f"{rho} [95% CI]", f"{label('kappa_rho')} [95% CI]",
+            *[_level_head(result, lv) for lv in levels], "weakest level"]
     if full:
         head.append("invariance")
     rows = []
     n = result.n_test
     for r in ranked(result):
-        row = [r.spec, _with_ci(r.accuracy, r.accuracy_ci, n), _with_ci(r.rho, r.rho_ci, n),
+        row = [r.spec, _with_ci(r.accuracy, r.accuracy_ci, n), _with_ci(r.rho, r.rho_ci, n), kappa_cell(r, n),
                *[_num(r.rho_by_level.get(lv)) for lv in levels], r.weakest_cell()]
         if full:
             row.append(invariance_cell(r, n))
@@ -89,10 +104,22 @@ def _head_line(result: Robustness) -> str:
     d, sp = result.data, result.provenance.split
     kind = sp.get("kind", "?") if isinstance(sp, dict) else sp
     per = result.perturbations
+    control = (f"; {', '.join(result.meaning_changing)} changes the meaning (the falsifier) and is left out of rho, "
+               f"kappa_rho and the invariance check's whole" if result.meaning_changing else "")
     return (f"{d['name']} (hash {str(d['content_hash'])[:12]}), split {kind}, {result.n_test} test queries, "
             f"{per.get('n_variants_used', '?')} variants (levels {', '.join(result.levels)}; p = {result.p}), "
             f"encoder {result.provenance.encoder}, seed {result.provenance.seed}; anchors: fixed router 1, "
-            f"uniform random 1/N = {result.uniform_rho:.4f}")
+            f"uniform random 1/N = {result.uniform_rho:.4f}; kappa_rho: 0 for routing independent of the "
+            f"original's choice, 1 when every variant stays{control}")
+
+
+def falsifier_lines(result: Robustness) -> list[str]:
+    """The falsifier's sentence per meaning-changing level (the control level), or why it is untested."""
+    if result.falsifier is not None:
+        return [str(block["sentence"]) for block in result.falsifier.values()]
+    if result.meaning_changing:
+        return [f"Falsifier (level {', '.join(result.meaning_changing)}): untested, no outcomes of the variants."]
+    return []
 
 
 def robustness_text(result: Robustness) -> str:
@@ -106,6 +133,7 @@ def robustness_text(result: Robustness) -> str:
 
     out = [_head_line(result), line(head), *(line(r) for r in rows)]
     out += _invariance_lines(result)
+    out += falsifier_lines(result)
     out += [f"skipped {k}: {v}" for k, v in result.skipped.items()]
     out += [f"note    {n}" for n in result.notes]
     return "\n".join(out)
@@ -115,11 +143,13 @@ def _invariance_lines(result: Robustness) -> list[str]:
     if not result.invariance_tested:
         return [f"invariance: {UNTESTED_NOTE}"]
     first, n = result.results[0].invariance, result.n_test
+    whole = " meaning-preserving" if result.meaning_changing else ""
     lines = [f"invariance: optimal actor (set) changed for {_pct(first['changed_share'])} "
-             f"{_pct_ci(first['changed_share_ci'], n)} of {first['n_known']} variants with outcomes "
+             f"{_pct_ci(first['changed_share_ci'], n)} of {first['n_known']}{whole} variants with outcomes "
              f"(argmax: {_pct(first['changed_share_argmax'])})"]
     for lv, b in first["by_level"].items():
-        lines.append(f"  {lv}: {_pct(b['changed_share'])} {_pct_ci(b['changed_share_ci'], n)} of {b['n_known']} "
+        tag = " (meaning-changing)" if lv in result.meaning_changing else ""
+        lines.append(f"  {lv}{tag}: {_pct(b['changed_share'])} {_pct_ci(b['changed_share_ci'], n)} of {b['n_known']} "
                      f"(argmax {_pct(b['changed_share_argmax'])})")
     lines += [f"  {r.spec}: rho {_num(r.invariance['rho_all'])} on all, {_num(r.invariance['rho_invariant'])} "
               f"on invariant variants" for r in result.results]
@@ -138,10 +168,30 @@ def invariance_table(result: Robustness) -> Table | None:
     for lv in [*first["by_level"], "all"]:
         b = first if lv == "all" else first["by_level"][lv]
         per = [r.invariance if lv == "all" else r.invariance["by_level"][lv] for r in result.results]
-        rows.append([lv, str(b["n_perturbations"]), str(b["n_known"]),
+        name = ("all meaning-preserving" if lv == "all" and result.meaning_changing else
+                f"{lv} (meaning-changing)" if lv in result.meaning_changing else lv)
+        rows.append([name, str(b["n_perturbations"]), str(b["n_known"]),
                      f"{_pct(b['changed_share'])} {_pct_ci(b['changed_share_ci'], result.n_test)}",
                      _pct(b["changed_share_argmax"]),
                      *[_num(p["rho_invariant"]) for p in per]])
+    return Table(head, rows)
+
+
+def falsifier_table(result: Robustness) -> Table | None:
+    """Per meaning-changing level and meaning-preserving level: both changed shares with their intervals and the
+    paired difference with its interval; None without a tested falsifier."""
+    if not result.falsifier:
+        return None
+    head = ["meaning-changing level", f"{label('changed_share')} [95% CI]", "versus level",
+            f"{label('changed_share')} [95% CI]", "difference [95% CI]"]
+    rows = []
+    for c, block in result.falsifier.items():
+        for lv, v in block["versus"].items():
+            d, dci = v["difference"], v["difference_ci"]
+            diff = f"{100 * d:+.1f} points" + ("" if dci[0] is None or dci[0] != dci[0] else
+                                               f" [{100 * dci[0]:+.1f}, {100 * dci[1]:+.1f}]")
+            rows.append([c, f"{_pct(block['changed_share'])} {_pct_ci(block['changed_share_ci'], result.n_test)}", lv,
+                         f"{_pct(v['changed_share'])} {_pct_ci(v['changed_share_ci'], result.n_test)}", diff])
     return Table(head, rows)
 
 
@@ -157,6 +207,9 @@ def robustness_markdown(result: Robustness, figures: list[str] | None = None) ->
         tab = invariance_table(result)
         if tab is not None:
             blocks.append(tab)
+        fals = falsifier_table(result)
+        if fals is not None:
+            blocks += [fals, Paragraph(" ".join(falsifier_lines(result)))]
     else:
         blocks.append(Paragraph(f"Invariance check: {UNTESTED_NOTE}. rho assumes a variant has the same optimal "
                                 "actor as its original; without outcomes of the variants that assumption is "

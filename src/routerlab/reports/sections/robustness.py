@@ -66,16 +66,32 @@ def classify(rob: Robustness, keeps: float = KEEPS) -> dict[str, dict[str, Any]]
     out: dict[str, dict[str, Any]] = {}
     u = rob.uniform_rho
     for r in rob.results:
-        breaks = next((lv for lv in rob.levels if r.rho_by_level.get(lv, math.nan) < keeps), None)
+        breaks = next((lv for lv in rob.levels if lv not in rob.meaning_changing
+                       and r.rho_by_level.get(lv, math.nan) < keeps), None)
+        k = r.kappa
         out[r.spec] = {"rho": r.rho, "rho_ci": list(r.rho_ci), "rho_by_level": dict(r.rho_by_level),
+                       "kappa_rho": k.value if k is not None else math.nan,
+                       "kappa_rho_ci": list(k.ci) if k is not None else [math.nan, math.nan],
+                       "kappa_rho_flag": k.flag() if k is not None else None,
                        "weakest_level": r.weakest_level(), "weakest_cell": r.weakest_cell(),
                        "weakest_phrase": r.weakest_phrase(),
-                       "weakest_rho": min((v for v in r.rho_by_level.values() if not math.isnan(v)),
+                       "weakest_rho": min((v for lv, v in r.rho_by_level.items()
+                                           if not math.isnan(v) and lv not in rob.meaning_changing),
                                           default=math.nan),
                        "breaks_at": breaks, "keeps_together": breaks is None and not math.isnan(r.rho),
                        "between_anchors": (r.rho - u) / (1 - u) if u < 1 else math.nan,
                        "accuracy": r.accuracy}
     return out
+
+
+def _kappa_text(v: dict[str, Any]) -> str:
+    """kappa_rho with its interval; ``null (collapsed)`` where rho_chance = 1; ``-`` where undefined."""
+    if v["kappa_rho_flag"]:
+        return "null (collapsed)"
+    value, (lo, hi) = v["kappa_rho"], v["kappa_rho_ci"]
+    if math.isnan(value):
+        return "-"
+    return f"{value:.3f}" + ("" if math.isnan(lo) else f" [{lo:.3f}, {hi:.3f}]")
 
 
 def findings(rob: Robustness, rows: dict[str, dict[str, Any]], keeps: float = KEEPS) -> list[str]:
@@ -172,7 +188,7 @@ def _decisions(rob: Robustness, test: RoutingTable) -> list[Decisions]:
 @audit_section("robustness", order=40, depends=("quick", "routers", "encoder", "robustness_levels"))
 def robustness_section(table: RoutingTable, ctx: AuditContext) -> Section:
     title = "Routing robustness (meaning-preserving perturbations)"
-    terms = ["rho", "perturbation level", "invariance check", "95% CI"]
+    terms = ["rho", "kappa_rho", "perturbation level", "invariance check", "95% CI"]
     if not has_text(table):
         why = "the table has no query text to perturb"
         return Section(title, [Paragraph(f"Robustness skipped: {why}.")],
@@ -224,12 +240,13 @@ def robustness_section(table: RoutingTable, ctx: AuditContext) -> Section:
              + (f" A quick run: at most {MAX_QUERIES_QUICK} queries and {n_boot(ctx)} bootstrap resamples."
                 if ctx.quick else ""))
     rho = label("rho")
-    head = ["router", f"{rho} [95% CI]", *[f"{rho} {lv}" for lv in rob.levels], "weakest level", "breaks at"]
+    head = ["router", f"{rho} [95% CI]", f"{label('kappa_rho')} [95% CI]", *[f"{rho} {lv}" for lv in rob.levels],
+            "weakest level", "breaks at"]
     body = [[k, f"{v['rho']:.3f} " + (unavailable(rob.n_test) if rob.n_test < MIN_QUERIES
-                                      else f"[{v['rho_ci'][0]:.3f}, {v['rho_ci'][1]:.3f}]"),
+                                      else f"[{v['rho_ci'][0]:.3f}, {v['rho_ci'][1]:.3f}]"), _kappa_text(v),
              *[f"{v['rho_by_level'][lv]:.3f}" for lv in rob.levels], v["weakest_cell"],
              v["breaks_at"] or "-"] for k, v in rows.items()]
-    col_terms: list[str | None] = [None, "rho", *["rho" for _ in rob.levels], "perturbation level",
+    col_terms: list[str | None] = [None, "rho", "kappa_rho", *["rho" for _ in rob.levels], "perturbation level",
                                    "perturbation level"]
     paragraphs: list[Block] = [Paragraph(intro), Table(head, body, terms=col_terms, sortable=True, id=TABLE_ID),
                                Paragraph(" ".join(sentences)), Paragraph(invariance)]
