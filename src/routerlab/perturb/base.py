@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from routerlab._registry import Registry
 from routerlab.errors import UsageError
-from routerlab.perturb.spans import protected_strings
+from routerlab.perturb.spans import keeps_protected
 
 if TYPE_CHECKING:
     from routerlab.data.table import RoutingTable
@@ -145,16 +145,16 @@ def level_rng(seed: int, query_id: str, level: str) -> np.random.Generator:
 
 def keep_variants(original: str, candidates: Sequence[str], p: int) -> tuple[list[str], int]:
     """Up to ``p`` candidates in order that are distinct (after trimming whitespace), differ from the original and
-    keep its protected spans; also returns how many were rejected for altering a protected span."""
+    keep its protected spans (:func:`routerlab.perturb.spans.keeps_protected`: the same protected strings, the
+    structural ones in the same order); also returns how many were rejected for altering a protected span."""
     seen = {original.strip()}
     kept: list[str] = []
     rejected = 0
-    protected = protected_strings(original)
     for cand in candidates:
         text = cand.strip()
         if not text or text in seen:
             continue
-        if protected_strings(text) != protected:
+        if not keeps_protected(original, text):
             rejected += 1
             continue
         seen.add(text)
