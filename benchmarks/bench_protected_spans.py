@@ -9,7 +9,10 @@ Two sets of queries are perturbed at every offline level with several seeds:
 * ``heldout``: tests/data/protected_spans_heldout.jsonl, 66 hand-written code and multiple-choice questions
   (Python, JavaScript, SQL, MBPP-style asserts, HumanEval-style doctests, MC with labels ``A.``, ``(A)``, ``A)``,
   ``[A]``, ``a)``, ``1.``, ``Option 1:``, ``Scenario 1 |``, ``Statement 1 |``), each annotated by hand with what must
-  survive;
+  survive, written before the rules; ``blind``: tests/data/protected_spans_blind.jsonl, 30 more in other shapes (a
+  CTE, destructuring, ``switch``, promise chains, ``@property``, roman-numeral statements, ``Passage:``, ``A:``
+  labels, bulleted options, code inside a multiple-choice question), written after the rules and measured once
+  before anything was changed for them;
 * the shared tables' code and multiple-choice questions (../shared/data or $ROUTERLAB_SHARED_DATA): LLMRouter's
   HumanEval and MBPP questions, its MMLU questions with ``Scenario``/``Statement`` labels and its logic grids
   (numbered clues, ``Q:``, ``Clue(s):``), RouterBench's MBPP prompts and a seeded sample of its few-shot ARC and
@@ -49,6 +52,8 @@ from routerlab.perturb.base import OFFLINE_LEVELS
 
 ROOT = Path(__file__).resolve().parents[1]
 HELDOUT = ROOT / "tests" / "data" / "protected_spans_heldout.jsonl"
+BLIND = ROOT / "tests" / "data" / "protected_spans_blind.jsonl"
+HELDOUTS = (HELDOUT, BLIND)
 KINDS = ("code", "doctest", "assert", "identifier", "label", "cue")
 AMBIGUOUS = frozenset(("a", "A", "I"))
 
@@ -100,10 +105,10 @@ def altered(original: str, variant: str, keep: Keep) -> set[str]:
 
 
 # ----------------------------------------------------------------------------------------------- held-out set
-def heldout() -> list[tuple[str, str, Keep]]:
+def heldout(path: Path = HELDOUT) -> list[tuple[str, str, Keep]]:
     """(id, text, keep) of the hand-written held-out questions."""
     out = []
-    for line in HELDOUT.read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8").splitlines():
         item = json.loads(line)
         k = item["keep"]
         keep = Keep({kind: list(k.get(kind, [])) for kind in ("code", "doctest", "assert")},
@@ -269,19 +274,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--p", type=int, default=3, help="variants per query per level (default 3)")
     parser.add_argument("--mc-sample", type=int, default=120,
                         help="RouterBench ARC and Winogrande prompts sampled (each; default 120)")
-    parser.add_argument("--heldout-only", action="store_true", help="measure the held-out set only")
+    parser.add_argument("--heldout-only", action="store_true", help="measure the held-out sets only")
+    parser.add_argument("--heldout", type=Path, action="append",
+                        help="held-out JSON lines file (repeatable; default: the two in tests/data)")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
     levels = [lv.strip() for lv in args.levels.split(",") if lv.strip()]
     seeds = range(args.seeds)
     start = time.perf_counter()
-    sources = {"heldout": heldout()}
+    sources = {path.stem.replace("protected_spans_", ""): heldout(path) for path in (args.heldout or HELDOUTS)}
     if not args.heldout_only:
         sources.update(shared(args.mc_sample, seed=0))
     results = {name: measure(items, levels, seeds, args.p) for name, items in sources.items()}
     total: dict[str, dict[str, Any]] = {}
     for level in levels:
-        rs = [results[s][level] for s in results if s != "heldout"]
+        rs = [results[s][level] for s in results if s not in ("heldout", "blind")]
         if rs:
             total[level] = {"variants": sum(r["variants"] for r in rs), "queries": sum(r["queries"] for r in rs),
                             "with_variant": sum(r["with_variant"] for r in rs),

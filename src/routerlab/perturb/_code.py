@@ -121,7 +121,7 @@ _JS_COMMENT = re.compile(r"//|/\*|\*/|\*(?:\s|$)")
 
 _SQL_START = r"(?:SELECT|INSERT\s+INTO|UPDATE\s+[A-Za-z_]\w*\s+SET|DELETE\s+FROM|CREATE\s+(?:OR\s+REPLACE\s+)?" \
              r"(?:TABLE|VIEW|INDEX|UNIQUE\s+INDEX|DATABASE|SCHEMA)|ALTER\s+TABLE|DROP\s+(?:TABLE|VIEW|INDEX|DATABASE)" \
-             r"|WITH\s+[A-Za-z_]\w*\s+AS\s*\(|TRUNCATE\s+TABLE)\b"
+             r"|WITH\s+[A-Za-z_]\w*\s+AS\s*\(|TRUNCATE\s+TABLE)(?!\w)"
 _SQL_UPPER = re.compile(_SQL_START)
 _SQL_ANY = re.compile(_SQL_START, re.IGNORECASE)
 _SQL_CLAUSES = r"(?:FROM|WHERE|JOIN|INNER|LEFT|RIGHT|FULL|OUTER|CROSS|ON|AND|OR|GROUP\s+BY|ORDER\s+BY|HAVING|LIMIT" \
@@ -521,6 +521,9 @@ class _Finder:
         return i
 
     def _js_identifiers(self, source: str) -> None:
+        for m in re.finditer(r"\b(?:const|let|var)\s*[{\[]([^}\]=]*)[}\]]", source):
+            for item in m.group(1).split(","):  # destructuring: const { a, b: c, ...rest } = x
+                self._define(item.split(":")[-1].strip().lstrip(".").strip())
         for m in re.finditer(r"\bfunction\b\s*\*?\s*([A-Za-z_$][\w$]*)?\s*\(([^)]*)\)|\b(?:const|let|var)\s+"
                              r"([A-Za-z_$][\w$]*)|\bclass\s+([A-Za-z_$][\w$]*)|^\s*(?:static\s+|async\s+)*"
                              r"([A-Za-z_$][\w$]*)\s*\(([^()]*)\)\s*\{|\(([^()]*)\)\s*=>|([A-Za-z_$][\w$]*)\s*=>",

@@ -17,9 +17,10 @@ of known datasets):
 * ``identifier``: every whole-word occurrence (first letter in either case), prose included, of a name the code
   defines (function, class, parameter, variable, import, table, column) or a test calls (the function under test);
   builtins and the one-letter words ``a``, ``A``, ``I`` are left out.
-* ``label``: option labels that form a sequence (the first two ordinals, A and B, a and b or 1 and 2, in one style):
-  ``A.``, ``(A)``, ``A)``, ``[A]``, ``A:`` at the start of a line, ``(A)``, ``[A]``, ``A.``, ``A)`` inside a line, and
-  a capitalised word with an ordinal and ``|`` or ``:`` (``Scenario 1 |``, ``Statement 2 |``, ``Option 1:``).
+* ``label``: option labels that form a sequence (the first two ordinals, A and B, a and b, 1 and 2 or I and II, in
+  one style): ``A.``, ``(A)``, ``A)``, ``[A]``, ``A:`` at the start of a line, ``(A)``, ``[A]``, ``A.``, ``A)`` inside
+  a line, roman numerals (``I.``, ``(ii)``), and a capitalised word with an ordinal and ``|`` or ``:`` (``Scenario 1
+  |``, ``Statement 2 |``, ``Option 1:``).
 * ``cue``: the task's fixed frame. Field cues: one to three words ending in ``:`` at the start of a line or a sentence
   (``Question:``, ``Answer:``, ``Answer Choices:``, ``Clue(s):``, ``Q:``), or one word ending in ``:`` that ends its
   line (``... carbon dioxide Answer:``), whatever the case of their first letter (a typo may flip it); the last
@@ -37,8 +38,8 @@ of known datasets):
 * ``math``/``url``/``inline``: LaTeX (``$$..$$``, ``$..$``, ``\\(..\\)``, ``\\[..\\]``), URLs, inline code
   (`` `...` ``).
 * ``token``: any whitespace-delimited token holding a digit or a math/code symbol (``= ^ < > + * / \\ _ { } | [ ] #
-  @ ~``: ``3x+2``, ``H2O``), lone letters other than ``a``, ``A``, ``I`` (variables: ``find x``), and option-label
-  tokens (``(B)``, ``C.``).
+  @ ~``: ``3x+2``, ``H2O``), lone letters other than ``a``, ``A``, ``I`` (variables: ``find x``), upper-case
+  roman numerals of two letters or more (``I and III``), and option-label tokens (``(B)``, ``C.``).
 
 Overlapping spans merge into one, whose kind is the first of :data:`KINDS` among them.
 """
@@ -86,6 +87,9 @@ _TRAILING = ".,;:?!"
 # labels: (A) [A] A. A) A: at a line start; (A) [A] A. A) inside a line; "Scenario 1 |"
 _LABEL = re.compile(r"(?P<lead>^[ \t]*|(?<=[ \t]))(?P<label>\((?P<o1>[A-Za-z]|\d{1,2})\)|\[(?P<o2>[A-Za-z]|\d{1,2})\]"
                     r"|(?P<o3>[A-Za-z]|\d{1,2})(?P<p3>[.):]))(?=[ \t]|$)", re.MULTILINE)
+_ROMAN = re.compile(r"M{0,3}(?:CM|CD|D?C{0,3})(?:XC|XL|L?X{0,3})(?:IX|IV|V?I{0,3})")
+_ROMAN_LABEL = re.compile(r"(?:^[ \t]*|(?<=[ \t]))(?P<label>\(?(?P<ord>[IVX]{1,4}|[ivx]{1,4})[.)])(?=[ \t]|$)",
+                          re.MULTILINE)
 _WORD_LABEL = re.compile(r"\b(?P<word>[A-Z][a-z]+)[ \t](?P<ord>\d{1,2}|[A-Z])(?P<sep>[ \t]?[|:])(?=[ \t]|$)",
                          re.MULTILINE)
 # cues
@@ -116,6 +120,9 @@ _DOTTED = re.compile(r"(?<![\w$.])[A-Za-z_$][\w$]+(?:\.[A-Za-z_$][\w$]+)+(?![\w$
 def _protected_token(token: str) -> bool:
     if any(ch.isdigit() for ch in token) or any(ch in _SYMBOLS for ch in token):
         return True
+    core = token.strip(_TRAILING + "()")
+    if len(core) >= 2 and core.isupper() and _ROMAN.fullmatch(core):
+        return True  # a roman numeral: "statements I and III"
     if _OPTION_LABEL.match(token):
         return True
     lone = _LONE_LETTER.match(token)
@@ -127,6 +134,12 @@ def _ordinal(mark: str) -> tuple[str, int]:
     if mark.isdigit():
         return "digit", int(mark) - 1
     return ("upper" if mark.isupper() else "lower"), ord(mark.lower()) - ord("a")
+
+
+def _roman(mark: str) -> int:
+    values = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100, "D": 500, "M": 1000}
+    digits = [values[ch] for ch in mark.upper()]
+    return sum(-d if i + 1 < len(digits) and d < digits[i + 1] else d for i, d in enumerate(digits))
 
 
 def _sequences(found: Iterable[tuple[tuple[str, ...], int, int, int]]) -> list[Span]:
@@ -157,6 +170,12 @@ def _labels(text: str) -> list[Span]:
                 continue  # "page 1. Then", "Bob: hi": not options inside a line
         alphabet, place = _ordinal(mark)
         found.append(((style, alphabet), place, m.start("label"), m.end("label")))
+    for m in _ROMAN_LABEL.finditer(text):
+        mark = m.group("ord")
+        if _ROMAN.fullmatch(mark.upper()):
+            style = ("(x)" if m.group("label").startswith("(") else "x") + m.group("label")[-1]
+            found.append(((style, "roman-" + ("upper" if mark.isupper() else "lower")), _roman(mark) - 1,
+                          m.start("label"), m.end("label")))
     for m in _WORD_LABEL.finditer(text):
         alphabet, place = _ordinal(m.group("ord"))
         found.append(((m.group("word"), m.group("sep").strip(), alphabet), place, m.start(), m.end()))
