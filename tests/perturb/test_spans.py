@@ -120,6 +120,8 @@ def test_identifiers_in_prose_either_first_letter_case_but_not_builtins_or_a() -
     prose = "Explain the list and the values.\n" + text
     assert strings(prose, "identifier")[:3] == ["list", "values", "List"]  # "list": a typo may flip its capital
     assert "set" not in find_code("assert set(f(1)) == set()").identifiers  # builtins are not the code's own
+    # a contraction the word level makes ("it is" -> "it's") must not turn into the one-letter name s
+    assert strings("def f(s):\n    return s\nSay what it's for.", "identifier") == []
 
 
 def test_fenced_block_and_its_identifiers() -> None:

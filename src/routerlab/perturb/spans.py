@@ -281,7 +281,7 @@ def _identifiers(text: str, names: Iterable[str]) -> list[Span]:
         return []
     alternatives = ("[" + re.escape(n[0].lower() + n[0].upper()) + "]" + re.escape(n[1:]) if n[0].isalpha()
                     else re.escape(n) for n in names)  # either case of the first letter: a typo may flip it
-    pattern = re.compile(r"(?<![\w$])(?:" + "|".join(alternatives) + r")(?![\w$])")
+    pattern = re.compile(r"(?<![\w$'\u2019])(?:" + "|".join(alternatives) + r")(?![\w$'\u2019])")  # not it's
     return [Span(m.start(), m.end(), "identifier") for m in pattern.finditer(text)]
 
 
