@@ -30,7 +30,9 @@ from typing import Any
 
 import numpy as np
 
+from routerlab.perturb import _code as code_module
 from routerlab.perturb import perturb
+from routerlab.perturb import spans as spans_module
 from routerlab.perturb import word as word_module
 from routerlab.perturb.base import keep_variants, level_class, level_rng
 from routerlab.perturb.character import edit_word, editable_words, n_edits
@@ -53,11 +55,14 @@ def read_queries(limit: int | None) -> tuple[list[str], list[str]]:
 
 
 def forget_memos() -> None:
-    """Clear the word level's memos (synonym options, base forms) so every timed run starts cold; the loaded
-    WordNet itself stays (it is loaded once per process by design)."""
+    """Clear the word level's memos (synonym options, base forms) and the protected spans' (per text, per line) so
+    every timed run starts cold; the loaded WordNet itself stays (it is loaded once per process by design)."""
     word_module._synonym_options.cache_clear()
     for tables in load()._tables.values():
         tables.bases.clear()
+    spans_module.protected_parts.cache_clear()
+    code_module._find_code.cache_clear()
+    code_module.line_kind.cache_clear()
 
 
 def best(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:

@@ -82,7 +82,8 @@ def test_protected_spans_survive_every_candidate() -> None:
         variant = typo_variant(text, words, rng)
         assert keeps_protected(text, variant)
         assert 1 <= levenshtein(text, variant, 2 * n_edits(len(words)) + 1) <= 2 * n_edits(len(words))
-    assert sum(protected_strings(text).values()) == 8  # LaTeX, f(3), =, 2x+1, code, (B), 0.33, URL
+    # LaTeX, f(3), =, 2x+1, code, (B), 0.33, the word after a number (its unit: "according"), URL
+    assert sum(protected_strings(text).values()) == 9
 
 
 def test_nothing_editable_gives_no_candidate() -> None:
@@ -91,7 +92,9 @@ def test_nothing_editable_gives_no_candidate() -> None:
 
 def test_real_queries(shared_data: Path) -> None:
     """Over LLMRouter's 706 test queries: every raw candidate keeps its protected spans and is within 2 edits per
-    typo; every query with an editable word gets p = 3 variants (measured: 706 of 706)."""
+    typo; every query with an editable word gets p = 3 variants (measured: 656 of 656). The 50 commongen queries
+    have none: a concept list is the task itself, protected whole (before concept lists were protected: 706 of
+    706)."""
     ids, texts = real_queries(shared_data)
     assert len(texts) >= 300
     rngs = [level_rng(0, q, "character") for q in ids]
@@ -102,6 +105,8 @@ def test_real_queries(shared_data: Path) -> None:
             assert keeps_protected(text, c), (text, c)
             assert 1 <= levenshtein(text, c, 2 * k) <= 2 * k, (text, c)
     ps = perturb(ids, texts, ["character"], 3, seed=0)
-    full = sum(len([v for v in ps.variants if v.query_id == q]) == 3 for q in ids) / len(ids)
+    editable = [q for q, t in zip(ids, texts, strict=True) if editable_words(t)]
+    assert [q for q in ids if q not in editable] == [q for q in ids if q.startswith("commongen-")]
+    full = sum(len([v for v in ps.variants if v.query_id == q]) == 3 for q in editable) / len(editable)
     assert full >= 0.99
     assert ps.stats["character"]["rejected"] == 0

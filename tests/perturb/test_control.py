@@ -51,7 +51,8 @@ def test_quantities() -> None:
 
 def test_number_edits_skip_code_lists_and_formulae() -> None:
     text = ("Boxes come 8 to a box and cost $2.00 each.\n1. Buy with `x = 5` and $y = 3$.\n"
-            "assert add(1, 2, 3) == 6\n>>> add(4, 5)\n9\n    total = 4\nHow many for 10 dollars?")
+            "assert add(1, 2, 3) == 6\n>>> add(4, 5)\n9\n    total = 4\n\nHow many for 10 dollars?")
+    # (a doctest's expected output runs to the next blank line, so the question comes after one)
     found = [text[s:e] for s, e, _ in number_edits(text)]
     assert found == ["8", "$2.00", "10"]
 
@@ -177,8 +178,9 @@ def test_real_queries(shared_data: Path) -> None:
     level = ControlLevel()
     ps = perturb(ids, texts, ["control"], 2, seed=0)
     got = {v.query_id for v in ps.variants}
-    # measured: 619 of 706 queries get a variant; none of HumanEval's 50 (a code-completion prompt is all code)
-    assert len(got) / len(ids) >= 0.85, len(got) / len(ids)
+    # measured: 568 of 706 queries get a variant (619 before issue 22's wider protected spans: commongen's concept
+    # lists and more units are now protected); none of HumanEval's 50 (a code-completion prompt is all code)
+    assert len(got) / len(ids) >= 0.78, len(got) / len(ids)
     assert not any(q.startswith("human_eval") for q in got)
     by_id = dict(zip(ids, texts, strict=True))
     for v in ps.variants:

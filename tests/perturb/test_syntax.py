@@ -7,9 +7,11 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from routerlab.perturb import keeps_protected, perturb
 from routerlab.perturb.base import level_rng
+from routerlab.perturb.spans import structural_spans
 from routerlab.perturb.syntax import (
     SyntaxLevel,
     clause_to_end,
@@ -21,11 +23,17 @@ from routerlab.perturb.syntax import (
     pp_to_front,
     question_to_instruction,
     rule_outputs,
+    sentence_pieces,
     sentences,
     subject_question_to_instruction,
     syntax_candidates,
 )
-from tests.perturb import real_queries
+from tests.perturb import real_queries, require_wordnet
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _wordnet() -> None:
+    require_wordnet()  # rule 7 asks WordNet whether a word is a noun
 
 
 def test_clause_to_end() -> None:
@@ -83,9 +91,49 @@ def test_prepositional_phrase_moves() -> None:
 
 def test_coordination_swap() -> None:
     assert coordination_swap("Name the cats and dogs of the village.") == ["Name the dogs and cats of the village."]
+    assert coordination_swap("Buy the apples and the pears at the market.") == [
+        "Buy the pears and the apples at the market."]  # two noun phrases with their own determiners
     assert coordination_swap("Write code to sort and reverse the list.") == []  # actions in sequence
     assert coordination_swap("Buy the apples and pears, respectively.") == []
     assert coordination_swap("Buy the apples, pears and plums.") == []  # part of a longer list
+
+
+def test_coordination_swap_only_for_simple_noun_phrases() -> None:
+    """Issue 22: "come 8 to a box and cost $2.00" became "come 8 to a cost and box $2.00"."""
+    assert coordination_swap("Pencils come 8 to a box and cost $2.00 per box.") == []  # B takes an object: a verb
+    assert coordination_swap("Cook the rice and serve.") == []  # serve is mostly a verb in WordNet
+    assert coordination_swap("The baker feeds the cats and dogs every morning.") == []  # B before a determiner
+    assert coordination_swap("Who played taylor on the beautiful and bold") == []  # adjectives (a title)
+    assert coordination_swap("Magma blows out of a volcano and cools quickly.") == []
+    assert coordination_swap("Compute the ratio of boys and girls in the class.") == []  # the order matters
+    assert coordination_swap("Take the pen and papers home.") == []  # one singular, one plural
+    assert coordination_swap("Store the salt and sand in the shed.") == ["Store the sand and salt in the shed."]
+
+
+def test_no_phrase_moves_across_a_label_a_cue_or_a_line_break() -> None:
+    """Issue 22: PP-fronting moved a phrase in front of "A." or "Scenario 1 |"; question moves took the question
+    past the options."""
+    mc = ("Which statement is true in the north? A) Days are shorter in the winter. B) Nights are longer in the "
+          "winter.")
+    outs = rule_outputs(mc)
+    assert "Which statement is true in the north? A) In the winter, Days are shorter. B) Nights are longer in the " \
+           "winter." in outs
+    for out in outs:  # every label still starts its option, in order, and the question stays first
+        assert out.startswith("Which statement") or out.startswith("In the north, which statement")
+        assert [out[s:e] for s, e in structural_spans(out)] == ["A)", "B)"]
+        assert out.index("A)") < out.index("Days") < out.index("B)") < out.index("Nights")
+    scen = ("For which scenario is the main character wrong? Scenario 1 | I dug a hole to make a cellar in my "
+            "backyard. Scenario 2 | I went to a game.")
+    for out in rule_outputs(scen):
+        assert out.index("Scenario 1 |") < out.index("I dug") and out.startswith("For which scenario")
+    lines = "Find the area of the square.\nIts side is 3 cm in the drawing."
+    assert all(out.count("\n") == 1 and out.index("\n") == out.find("\n") for out in rule_outputs(lines))
+    assert "What is the area of the square?\nIts side is 3 cm in the drawing." in rule_outputs(lines)
+
+
+def test_sentence_pieces() -> None:
+    text = "Question: Is it in the box? A. yes B. no\nAnswer:"
+    assert [text[s:e] for s, e in sentence_pieces(text)] == ["Is it in the box?", "yes", "no"]
 
 
 def test_question_first_and_last() -> None:
@@ -113,6 +161,13 @@ def test_candidates_keep_the_bag_and_the_protected_spans() -> None:
             assert content_bag(c) == content_bag(text) and keeps_protected(text, c) and c != text
 
 
+def test_question_moves_need_a_text_without_labels_or_cues() -> None:
+    outs = rule_outputs("Which animal lives in the ocean? A. shark B. whale")
+    assert outs == ["Tell me which animal lives in the ocean. A. shark B. whale"]  # no "question last" past A.
+    assert "Which activity wastes water? Farms use a lot." in rule_outputs("Farms use a lot. Which activity wastes "
+                                                                          "water?")
+
+
 def test_no_rule_no_candidate() -> None:
     assert SyntaxLevel().candidates(["hello world", "x = 3"], 3, [np.random.default_rng(0)] * 2) == [[], []]
 
@@ -126,8 +181,9 @@ def test_seeded_order() -> None:
 
 def test_real_queries(shared_data: Path) -> None:
     """Over LLMRouter's 706 test queries every candidate keeps the bag of content words and the protected spans.
-    Many queries are bare questions, word lists or code that no rule reorders: measured, 25.1% (177 of 706) get
-    p = 3 variants and 45.9% (324) at least one (p = 3, seed 0)."""
+    Many queries are bare questions, word lists or code that no rule reorders: measured, 21.0% (148 of 706) get
+    p = 3 variants and 43.1% (304) at least one (p = 3, seed 0; before the coordination swap was held to noun
+    phrases and rules to the text between labels, cues and line breaks: 25.1%, 177, and 45.9%, 324)."""
     ids, texts = real_queries(shared_data)
     assert len(texts) >= 300
     cands = SyntaxLevel().candidates(texts, 3, [level_rng(0, q, "syntax") for q in ids])

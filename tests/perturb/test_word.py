@@ -144,8 +144,10 @@ def test_missing_wordnet_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.Mo
 
 def test_real_queries(shared_data: Path, wn: WordNet) -> None:
     """Over LLMRouter's 706 test queries: every raw candidate keeps its protected spans and at least half its
-    content words; at least 85% of the queries get p = 3 variants (measured: 88.7%, 626 of 706; 688 get at
-    least one; the rest are mostly code and short queries with no synonym WordNet can re-inflect)."""
+    content words; at least 78% of the queries get p = 3 variants (measured: 80.5%, 568 of 706; 636 get at
+    least one; the rest are the 50 commongen concept lists, protected whole, and mostly short queries with no
+    synonym WordNet can re-inflect; before concept lists, units and the code's identifiers were protected: 88.7%,
+    626, and 688)."""
     ids, texts = real_queries(shared_data)
     assert len(texts) >= 300
     cands = WordLevel().candidates(texts, 3, [level_rng(0, q, "word") for q in ids])
@@ -156,5 +158,5 @@ def test_real_queries(shared_data: Path, wn: WordNet) -> None:
                 assert _survival(text, c) >= 0.5, (text, c)
     ps = perturb(ids, texts, ["word"], 3, seed=0)
     full = sum(n == 3 for n in Counter(v.query_id for v in ps.variants).values()) / len(ids)
-    assert full >= 0.85
+    assert full >= 0.78
     assert ps.stats["word"]["rejected"] == 0

@@ -108,5 +108,5 @@ def test_a_level_of_ones_own_is_read_when_its_rows_declare_it(tmp_path: Path) ->
     ps = read_variants(path)
     assert ps.levels == ("word", "my-typos") and ps.stats["my-typos"] == {"queries": 2, "variants": 2}
     undeclared = lines(tmp_path / "u.jsonl", {"query_id": "q1", "level": "my-typos", "text": "c d"})
-    with pytest.raises(DataError, match="unknown level 'my-typos'.*mark its rows"):
+    with pytest.raises(DataError, match=r"unknown level 'my-typos'.*mark its rows"):
         read_variants(undeclared)

@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from routerlab._registry import Registry
 from routerlab.errors import UsageError
-from routerlab.perturb.spans import protected_strings
+from routerlab.perturb.spans import keeps_protected, ordered_strings
 
 if TYPE_CHECKING:
     from routerlab.data.table import RoutingTable
@@ -153,19 +153,23 @@ def level_rng(seed: int, query_id: str, level: str) -> np.random.Generator:
 
 
 def keep_variants(original: str, candidates: Sequence[str], p: int,
-                  protected_of: Callable[[str], Counter[str]] = protected_strings) -> tuple[list[str], int]:
+                  protected_of: Callable[[str], Counter[str]] | None = None) -> tuple[list[str], int]:
     """Up to ``p`` candidates in order that are distinct (after trimming whitespace), differ from the original and
-    keep its protected spans (``protected_of``: the multiset of a text's spans that must stay); also returns how many
-    were rejected for altering a protected span."""
+    keep its protected spans (:func:`routerlab.perturb.spans.keeps_protected`: the same protected strings, the
+    structural ones in the same order; a level that changes some protected strings on purpose, the control level's
+    numbers, passes ``protected_of``: the multiset of a text's strings that must stay, the structural order kept
+    too); also returns how many were rejected for altering a protected span."""
     seen = {original.strip()}
     kept: list[str] = []
     rejected = 0
-    protected = protected_of(original)
+    protected = protected_of(original) if protected_of is not None else None
+    order = ordered_strings(original) if protected_of is not None else None
     for cand in candidates:
         text = cand.strip()
         if not text or text in seen:
             continue
-        if protected_of(text) != protected:
+        if not (keeps_protected(original, text) if protected_of is None
+                else protected_of(text) == protected and ordered_strings(text) == order):
             rejected += 1
             continue
         seen.add(text)

@@ -2,8 +2,11 @@
 that keep the bag of content words and every protected span.
 
 The text is cut into sentences (at ``.``, ``?`` or ``!`` followed by space and a capital, a digit, a quote or a
-bracket; not inside a protected span, not after an abbreviation such as ``e.g.``). The sentence rules apply to a
-one-line sentence; each gives at most one new sentence, or nothing when it does not apply:
+bracket; not inside a protected span, not after an abbreviation such as ``e.g.``), and the sentences are cut again at
+every line break and every structural protected span (an option label, a cue, a line of code:
+:func:`routerlab.perturb.spans.structural_spans`), so that no rule ever moves a phrase across a label, a cue or a line
+break (:func:`sentence_pieces`). The sentence rules apply to each piece; each gives at most one new sentence, or
+nothing when it does not apply:
 
 1. **clause to end**: ``If X, Y?`` -> ``Y if X?`` (also when, whenever, since, because, although, unless,
    while, once, after, before, given that).
@@ -23,13 +26,20 @@ one-line sentence; each gives at most one new sentence, or nothing when it does 
    subordinate or relative clause, where the phrase may belong to that clause, nor in one that starts with such
    a phrase already).
 6. **prepositional phrase to end**: ``In X, Y.`` -> ``Y in X.`` (same prepositions, X of 1-5 words).
-7. **coordination swap**: ``the A and B`` -> ``the B and A`` (also ``or``), A and B single content words after a
-   determiner or ``of``/``for``/``with``/``both`` (so they are noun phrases, not actions in sequence), not part of
-   a longer list, and never in a text that says ``respectively``.
+7. **coordination swap**, for the coordination of two simple noun phrases only: ``the A and B`` -> ``the B and A``
+   (one determiner, or ``of``/``for``/``with``/``both``, before A) and ``the A and the B`` -> ``the B and the A``
+   (each with its own determiner), also with ``or``. A and B are single lower-case words that WordNet knows as nouns
+   and reads as nouns at least as often as verbs or adjectives (its tagged senses: ``box`` yes, ``serve``,
+   ``reverse``, ``black`` no), both singular or both plural; after B comes punctuation, the end, or a word that may
+   follow a noun phrase (a preposition, a relative pronoun, an auxiliary: :data:`_AFTER_NOUN_PHRASE`), never a
+   number, a determiner or a content word, which would make B a verb with its object (``come 8 to a box and cost
+   $2.00`` stays as it is). Not part of a longer list, and never in a sentence whose order matters (``respectively``,
+   ``ratio``, ``difference``, ``between``, ``than``, ...: :data:`_ORDER_WORDS`).
 
 A text rule works on the whole text: 8. **question first** moves a final question before the sentences of
 context that precede it (one line, two or more sentences, only the last a question), and 9. **question last**
-does the reverse.
+does the reverse; neither applies to a text with a structural protected span (options, cues, code), whose parts
+would move past it.
 
 Candidates are every single rule application, in a random order, then (when those are fewer than p) rules applied to
 those (two rules), in a random order; each is kept only if its bag of content words
@@ -48,7 +58,7 @@ from typing import Any
 import numpy as np
 
 from routerlab.perturb.base import Perturber, register_level
-from routerlab.perturb.spans import protected_spans
+from routerlab.perturb.spans import protected_spans, structural_spans
 from routerlab.perturb.word import (
     DETERMINERS,
     FUNCTION_WORDS,
@@ -58,6 +68,8 @@ from routerlab.perturb.word import (
     WORD_PATTERN,
     content_words,
 )
+from routerlab.perturb.wordnet import WordNet
+from routerlab.perturb.wordnet import load as load_wordnet
 
 FRAME_WORDS: frozenset[str] = frozenset(("tell", "determine", "find", "calculate", "compute", "identify"))
 """Verbs that frame a request (rules 3 and 4 add or drop them); left out of the bag of content words."""
@@ -277,24 +289,82 @@ def pp_to_end(sentence: str) -> str | None:
     return f"{main} {m.group(1).lower()} {m.group(2)}{punct}"
 
 
-def coordination_swap(sentence: str) -> list[str]:
-    """Rule 7: ``the A and B`` -> ``the B and A`` (module docstring for where it is safe)."""
-    if "respectively" in sentence.lower():
+_ORDER_WORDS = frozenset(("respectively", "between", "ratio", "difference", "minus", "subtract", "subtracted",
+                          "divide", "divided", "quotient", "than", "versus", "vs", "vs."))
+"""Words that make the order of two coordinated nouns matter (the ratio of boys and girls): no swap in their
+sentence."""
+_AFTER_NOUN_PHRASE = frozenset(("of", "in", "on", "at", "with", "for", "from", "by", "into", "onto", "over", "under",
+                                "about", "near", "inside", "within", "during", "across", "through", "throughout",
+                                "among", "without", "that", "which", "who", "whose", "where", "when", "are", "were",
+                                "is", "was", "have", "has", "had", "can", "could", "will", "would", "should", "must",
+                                "may", "might", "do", "does", "did", "but"))
+"""Words that may follow a noun phrase and not a verb's object: after B, one of these (or punctuation, or the end)
+shows that ``A and B`` is a pair of nouns, not two actions (``come 8 to a box and cost $2.00``)."""
+_NP_END = ".;:?!)"
+
+
+def _mainly_noun(word: str, wn: WordNet) -> bool:
+    """A noun for WordNet, and no verb or adjective reading has more tagged senses (``box`` yes, ``serve``, ``drink``,
+    ``black`` no)."""
+    bases = wn.base_forms(word, "noun")
+    if not bases:
+        return False
+
+    def tagged(pos: str) -> int:
+        found = wn.base_forms(word, pos)
+        entries = [wn.entry(b, pos) for b in found]
+        return max((e.tagsense_cnt for e in entries if e is not None), default=-1)
+
+    noun = tagged("noun")
+    return noun >= tagged("verb") and noun >= tagged("adj")
+
+
+def _plural(word: str, wn: WordNet) -> bool:
+    return wn.base_forms(word, "noun")[0] != word
+
+
+def _simple_noun(token: str) -> bool:
+    return token.isalpha() and token.islower() and len(token) >= 3 and token not in FUNCTION_WORDS | NUMBER_WORDS
+
+
+def coordination_swap(sentence: str, wn: WordNet | None = None) -> list[str]:
+    """Rule 7: ``the A and B`` -> ``the B and A`` and ``the A and the B`` -> ``the B and the A`` (also ``or``), for
+    simple noun phrases only (module docstring)."""
+    words = [(m.start(), m.end(), m.group()) for m in _WORDS.finditer(sentence)]
+    if any(w.lower().strip(",.;:?!") in _ORDER_WORDS for _, _, w in words):
         return []
+    net = wn if wn is not None else load_wordnet()
     out: list[str] = []
-    for m in re.finditer(r"(?<=\s)([a-z]{3,})\s+(and|or)\s+([a-z]{3,})\b(?![-'])", sentence):
-        a, b = m.group(1), m.group(3)
-        if a in FUNCTION_WORDS | NUMBER_WORDS or b in FUNCTION_WORDS | NUMBER_WORDS or a == b:
+    for i, (_, _, conj) in enumerate(words):
+        if conj not in ("and", "or") or i < 2 or i + 1 >= len(words):
             continue
-        before = sentence[:m.start()].split()
-        if not before or before[-1] not in _COORD_AFTER or (len(before) > 1 and before[-2].endswith(",")):
+        a_tok = words[i - 1][2]
+        shared = words[i + 1][2] not in DETERMINERS
+        b_at = i + 1 if shared else i + 2
+        if b_at >= len(words) or not _simple_noun(a_tok):
             continue
-        after = sentence[m.end():].split()
-        if after and after[0].lower() in ("and", "or", "nor"):
+        b_tok = words[b_at][2]
+        b = b_tok.rstrip(_NP_END)
+        if not _simple_noun(b) or a_tok == b:
             continue
-        if m.end() < len(sentence) and sentence[m.end()] == ",":
+        before = words[i - 2][2]
+        if shared:
+            if before not in _COORD_AFTER or (i >= 3 and words[i - 3][2].endswith(",")):
+                continue
+            left = i - 1
+        else:
+            if before not in DETERMINERS:
+                continue
+            left = i - 2
+        if b == b_tok and b_at + 1 < len(words) and words[b_at + 1][2].lower() not in _AFTER_NOUN_PHRASE:
+            continue  # "a box and cost $2.00": B takes an object, so it is a verb
+        if not (_mainly_noun(a_tok, net) and _mainly_noun(b, net)) or _plural(a_tok, net) != _plural(b, net):
             continue
-        out.append(sentence[:m.start()] + f"{b} {m.group(2)} {a}" + sentence[m.end():])
+        start, end = words[left][0], words[b_at][0] + len(b)
+        first = sentence[start:words[i - 1][1]]
+        second = sentence[words[i + 1][0]:end]
+        out.append(sentence[:start] + f"{second} {conj} {first}" + sentence[end:] if not shared
+                   else sentence[:start] + f"{b} {conj} {a_tok}" + sentence[end:])
     return out
 
 
@@ -310,8 +380,9 @@ SENTENCE_RULES: tuple[tuple[str, SentenceRule], ...] = (
 
 
 def _question_moves(text: str) -> list[str]:
-    """Rules 8 and 9 on the whole text."""
-    if "\n" in text:
+    """Rules 8 and 9 on the whole text: only a one-line text without structural spans (labels, cues, code), whose
+    sentences may move without crossing one."""
+    if "\n" in text or structural_spans(text):
         return []
     sents = sentences(text)
     if len(sents) < 2:
@@ -325,14 +396,38 @@ def _question_moves(text: str) -> list[str]:
     return []
 
 
+def sentence_pieces(text: str) -> list[tuple[int, int]]:
+    """(start, end) of the stretches of ``text`` that rules 1-7 may rewrite: its sentences (:func:`sentences`), cut
+    at every line break and every structural span (:func:`routerlab.perturb.spans.structural_spans`: an option label,
+    a cue, a line of code), without surrounding spaces; pieces with no letter are left out. No rule moves a phrase
+    across a label, a cue or a line break, because no piece holds one."""
+    barriers = sorted([*structural_spans(text), *((m.start(), m.end()) for m in re.finditer("\n", text))])
+    out: list[tuple[int, int]] = []
+    for s, e in sentences(text):
+        pos = s
+        for a, b in barriers:
+            if b <= pos or a >= e:
+                continue
+            out.append((pos, a))
+            pos = max(pos, b)
+        out.append((pos, e))
+    pieces: list[tuple[int, int]] = []
+    for s, e in out:
+        while s < e and text[s].isspace():
+            s += 1
+        while e > s and text[e - 1].isspace():
+            e -= 1
+        if s < e and any(ch.isalpha() for ch in text[s:e]):
+            pieces.append((s, e))
+    return pieces
+
+
 def rule_outputs(text: str) -> list[str]:
-    """Every text one rule application makes from ``text`` (rules 1-7 on each one-line sentence, then 8-9),
+    """Every text one rule application makes from ``text`` (rules 1-7 on each sentence piece, then 8-9),
     unchecked and in a fixed order."""
     out: list[str] = []
-    for s, e in sentences(text):
+    for s, e in sentence_pieces(text):
         sentence = text[s:e]
-        if "\n" in sentence:
-            continue
         for _, rule in SENTENCE_RULES:
             made = rule(sentence)
             for new in ([made] if isinstance(made, str) else made or []):
@@ -370,8 +465,13 @@ class SyntaxLevel(Perturber):
     summary = "reorder clauses and phrases, question <-> instruction, question first/last; content words kept"
     offline = True
 
+    def __init__(self, backend: Any = None, **options: Any) -> None:
+        super().__init__(backend=backend, **options)
+        self.wordnet = load_wordnet()  # rule 7 asks WordNet whether a word is a noun; fail early without it
+
     def candidates(self, texts: Sequence[str], p: int, rngs: Sequence[np.random.Generator]) -> list[list[str]]:
         return [syntax_candidates(text, p, rng) for text, rng in zip(texts, rngs, strict=True)]
 
     def settings(self) -> dict[str, Any]:
-        return {"rules": [name for name, _ in SENTENCE_RULES] + ["question_first", "question_last"]}
+        return {"rules": [name for name, _ in SENTENCE_RULES] + ["question_first", "question_last"],
+                "wordnet": str(self.wordnet.root)}
