@@ -3,31 +3,213 @@
 Each command lives in a module of this package named after it and registers itself on ``app``.
 User errors (:class:`routerlab.errors.RouterlabError`) and command-line usage errors (an unknown
 option, a number out of range) print one line and exit with code 2.
+
+Start-up stays light: the root group (``routerlab --version``, ``routerlab -h``) imports no command
+module, and a command's module is imported and its click command built only when that command runs
+or a help page lists it. Command modules import typer and the standard library at the top and
+everything heavy (numpy, pyarrow, the protocols) inside their functions; a test holds them to it.
 """
 
 from __future__ import annotations
 
+import copy
+import importlib
+import importlib.util
+import inspect
+import os
+import re
+import shutil
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, MutableMapping
+from importlib import metadata
 from importlib.metadata import EntryPoint
 from typing import Any
 
 import typer
 from typer._click import exceptions as click  # typer vendors click; its usage errors live here
-from typer.models import CommandInfo
+from typer._click.core import Command, Context
+from typer._click.formatting import HelpFormatter
+from typer.core import TyperCommand, TyperGroup
+from typer.models import CommandInfo, DefaultPlaceholder, TyperInfo
 
 from routerlab._registry import Registry
 from routerlab.errors import RouterlabError
 
-app = typer.Typer(
+HELP_WIDTH = 120
+"""Columns of a help page that goes to a pipe or a file (rich's own default there is 80, which cut option
+defaults such as ``oracle,random,best-single,knn`` to ``oracle,random,best-single…``); in a terminal help
+uses the terminal's width, and ``$COLUMNS`` or ``$TERMINAL_WIDTH`` override both."""
+
+
+def _reflow(text: str | None) -> str | None:
+    """Help text with each paragraph on one line: rich keeps a docstring's single line breaks in a command's
+    description and in the command list, which broke sentences where the source lines ended."""
+    if not text:
+        return text
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(p if p.startswith("\b") else " ".join(line.strip() for line in p.splitlines())
+                       for p in paragraphs)
+
+
+def _format_wide(format_help: Callable[[Context, HelpFormatter], None], ctx: Context, formatter: HelpFormatter
+                 ) -> None:
+    """Draw a help page at the terminal's width, or :data:`HELP_WIDTH` columns outside a terminal; typer's own
+    setting is restored afterwards (calling ``main()`` from Python leaves no state behind)."""
+    from typer import rich_utils
+
+    saved = rich_utils.MAX_WIDTH
+    if saved is None and not sys.stdout.isatty():
+        rich_utils.MAX_WIDTH = int(os.environ.get("COLUMNS") or 0) or shutil.get_terminal_size((HELP_WIDTH, 24)).columns
+    try:
+        format_help(ctx, formatter)
+    finally:
+        rich_utils.MAX_WIDTH = saved
+
+
+class _Command(TyperCommand):
+    """A command whose help page is drawn wide (see :func:`_format_wide`)."""
+
+    def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
+        _format_wide(super().format_help, ctx, formatter)
+
+
+class _Group(TyperGroup):
+    """A group of commands (``routerlab results``) whose help page is drawn wide."""
+
+    def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
+        _format_wide(super().format_help, ctx, formatter)
+
+
+Entry = CommandInfo | TyperInfo
+"""A command (``@app.command``) or a group of them (``app.add_typer``, e.g. ``routerlab results``)."""
+
+
+def _build(info: Entry) -> Command:
+    """The click command of one registered command or group, its help reflowed and drawn wide."""
+    info = copy.copy(info)  # the registered entry stays as it was
+    if isinstance(info, TyperInfo):
+        if info.cls is None or isinstance(info.cls, DefaultPlaceholder):
+            info.cls = _Group
+        group = typer.main.get_group_from_info(info, pretty_exceptions_short=_ROOT.pretty_exceptions_short,
+                                               rich_markup_mode=_ROOT.rich_markup_mode,
+                                               suggest_commands=_ROOT.suggest_commands)
+        assert info.typer_instance is not None
+        for sub in info.typer_instance.registered_commands:
+            group.commands[_entry_name(sub)] = _build(sub)
+        command: Command = group
+    else:
+        if info.cls in (None, TyperCommand):
+            info.cls = _Command
+        command = typer.main.get_command_from_info(info, pretty_exceptions_short=_ROOT.pretty_exceptions_short,
+                                                   rich_markup_mode=_ROOT.rich_markup_mode)
+    command.help = _reflow(command.help)
+    command.short_help = _reflow(command.short_help)
+    return command
+
+
+_MODULE_OF = {"import": "data_cmds", "formats": "data_cmds", "info": "data_cmds",
+              "scaling": "evaluate_cmd", "groups": "evaluate_cmd"}
+"""The built-in commands whose module is not named after them (``<name>_cmd``, dashes as underscores)."""
+
+
+def _entry_name(info: Entry) -> str:
+    """The name a command or group is called by."""
+    if isinstance(info, TyperInfo):
+        name = info.name
+        return "" if isinstance(name, DefaultPlaceholder) or name is None else name
+    return info.name or (typer.main.get_command_name(info.callback.__name__) if info.callback else "")
+
+
+def _registered() -> list[Entry]:
+    """What registered on ``app`` so far: the commands, then the groups (the order help lists them in)."""
+    return [*app.registered_commands, *app.registered_groups]
+
+
+def _module_for(name: str) -> str:
+    """The module of this package that defines the built-in command ``name``, if there is one."""
+    return f"{__name__}.{_MODULE_OF.get(name, name.replace('-', '_') + '_cmd')}"
+
+
+def _own_module(name: str) -> Entry | None:
+    """The built-in command ``name`` found by importing its module alone (the cheap path of a command line);
+    None when there is no such module, or when a plugin claims the name too (then the full registry, which
+    reports the clash, decides)."""
+    if not re.fullmatch(r"[a-z][a-z0-9-]*", name):
+        return None
+    module = _module_for(name)
+    if importlib.util.find_spec(module) is None:
+        return None
+    if any(ep.name == name for ep in metadata.entry_points(group=COMMANDS.group or "")):
+        return None
+    importlib.import_module(module)
+    return next((info for info in _registered() if _entry_name(info) == name), None)
+
+
+class _LazyCommands(MutableMapping[str, Command]):
+    """The root group's commands by name, in the order they registered. Running a command imports its own
+    module only (start-up cost of that command alone); listing them (help, a misspelt name) imports every
+    command module and the plugins. A command is built when first asked for."""
+
+    def __init__(self, built: MutableMapping[str, Command]) -> None:
+        self._built = dict(built)
+
+    @staticmethod
+    def _infos() -> dict[str, Entry]:
+        COMMANDS.load()  # a name registered twice is a RegistryError here: one line, exit 2
+        known = dict(COMMANDS.items())
+        ordered = {_entry_name(info): info for info in _registered() if known.get(_entry_name(info)) is info}
+        return {**ordered, **known}
+
+    def __getitem__(self, name: str) -> Command:
+        if name not in self._built:
+            info = _own_module(name) or self._infos().get(name)
+            if info is None:
+                raise KeyError(name)
+            self._built[name] = _build(info)
+        return self._built[name]
+
+    def __setitem__(self, name: str, command: Command) -> None:
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys([*self._infos(), *self._built]))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+class _LazyGroup(TyperGroup):
+    """The ``routerlab`` group: its commands are :class:`_LazyCommands`, and its help is drawn wide."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        self.commands = _LazyCommands(self.commands)
+
+    def list_commands(self, ctx: Context) -> list[str]:
+        return list(self.commands)  # the names only: typer's own builds every command to list them
+
+    def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
+        _format_wide(super().format_help, ctx, formatter)
+
+
+_ROOT = typer.Typer(
     name="routerlab",
     help="Measure whether LLM routing is accurate, cheap, fast, robust and meaningful, on real data.",
+    cls=_LazyGroup,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+"""The ``routerlab`` group itself (its options and help); its commands come from ``app``, lazily."""
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"]})
+"""Where every command registers (``@app.command("name")``); ``typer.main.get_command(app)`` builds them all."""
 
 
 def _show_version(value: bool) -> None:
@@ -38,7 +220,7 @@ def _show_version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
+@_ROOT.callback()
 def _root(
     version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True, metavar="",
                                  help="Print the routerlab version and exit."),
@@ -58,16 +240,17 @@ def _plugin_command(name: str, fn: Callable[..., Any], ep: EntryPoint) -> Comman
     return app.registered_commands[-1]
 
 
-def _collect_commands(registry: Registry[CommandInfo]) -> None:
-    """Record every command typer holds (built-in modules and plugins are imported by now)."""
+def _collect_commands(registry: Registry[Entry]) -> None:
+    """Record every command and group typer holds (built-in modules and plugins are imported by now)."""
     for info in app.registered_commands:
         callback = info.callback
         if callback is not None:
-            name = info.name or typer.main.get_command_name(callback.__name__)
-            registry.add(name, info, origin=f"{callback.__module__}.{callback.__qualname__}")
+            registry.add(_entry_name(info), info, origin=f"{callback.__module__}.{callback.__qualname__}")
+    for group in app.registered_groups:
+        registry.add(_entry_name(group), group, origin=f"the command group {_entry_name(group)!r}")
 
 
-COMMANDS: Registry[CommandInfo] = Registry(
+COMMANDS: Registry[Entry] = Registry(
     "command", package=__name__, group="routerlab.commands", from_plugin=_plugin_command,
     on_load=_collect_commands,
 )
@@ -95,8 +278,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_command(argv: list[str] | None) -> int:
     try:
-        _register_commands()  # inside the try: a plugin's repeated name is one error line, exit 2
-        command = typer.main.get_command(app)
+        command = typer.main.get_command(_ROOT)  # no command is imported or built until it is asked for
         # not standalone: click's usage errors come here, to be printed as one line like ours
         rv = command.main(args=argv, prog_name="routerlab", standalone_mode=False)
         return rv if isinstance(rv, int) else 0

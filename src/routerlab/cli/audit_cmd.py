@@ -5,13 +5,15 @@ Parquet files of every per-query decision; sections whose inputs did not change 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from routerlab.cli import app
 from routerlab.cli._io import check_output_dir, json_option, open_table, print_json, seed_option
-from routerlab.data.table import RoutingTable
+
+if TYPE_CHECKING:
+    from routerlab.data.table import RoutingTable
 
 
 def _section_names() -> list[str]:

@@ -22,8 +22,8 @@ from routerlab.cli.evaluate_cmd import ENCODER_HELP
 from routerlab.errors import UsageError
 
 ACTORS_HELP = ("The served actors, NAME=KIND:MODEL[,key=value...] separated by commas, e.g. "
-               "small=local:smollm2-135m,big=openai:MODEL@http://host/v1,key_env=KEY; the names must be exactly "
-               "the table's actors.")
+               "small=local:smollm2-135m,big=openai:MODEL@URL (a URL such as http://host/v1; add ,key_env=KEY for "
+               "a key); the names must be exactly the table's actors.")
 
 
 def is_loopback(host: str) -> bool:
