@@ -103,8 +103,15 @@ def _build(info: Entry) -> Command:
             info.cls = _Command
         command = typer.main.get_command_from_info(info, pretty_exceptions_short=_ROOT.pretty_exceptions_short,
                                                    rich_markup_mode=_ROOT.rich_markup_mode)
-    command.help = _reflow(command.help)
-    command.short_help = _reflow(command.short_help)
+    from routerlab.metrics.sources import resolve
+
+    # one paragraph per line; a docstring's "SPEC 4" (the developers' specification) as the paper and section
+    command.help = _reflow(resolve(command.help)) if command.help else command.help
+    command.short_help = _reflow(resolve(command.short_help)) if command.short_help else command.short_help
+    for param in command.params:
+        text = getattr(param, "help", None)
+        if text:
+            param.help = resolve(text)  # type: ignore[attr-defined]
     return command
 
 

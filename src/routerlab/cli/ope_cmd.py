@@ -57,7 +57,8 @@ def ope_cmd(
     as_json: Annotated[bool, json_option()] = False,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Directory to write ope.json to.")] = None,
 ) -> None:
-    """Estimate routers' mu_o, cost, latency (and SPEC 5 metrics from simulated logs) from logs alone."""
+    """Estimate routers' mu_o, cost, latency (and, from simulated logs, Acc@1-L, DCG and L-DCG: SPEC 5) from logs
+    alone."""
     from routerlab.cli.log_cmd import LOG_SUFFIXES
     from routerlab.protocols.base import run_protocol
     from routerlab.protocols.ope import OPESettings, refuse_bounds

@@ -88,7 +88,7 @@ def society_cmd(
         "-o", "--output", help="Directory for society.json and the PNG plots.")] = None,
     seed: Annotated[int, seed_option("Seed of the random-subset baseline in the plot.")] = 0,
 ) -> None:
-    """Society diversity (HSE, SPEC 2): is the pool diverse enough for routing to mean anything?"""
+    """Society diversity (HSE; SPEC 2): is the pool diverse enough for routing to mean anything?"""
     by_cols = [c for item in (by or []) for c in item.split(",") if c]
     settings = SocietySettings.from_cli(metric=metric, linkage=linkage, coreset=coreset, alpha=alpha,
                                         by=by_cols or None, split=split, nan=nan, curve_max=curve_max)

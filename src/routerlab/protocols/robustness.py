@@ -48,6 +48,7 @@ from routerlab.features.registry import Encoder
 from routerlab.metrics.bootstrap import percentile_interval, resample_indices
 from routerlab.metrics.robustness import invariance_by_level, invariance_check, rho, rho_by_level, rho_per_actor
 from routerlab.metrics.selection import collapsed, oracle_choice, selection_shares, selection_vector
+from routerlab.metrics.sources import cite
 from routerlab.perturb.base import DEFAULT_ASK, LEVELS, MAX_VARIANTS, PerturbationSet
 from routerlab.progress import task, track
 from routerlab.protocols.base import (
@@ -487,7 +488,8 @@ def _score(spec: str, router: Router, choice: npt.NDArray[np.intp], pert: npt.ND
                     "rho_invariant": check.rho_invariant,
                     "rho_invariant_ci": list(interval(check.rho_invariant, *cis["rho_inv" + key]))}
 
-        inv = {"tested": True, "optimal": "set (SPEC 4 selection vector; argmax with oracle tie-break beside it)",
+        inv = {"tested": True, "optimal": f"set (the selection vector of {cite('4')}; argmax with oracle tie-break "
+                          "beside it)",
                **block("", checks["all"], arg_all),
                "by_level": {lv: block(f":{lv}", checks[lv], arg_lv[lv]) for lv in levels}}
     shares = selection_shares(choice, m)

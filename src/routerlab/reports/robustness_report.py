@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from routerlab.metrics.catalog import label
+from routerlab.metrics.sources import cite
 from routerlab.protocols.robustness import UNTESTED_NOTE, Robustness, RobustnessResult
 from routerlab.reports.blocks import Figure, Paragraph, Section, Table
 from routerlab.reports.files import write_json, write_text
@@ -142,8 +143,9 @@ def robustness_markdown(result: Robustness, figures: list[str] | None = None) ->
     head, rows = _rows(result, full=True)
     blocks: list[Any] = [Paragraph(_head_line(result) + "."), Table(head, rows)]
     if result.invariance_tested:
-        blocks.append(Paragraph("Invariance check (hse-paper-review.json, SPEC 3): the optimal actor of a query is "
-                                "its set of actors within 95% of its best score (SPEC 4); a variant changes it when "
+        blocks.append(Paragraph(f"Invariance check (the test a review of {cite('3')} asks for): the optimal actor "
+                                f"of a query is its set of actors within 95% of its best score ({cite('4')}); a "
+                                "variant changes it when "
                                 "that set differs from the original's. rho on the invariant variants measures the "
                                 "router where its assumption holds."))
         tab = invariance_table(result)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from routerlab.metrics.sources import resolve
+
 
 def _observed_cells(info: dict[str, Any]) -> tuple[int, int]:
     """(observed, total) score cells of a ``describe()`` record: the exact count when it carries one."""
@@ -68,8 +70,8 @@ def info_text(info: dict[str, Any]) -> str:
         lines.append(f"visible      {', '.join(cols['visible']) or 'none'}  (query columns routers may read beside "
                      "id, text, dataset and split)")
         lines.append(f"hidden       {', '.join(cols['hidden']) or 'none'}  (kept for reports; never reach a router)")
-    for d in info.get("derived", []):
-        lines.append(f"derived      {d}")
+    for d in info.get("derived", []):  # a table saved before citations named papers says [SPEC 1]
+        lines.append(f"derived      {resolve(d)}")
     lines.append("actors       mean score (observed cells)")
     for a, v in info["mean_score"].items():
         lines.append(f"  {a:40s} {'-' if v is None else f'{v:.3f}'}")

@@ -95,6 +95,11 @@ def _trend(up: list[str], down: list[str], n: int) -> str:
     return "rose" if len(up) * 2 > n else "fell" if len(down) * 2 > n else "moved both ways"
 
 
+RISK_AVERSION = "RouterWorld (section 5.2)"
+"""Where the finding the cold-start comparison checks is reported: under partial observability routers favour
+accuracy over latency (Acc@1 up, L-DCG down)."""
+
+
 def verdict(c: dict[str, Any]) -> str:
     """Whether the counts show routerworld.txt's risk-aversion (Acc@1 up and L-DCG down for most routers), its
     opposite (Acc@1 down, L-DCG up), or neither; without latency only the Acc@1 half can be judged."""
@@ -104,10 +109,10 @@ def verdict(c: dict[str, Any]) -> str:
         return f"Acc@1 {acc} for most routers; without latency the L-DCG side cannot be checked"
     eff = _trend(c["eff_up"], c["eff_down"], n)
     if (acc, eff) == ("rose", "fell"):
-        return "the risk-aversion routerworld.txt reports (Acc@1 up, L-DCG down)"
+        return f"the risk-aversion {RISK_AVERSION} reports (Acc@1 up, L-DCG down)"
     if (acc, eff) == ("fell", "rose"):
-        return "the opposite of the risk-aversion routerworld.txt reports (Acc@1 down, L-DCG up)"
-    return f"not the risk-aversion routerworld.txt reports (for most routers Acc@1 {acc} and L-DCG {eff})"
+        return f"the opposite of the risk-aversion {RISK_AVERSION} reports (Acc@1 down, L-DCG up)"
+    return f"not the risk-aversion {RISK_AVERSION} reports (for most routers Acc@1 {acc} and L-DCG {eff})"
 
 
 def findings(cmp: dict[str, Any], full: Evaluation, cold: Evaluation) -> list[str]:
