@@ -167,10 +167,15 @@ def scaling_cmd(
         print_json(record)
         say_written(written, to_stderr=True)
         return
+    from routerlab.metrics.catalog import legend_line
+
     typer.echo("m    " + "  ".join(f"p={x:<5g}" for x in curve.p) + "  best-single")
     for i, mm in enumerate(curve.m):
         cells = "  ".join(f"{curve.oracle_p[x]['mean'][i]:.4f} " for x in curve.p)
         typer.echo(f"{mm:<4d} {cells}  {curve.best_single['mean'][i]:.4f}")
+    for line in legend_line([("m", "pool size m"), ("p=P", "oracle-p"), ("best-single", "best_single")],
+                            "each a mean over the random pools"):
+        typer.echo(line)
     say_written(written)
 
 

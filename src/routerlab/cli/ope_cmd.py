@@ -17,7 +17,7 @@ import typer
 from routerlab.cli import app
 from routerlab.cli._io import check_output_dir, emit_record, json_option, open_table, seed_option
 from routerlab.cli.evaluate_cmd import router_specs
-from routerlab.metrics.catalog import label
+from routerlab.metrics.catalog import label, legend_line
 
 if TYPE_CHECKING:
     from routerlab.protocols.ope import OPEResult
@@ -112,6 +112,9 @@ def ope_text(result: OPEResult) -> str:
             rows.append(cells)
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         lines.extend("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+    if result.results:  # one legend under the routers' tables: they share their columns and rows
+        lines.append("")
+        lines += legend_line([*(label(e) for e in result.estimators), *result.metrics, "ESS"])
     if result.unavailable:
         lines.append("")
         by_reason: dict[str, list[str]] = {}

@@ -64,6 +64,9 @@ def society_text(record: dict[str, Any]) -> str:
         u = record["specialists_union"]
         lines.append(f"union of the specialists: {u['n_experts']} experts, HSE {u['hse']:.4f}")
     lines += [f"note: {note}" for note in record.get("notes", [])]
+    from routerlab.metrics.catalog import legend_line
+
+    lines += legend_line(["HSE"])
     return "\n".join(lines)
 
 

@@ -17,7 +17,7 @@ from routerlab.cli import app
 from routerlab.cli._io import check_output_dir, json_option, open_table, print_json, seed_option
 from routerlab.cli.evaluate_cmd import router_specs
 from routerlab.errors import UsageError
-from routerlab.metrics.catalog import label
+from routerlab.metrics.catalog import label, legend_line
 
 SHOWN_METRICS = ("auroc", "lpm", "hcr")
 
@@ -62,6 +62,8 @@ def results_text(result: dict[str, Any], metrics: tuple[str, ...] = SHOWN_METRIC
                 cells.append(_number(source[metric]))
             lines.append(f"{r['router']:<{width}}  " + "  ".join(f"{v:>{w}}" for v, w in zip(cells, widths,
                                                                                             strict=True)))
+    lines.append("")  # one legend under the metrics' tables: they share their columns
+    lines += legend_line([*(label(m) for m in metrics), "ID avg", *(["OOD avg"] if oods else [])])
     return "\n".join(lines)
 
 

@@ -339,7 +339,7 @@ def _greedy(base: Metric) -> Metric:
                   f"{base.label} of a router that samples its selection distribution when deployed (random, r_o(p), "
                   f"the bandits), had it taken its argmax instead, in the same unit; shown beside the deployed "
                   f"value, the headline ({cite(base.spec)})", tuple(p for p in base.protocols if p in _EVAL),
-                  symbol=base.symbol, digits=base.digits)
+                  symbol=base.symbol, title=f"{base.title}, at the argmax" if base.title else "", digits=base.digits)
 
 
 def _with_twins(base: Metric) -> tuple[Metric, ...]:
@@ -574,6 +574,13 @@ def abbreviations(columns: Iterable[str | tuple[str, str]]) -> str:
         unit = f" ({entry.symbol})" if isinstance(entry, Metric) and entry.symbol else ""
         parts[shown] = f"{shown} = {entry.title}{unit}"
     return "; ".join(parts.values())
+
+
+def legend_line(columns: Iterable[str | tuple[str, str]], *more: str) -> list[str]:
+    """``["legend  <abbreviations>; <more>"]`` for a console table (see :func:`abbreviations`; ``more`` adds
+    what the catalog does not spell, e.g. ``r1.. = rounds``), or ``[]`` when nothing needs explaining."""
+    parts = [p for p in (abbreviations(columns), *more) if p]
+    return [f"legend  {'; '.join(parts)}"] if parts else []
 
 
 class Glossary(Mapping[str, tuple[str, str]]):

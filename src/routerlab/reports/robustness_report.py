@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from routerlab.metrics.catalog import label
+from routerlab.metrics.catalog import label, legend_line
 from routerlab.metrics.sources import cite
 from routerlab.protocols.robustness import UNTESTED_NOTE, Robustness, RobustnessResult
 from routerlab.reports.blocks import Figure, Paragraph, Section, Table
@@ -99,6 +99,8 @@ def robustness_text(result: Robustness) -> str:
         return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
 
     out = [_head_line(result), line(head), *(line(r) for r in rows)]
+    out += legend_line(["rho"], f"{label('rho')} LEVEL = rho on that level's variants", "weakest level = the level "
+                       "with the lowest rho")
     out += _invariance_lines(result)
     out += [f"skipped {k}: {v}" for k, v in result.skipped.items()]
     out += [f"note    {n}" for n in result.notes]
