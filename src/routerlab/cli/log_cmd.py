@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from routerlab._words import noun
 from routerlab.cli import app
 from routerlab.cli._io import check_file_parent, json_option, open_table, print_json, seed_option
 from routerlab.errors import UsageError
@@ -70,7 +71,8 @@ def log_cmd(
     if as_json:
         print_json(record)
     else:
-        typer.echo(f"logged {summary['n_logged']} {part} queries of {table.name} with {pol.spec} "
+        typer.echo(f"logged {summary['n_logged']} {part} {noun(summary['n_logged'], 'query')} of {table.name} "
+                   f"with {pol.spec} "
                    f"(seed {seed}); min propensity {summary['min_propensity']:.4g}")
         width = max(len(a) for a in summary["shares"])
         for actor, share in summary["shares"].items():

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from routerlab._words import noun, plural
 from routerlab.cli import app
 from routerlab.cli._io import check_output_dir, emit_record, json_option, open_table, seed_option
 from routerlab.cli.evaluate_cmd import router_specs
@@ -91,10 +92,10 @@ def _num(v: float) -> str:
 def ope_text(result: OPEResult) -> str:
     """One block per router: a row per metric, a column per estimator (value [lo, hi]) and the truth when known,
     with the effective sample size; then what could not be estimated and why."""
-    lines = [f"{result.provenance.data['name']}: {result.n_logged} logged queries "
+    lines = [f"{result.provenance.data['name']}: {result.n_logged} logged {noun(result.n_logged, 'query')} "
              f"(policy {result.logs.get('policy') or 'unknown'}, smallest propensity "
              f"{_num(result.logs['min_propensity'])}); training: {result.training['feedback']} feedback, "
-             f"{result.training['n_train']} queries; intervals: 95% {result.interval['method']}"]
+             f"{plural(result.training['n_train'], 'query')}; intervals: 95% {result.interval['method']}"]
     for r in result.results:
         d = r.diagnostics
         lines.append("")

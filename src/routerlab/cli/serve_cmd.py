@@ -16,6 +16,7 @@ from typing import Annotated
 
 import typer
 
+from routerlab._words import plural
 from routerlab.cli import app
 from routerlab.cli._io import open_table, seed_option
 from routerlab.cli.evaluate_cmd import ENCODER_HELP
@@ -121,7 +122,8 @@ def serve_cmd(
         with contextlib.suppress(KeyboardInterrupt):
             server.run(sockets=[sock])
         n = request_log.n_records if request_log is not None else None
-        typer.echo(f"routerlab: serve: stopped{'' if n is None else f'; the log holds {n} requests'}", err=True)
+        held = "" if n is None else f"; the log holds {plural(n, 'request')}"
+        typer.echo(f"routerlab: serve: stopped{held}", err=True)
     finally:
         for backend in backends.values():
             backend.close()

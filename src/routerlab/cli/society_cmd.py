@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from routerlab._words import plural
 from routerlab.cli import app
 from routerlab.cli._io import check_output_dir, json_option, open_table, print_json, seed_option
 from routerlab.cli._protocol import option_help, run_from_cli, with_protocol
@@ -48,21 +49,27 @@ def write_society(record: dict[str, Any], report: SocietyReport, out_dir: Path, 
         write_json(tmp / "society.json", record)
 
 
+def _actors(size: int | None) -> str:
+    """A coreset size: ``4 actors``, ``1 actor``, or ``none`` when the greedy stopped before the share."""
+    return "none" if size is None else plural(size, "actor")
+
+
 def society_text(record: dict[str, Any]) -> str:
     """What ``routerlab society`` prints: the pool's HSE, the coreset, the specialist societies and the notes."""
-    lines = [f"{record['n_actors']} actors, {record['n_items']} items ({record['metric']} distance, "
+    lines = [f"{plural(record['n_actors'], 'actor')}, {plural(record['n_items'], 'item')} ({record['metric']} "
+             f"distance, "
              f"{record['linkage']} linkage)",
              f"HSE {record['hse']:.4f} of at most {record['max_hse']:.4f}: normalised {record['hse_normalized']:.4f}"]
     if "coreset" in record:
         c = record["coreset"]
         lines.append(f"coreset of {c['k']}: {', '.join(c['order'])}")
-        lines.append(f"90% of the HSE with {c['size_90']} actors, 95% with {c['size_95']}")
+        lines.append(f"90% of the HSE with {_actors(c['size_90'])}, 95% with {c['size_95']}")
     for s in record.get("specialists", []):
-        lines.append(f"specialists by {s['by']}: {s['n_experts']} experts, HSE {s['hse']:.4f} "
+        lines.append(f"specialists by {s['by']}: {plural(s['n_experts'], 'expert')}, HSE {s['hse']:.4f} "
                      f"(normalised {s['hse_normalized']:.4f})")
     if "specialists_union" in record:
         u = record["specialists_union"]
-        lines.append(f"union of the specialists: {u['n_experts']} experts, HSE {u['hse']:.4f}")
+        lines.append(f"union of the specialists: {plural(u['n_experts'], 'expert')}, HSE {u['hse']:.4f}")
     lines += [f"note: {note}" for note in record.get("notes", [])]
     from routerlab.metrics.catalog import legend_line
 

@@ -38,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from routerlab._spec import Interval as Range
+from routerlab._words import plural, verb
 from routerlab.data.feedback import as_feedback
 from routerlab.data.provenance import Provenance
 from routerlab.data.splits import Split, make_split
@@ -366,8 +367,9 @@ class _Truth:
             notes.append("the outcomes table has no complete row for any variant of the evaluated test queries "
                          "(its ids must be variant keys qid#level#j)")
         elif int(found.sum()) > int(complete.sum()):
-            notes.append(f"{int(found.sum() - complete.sum())} variants have outcomes with an unobserved actor "
-                         "and count as unknown")
+            extra = int(found.sum() - complete.sum())
+            notes.append(f"{plural(extra, 'variant')} {verb(extra, 'has', 'have')} outcomes with an unobserved actor "
+                         f"and {verb(extra, 'counts', 'count')} as unknown")
         lat_o = _rows_known(outcomes.latency_s, at, cols)
         cost_o = _rows_known(outcomes.cost_usd, at, cols)
         # SPEC 4's tie-break reads latency and cost only where originals and variants both have them
