@@ -51,13 +51,20 @@ def log_cmd(
     """Simulate a deployment: a logging policy picks one actor per query, only its outcome is kept (SPEC 1)."""
     from routerlab.data.logs import write_logs
     from routerlab.data.provenance import Provenance
-    from routerlab.data.splits import make_split
+    from routerlab.data.splits import check_split_spec, make_split
     from routerlab.protocols.policies import PARTS, parse_policy, simulate_logs
     from routerlab.reports.files import say_written
 
-    pol = parse_policy(policy)
+    try:  # the option named, as every command's split and policy errors do
+        pol = parse_policy(policy)
+    except UsageError as exc:
+        raise UsageError(f"--policy: {exc}") from None
     if part not in PARTS:
         raise UsageError(f"--part must be one of {', '.join(PARTS)}, got {part!r}")
+    try:
+        check_split_spec(split)
+    except UsageError as exc:
+        raise UsageError(f"--split: {exc}") from None
     check_log_path(output)
     table = open_table(table_dir)
     logs = simulate_logs(table, pol, part=part, split=split, seed=seed, encoder=encoder)

@@ -153,6 +153,12 @@ def perturb_cmd(
     p = variants
     if part not in PARTS:
         raise UsageError(f"--part must be one of {', '.join(PARTS)}, got {part!r}")
+    from routerlab.data.splits import check_split_spec
+
+    try:  # before the table is read, the option named
+        check_split_spec(split)
+    except UsageError as exc:
+        raise UsageError(f"--split: {exc}") from None
     check_variants_path(output)
     check_cache_dir(cache_dir)
     spec = parse_backend(backend)
