@@ -12,6 +12,7 @@ everything heavy (numpy, pyarrow, the protocols) inside their functions; a test 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib
 import importlib.util
@@ -20,6 +21,7 @@ import os
 import re
 import shutil
 import sys
+import textwrap
 import warnings
 from collections.abc import Callable, Iterator, MutableMapping
 from importlib import metadata
@@ -39,7 +41,9 @@ from routerlab.errors import RouterlabError
 HELP_WIDTH = 120
 """Columns of a help page that goes to a pipe or a file (rich's own default there is 80, which cut option
 defaults such as ``oracle,random,best-single,knn`` to ``oracle,random,best-single…``); in a terminal help
-uses the terminal's width, and ``$COLUMNS`` or ``$TERMINAL_WIDTH`` override both."""
+uses the terminal's width, and ``$COLUMNS`` overrides both. Below this width rich's tables would shorten long
+tokens with "…", so a narrower page is plain click formatting instead, which wraps at spaces and drops
+nothing."""
 
 
 def _reflow(text: str | None) -> str | None:
@@ -52,15 +56,63 @@ def _reflow(text: str | None) -> str | None:
                        for p in paragraphs)
 
 
-def _format_wide(format_help: Callable[[Context, HelpFormatter], None], ctx: Context, formatter: HelpFormatter
-                 ) -> None:
-    """Draw a help page at the terminal's width, or :data:`HELP_WIDTH` columns outside a terminal; typer's own
-    setting is restored afterwards (calling ``main()`` from Python leaves no state behind)."""
+class _WholeWords(textwrap.TextWrapper):
+    """Click's wrapping without its cuts: a line never breaks at a hyphen (``best-`` / ``single``) nor inside a
+    token longer than the line, which stands on a line of its own instead. Keeps click's ``extra_indent``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, break_on_hyphens=False, break_long_words=False, **kwargs)
+
+    @contextlib.contextmanager
+    def extra_indent(self, indent: str) -> Iterator[None]:
+        saved = self.initial_indent, self.subsequent_indent
+        self.initial_indent += indent
+        self.subsequent_indent += indent
+        try:
+            yield
+        finally:
+            self.initial_indent, self.subsequent_indent = saved
+
+    def indent_only(self, text: str) -> str:
+        lines = text.splitlines()
+        return "\n".join((self.initial_indent if i == 0 else self.subsequent_indent) + line
+                         for i, line in enumerate(lines))
+
+
+def _help_width() -> int:
+    """The columns a help page may use: ``$COLUMNS``, else the terminal's width, else :data:`HELP_WIDTH` (a pipe
+    or a file)."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    if sys.stdout.isatty():
+        return shutil.get_terminal_size((HELP_WIDTH, 24)).columns
+    return HELP_WIDTH
+
+
+def _format_wide(command: TyperCommand | TyperGroup, format_help: Callable[[Context, HelpFormatter], None],
+                 ctx: Context, formatter: HelpFormatter) -> None:
+    """Draw ``command``'s help page at :func:`_help_width` columns: rich's boxes when they fit without shortening
+    a word, plain click formatting on a narrower page. Typer's and the command's own settings are restored
+    afterwards (calling ``main()`` from Python leaves no state behind)."""
+    width = _help_width()
+    if width < HELP_WIDTH:
+        from typer._click import _textwrap
+
+        saved_mode, saved_wrapper = command.rich_markup_mode, _textwrap.TextWrapper
+        command.rich_markup_mode = None  # typer's plain path: click's formatter
+        _textwrap.TextWrapper = _WholeWords  # whose wrapper, for this page, keeps every word whole
+        formatter.width = max(width - 2, 40)
+        try:
+            format_help(ctx, formatter)
+        finally:
+            command.rich_markup_mode, _textwrap.TextWrapper = saved_mode, saved_wrapper
+        return
     from typer import rich_utils
 
     saved = rich_utils.MAX_WIDTH
-    if saved is None and not sys.stdout.isatty():
-        rich_utils.MAX_WIDTH = int(os.environ.get("COLUMNS") or 0) or shutil.get_terminal_size((HELP_WIDTH, 24)).columns
+    if os.environ.get("TERMINAL_WIDTH") is None:  # typer's own setting, when a user gave it, stands
+        rich_utils.MAX_WIDTH = width
     try:
         format_help(ctx, formatter)
     finally:
@@ -71,14 +123,14 @@ class _Command(TyperCommand):
     """A command whose help page is drawn wide (see :func:`_format_wide`)."""
 
     def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
-        _format_wide(super().format_help, ctx, formatter)
+        _format_wide(self, super().format_help, ctx, formatter)
 
 
 class _Group(TyperGroup):
     """A group of commands (``routerlab results``) whose help page is drawn wide."""
 
     def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
-        _format_wide(super().format_help, ctx, formatter)
+        _format_wide(self, super().format_help, ctx, formatter)
 
 
 Entry = CommandInfo | TyperInfo
@@ -108,6 +160,8 @@ def _build(info: Entry) -> Command:
     # one paragraph per line; a docstring's "SPEC 4" (the developers' specification) as the paper and section
     command.help = _reflow(resolve(command.help)) if command.help else command.help
     command.short_help = _reflow(resolve(command.short_help)) if command.short_help else command.short_help
+    if not command.short_help and command.help:  # the command list shows the whole first paragraph, wrapped
+        command.short_help = command.help.split("\n\n")[0]
     for param in command.params:
         text = getattr(param, "help", None)
         if text:
@@ -200,7 +254,7 @@ class _LazyGroup(TyperGroup):
         return list(self.commands)  # the names only: typer's own builds every command to list them
 
     def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
-        _format_wide(super().format_help, ctx, formatter)
+        _format_wide(self, super().format_help, ctx, formatter)
 
 
 _ROOT = typer.Typer(
