@@ -60,8 +60,8 @@ class _WholeWords(textwrap.TextWrapper):
     """Click's wrapping without its cuts: a line never breaks at a hyphen (``best-`` / ``single``) nor inside a
     token longer than the line, which stands on a line of its own instead. Keeps click's ``extra_indent``."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, break_on_hyphens=False, break_long_words=False, **kwargs)
+    def __init__(self, width: int = 70, **kwargs: Any) -> None:
+        super().__init__(width, **{**kwargs, "break_on_hyphens": False, "break_long_words": False})
 
     @contextlib.contextmanager
     def extra_indent(self, indent: str) -> Iterator[None]:
@@ -101,12 +101,13 @@ def _format_wide(command: TyperCommand | TyperGroup, format_help: Callable[[Cont
 
         saved_mode, saved_wrapper = command.rich_markup_mode, _textwrap.TextWrapper
         command.rich_markup_mode = None  # typer's plain path: click's formatter
-        _textwrap.TextWrapper = _WholeWords  # whose wrapper, for this page, keeps every word whole
+        setattr(_textwrap, "TextWrapper", _WholeWords)  # noqa: B010 (whose wrapper, for this page, keeps words whole)
         formatter.width = max(width - 2, 40)
         try:
             format_help(ctx, formatter)
         finally:
-            command.rich_markup_mode, _textwrap.TextWrapper = saved_mode, saved_wrapper
+            command.rich_markup_mode = saved_mode
+            setattr(_textwrap, "TextWrapper", saved_wrapper)  # noqa: B010
         return
     from typer import rich_utils
 
