@@ -51,6 +51,15 @@ def test_metrics_reads_the_catalog_without_numpy() -> None:
     assert not {"numpy", "pyarrow"} & imported_by("metrics", "--protocol", "two-model")
 
 
+def test_the_command_list_builds_no_command() -> None:
+    # listing reads each command's docstring (a summary), never its options, whose help some commands read from
+    # a protocol's settings: building them all imported pyarrow (through ope) and typer's pydantic adapters
+    modules = imported_by("-h")
+    assert not {"pyarrow", "pydantic", "scipy", "sklearn", "torch", "duckdb"} & modules
+    assert not {"routerlab.protocols.ope", "routerlab.protocols.society", "routerlab.protocols.scaling",
+                "routerlab.protocols.groups"} & modules
+
+
 def test_every_built_in_command_lives_where_the_cheap_path_looks() -> None:
     # ``routerlab NAME`` imports cli._module_for(NAME) alone; a command defined elsewhere would only be found
     # through the full registry (slower), so every built-in must be where that path looks

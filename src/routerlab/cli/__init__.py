@@ -158,11 +158,8 @@ def _build(info: Entry) -> Command:
                                                    rich_markup_mode=_ROOT.rich_markup_mode)
     from routerlab.metrics.sources import resolve
 
-    # one paragraph per line; a docstring's "SPEC 4" (the developers' specification) as the paper and section
-    command.help = _reflow(resolve(command.help)) if command.help else command.help
-    command.short_help = _reflow(resolve(command.short_help)) if command.short_help else command.short_help
-    if not command.short_help and command.help:  # the command list shows the whole first paragraph, wrapped
-        command.short_help = command.help.split("\n\n")[0]
+    command.help = _help_text(command.help)
+    command.short_help = _help_text(command.short_help) or _first_paragraph(command.help)
     for param in command.params:
         text = getattr(param, "help", None)
         if text:
@@ -208,6 +205,37 @@ def _own_module(name: str) -> Entry | None:
     return next((info for info in _registered() if _entry_name(info) == name), None)
 
 
+def _help_text(text: str | None) -> str | None:
+    """A command's help as users read it: one paragraph per line, a docstring's "SPEC 4" (the developers'
+    specification) as the paper and section."""
+    if not text:
+        return text
+    from routerlab.metrics.sources import resolve
+
+    return _reflow(resolve(text))
+
+
+def _first_paragraph(text: str | None) -> str | None:
+    """The command list shows a command's whole first paragraph, wrapped (click would shorten it with "...")."""
+    return text.split("\n\n")[0] if text else None
+
+
+def _summary(info: Entry) -> Command:
+    """What the command list needs of a command (its name and first paragraph), without building it: building
+    evaluates every option's help, and some read a protocol's settings (numpy, pyarrow, the protocols)."""
+    if isinstance(info, TyperInfo):
+        text: str | None = typer.main.solve_typer_info_help(info)
+        hidden, deprecated, panel = bool(info.hidden), bool(info.deprecated), None
+    else:
+        text = inspect.cleandoc(info.help) if info.help else inspect.getdoc(info.callback)
+        hidden, deprecated, panel = info.hidden, info.deprecated, info.rich_help_panel
+    text = _help_text(text)
+    command = TyperCommand(name=_entry_name(info), help=text, short_help=_first_paragraph(text), hidden=hidden,
+                           deprecated=deprecated)
+    command.rich_help_panel = None if isinstance(panel, DefaultPlaceholder) else panel
+    return command
+
+
 class _LazyCommands(MutableMapping[str, Command]):
     """The root group's commands by name, in the order they registered. Running a command imports its own
     module only (start-up cost of that command alone); listing them (help, a misspelt name) imports every
@@ -243,6 +271,13 @@ class _LazyCommands(MutableMapping[str, Command]):
     def __len__(self) -> int:
         return sum(1 for _ in self)
 
+    def summary(self, name: str) -> Command | None:
+        """The command ``name`` as the command list shows it: built already, or a summary of it."""
+        if name in self._built:
+            return self._built[name]
+        info = self._infos().get(name)
+        return None if info is None else _summary(info)
+
 
 class _LazyGroup(TyperGroup):
     """The ``routerlab`` group: its commands are :class:`_LazyCommands`, and its help is drawn wide."""
@@ -255,7 +290,16 @@ class _LazyGroup(TyperGroup):
         return list(self.commands)  # the names only: typer's own builds every command to list them
 
     def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
-        _format_wide(self, super().format_help, ctx, formatter)
+        self._listing = True  # the command list reads summaries: no command is built to be listed
+        try:
+            _format_wide(self, super().format_help, ctx, formatter)
+        finally:
+            self._listing = False
+
+    def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
+        if getattr(self, "_listing", False) and isinstance(self.commands, _LazyCommands):
+            return self.commands.summary(cmd_name)
+        return super().get_command(ctx, cmd_name)
 
 
 _ROOT = typer.Typer(

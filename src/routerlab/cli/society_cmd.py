@@ -6,7 +6,7 @@ The command parses its options into :class:`~routerlab.protocols.society.Society
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -14,8 +14,9 @@ from routerlab._words import plural
 from routerlab.cli import app
 from routerlab.cli._io import check_output_dir, json_option, open_table, print_json, seed_option
 from routerlab.cli._protocol import option_help, run_from_cli, with_protocol
-from routerlab.progress import task
-from routerlab.protocols.society import SocietyReport, SocietySettings
+
+if TYPE_CHECKING:
+    from routerlab.protocols.society import SocietyReport
 
 BASELINE_DRAWS = 30  # random subsets per size in the curve figure's baseline
 
@@ -31,6 +32,7 @@ def write_society(record: dict[str, Any], report: SocietyReport, out_dir: Path, 
     """Publish society.json (the record, with ``figures`` and ``files``) and the two plots into ``out_dir``,
     atomically: an interrupted run leaves ``out_dir`` as it was."""
     from routerlab._atomic import atomic_directory
+    from routerlab.progress import task
     from routerlab.reports.files import write_json
     from routerlab.reports.society_plots import plot_coreset_curve, plot_dendrogram
 
@@ -77,28 +79,35 @@ def society_text(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-S = SocietySettings
+def _s(name: str) -> str:
+    """A setting's option help, read from the society protocol's settings when the command is built."""
+    from routerlab.protocols.society import SocietySettings
+
+    return option_help(SocietySettings, name)
+
 
 
 @app.command("society")
 def society_cmd(
     table_dir: Annotated[Path | None, typer.Argument(help="A table directory (default: the demo).")] = None,
-    metric: Annotated[str | None, typer.Option(help=option_help(S, "metric"))] = None,
-    linkage: Annotated[str | None, typer.Option(help=option_help(S, "linkage"))] = None,
-    coreset: Annotated[int | None, typer.Option("--coreset", help=option_help(S, "coreset"))] = None,
-    alpha: Annotated[float | None, typer.Option(help=option_help(S, "alpha"))] = None,
+    metric: Annotated[str | None, typer.Option(help=_s("metric"))] = None,
+    linkage: Annotated[str | None, typer.Option(help=_s("linkage"))] = None,
+    coreset: Annotated[int | None, typer.Option("--coreset", help=_s("coreset"))] = None,
+    alpha: Annotated[float | None, typer.Option(help=_s("alpha"))] = None,
     by: Annotated[list[str] | None, typer.Option(
         "--by", help="Also the specialist society of this item partition (dataset or a query column); "
                      "repeat (or comma-separate) for several, whose union is reported too.")] = None,
-    split: Annotated[str | None, typer.Option(help=option_help(S, "split"))] = None,
-    nan: Annotated[str | None, typer.Option(help=option_help(S, "nan"))] = None,
-    curve_max: Annotated[int | None, typer.Option("--curve-max", help=option_help(S, "curve_max"))] = None,
+    split: Annotated[str | None, typer.Option(help=_s("split"))] = None,
+    nan: Annotated[str | None, typer.Option(help=_s("nan"))] = None,
+    curve_max: Annotated[int | None, typer.Option("--curve-max", help=_s("curve_max"))] = None,
     as_json: Annotated[bool, json_option()] = False,
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", help="Directory for society.json and the PNG plots.")] = None,
     seed: Annotated[int, seed_option("Seed of the random-subset baseline in the plot.")] = 0,
 ) -> None:
     """Society diversity (HSE; SPEC 2): is the pool diverse enough for routing to mean anything?"""
+    from routerlab.protocols.society import SocietySettings
+
     by_cols = [c for item in (by or []) for c in item.split(",") if c]
     settings = SocietySettings.from_cli(metric=metric, linkage=linkage, coreset=coreset, alpha=alpha,
                                         by=by_cols or None, split=split, nan=nan, curve_max=curve_max)
