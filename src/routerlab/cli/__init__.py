@@ -181,8 +181,19 @@ def _entry_name(info: Entry) -> str:
 
 
 def _registered() -> list[Entry]:
-    """What registered on ``app`` so far: the commands, then the groups (the order help lists them in)."""
-    return [*app.registered_commands, *app.registered_groups]
+    """What registered on ``app`` so far, in the order help lists it: the commands by their module's place in
+    this package (then plugins), each module's in the order it declares them, then the groups. Registration
+    order alone would depend on which command ran first in the process."""
+    import pkgutil
+
+    rank = {f"{__name__}.{m.name}": i for i, m in enumerate(pkgutil.iter_modules(__path__))}
+
+    def where(pair: tuple[int, CommandInfo]) -> tuple[int, int]:
+        module = getattr(pair[1].callback, "__module__", "")
+        return rank.get(module, len(rank)), pair[0]
+
+    commands = [info for _, info in sorted(enumerate(app.registered_commands), key=where)]
+    return [*commands, *app.registered_groups]
 
 
 def _module_for(name: str) -> str:
