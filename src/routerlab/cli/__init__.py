@@ -4,10 +4,12 @@ Each command lives in a module of this package named after it and registers itse
 User errors (:class:`routerlab.errors.RouterlabError`) and command-line usage errors (an unknown
 option, a number out of range) print one line and exit with code 2.
 
-Start-up stays light: the root group (``routerlab --version``, ``routerlab -h``) imports no command
-module, and a command's module is imported and its click command built only when that command runs
-or a help page lists it. Command modules import typer and the standard library at the top and
-everything heavy (numpy, pyarrow, the protocols) inside their functions; a test holds them to it.
+Start-up stays light (tests/test_startup.py, benchmarks/bench_startup.py): ``routerlab --version`` imports
+no command module; a command line imports its own command module only and builds only that command; the
+command list of ``routerlab -h`` reads each command's docstring without building it. Command modules import
+heavy things (numpy, pyarrow, the protocols) inside their functions, and read a protocol's settings for an
+option's help only when the command is built (two-model and perturb still read option defaults from their
+protocol when imported).
 """
 
 from __future__ import annotations
