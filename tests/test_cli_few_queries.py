@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,8 @@ def test_evaluate(table_dir: Path, protocol: str, capsys: pytest.CaptureFixture[
     out, err = run(base, capsys)
     assert warned_once(err)
     assert NA in out and "[0.000, 0.000]" not in out and "[nan" not in out
-    assert "p = " not in out and "interval and p n/a (n=3 < 30)" in out  # the paired lines: no p = 1.000
+    # the paired lines: no p = 1.000 (the legend's "e_p = entropy ..." is no p-value)
+    assert re.search(r"\bp = ", out) is None and "interval and p n/a (n=3 < 30)" in out
     out, err = run([*base, "--json"], capsys)
     assert warned_once(err)
     record = json.loads(out)

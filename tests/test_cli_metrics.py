@@ -14,8 +14,12 @@ from routerlab.metrics.catalog import PROTOCOLS, all_metrics, all_terms
 def test_text_lists_every_metric(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["metrics"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["name", "label", "unit", "better", "SPEC", "protocols"]
-    assert [line.split()[0] for line in lines[1:]] == [m.name for m in all_metrics()]
+    assert lines[0].split() == ["name", "label", "unit", "better", "source", "protocols"]
+    table = lines[1:lines.index("")]
+    assert [line.split()[0] for line in table] == [m.name for m in all_metrics()]
+    # where each number comes from, as a user can follow it: the paper and its section, the papers named below
+    assert "RouterWorld, sections 3.3 and 4.4" in next(line for line in table if line.startswith("l_dcg "))
+    assert lines[-1].startswith("papers: RouterWorld = RouterWorld: Scaling Conversational AI")
     cost = next(line for line in lines if line.startswith("mean_cost "))
     assert "USD per query" in cost and " lower " in cost and cost.rstrip().endswith("groups, ope")
 
@@ -24,7 +28,8 @@ def test_json_and_protocol_filter(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["metrics", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert [m["name"] for m in listed] == [m.name for m in all_metrics()]
-    assert set(listed[0]) == {"name", "label", "unit", "direction", "spec", "protocols", "meaning"}
+    assert set(listed[0]) == {"name", "label", "unit", "direction", "spec", "source", "protocols", "meaning"}
+    assert (listed[0]["spec"], listed[0]["source"]) == ("4", "RouterEval, sections 3, 4.2 and 5.1")
     assert {p for m in listed for p in m["protocols"]} == set(PROTOCOLS)  # all nine produce something
     assert main(["metrics", "--protocol", "robustness", "--json"]) == 0
     rob = json.loads(capsys.readouterr().out)

@@ -18,7 +18,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "routerlab"
 FLOOR = {
     # shared plumbing, importable by every floor
-    "errors": 0, "_atomic": 0, "_paths": 0, "_registry": 0, "_spec": 0, "_threads": 0, "_version": 0,
+    "errors": 0, "_atomic": 0, "_paths": 0, "_registry": 0, "_spec": 0, "_threads": 0, "_version": 0, "_words": 0,
     "progress": 0, "execute": 0,
     "metrics": 1,  # pure functions of arrays: routerlab's plumbing only
     "data": 2, "datasets": 2,

@@ -114,7 +114,7 @@ class Progress:
             return
         now = time.perf_counter()
         if self._mode == "lines" and not failed and self._silent_since and now - self._last_line >= MIN_SECONDS:
-            self._line(f"done {self._fraction()} ... {now - self._t0:.1f} s", now)
+            self._line(f"{self._fraction()} done ... {now - self._t0:.1f} s", now)
 
     def finish(self) -> None:
         """End a one-item step (see :func:`task`): its line says how long it took."""

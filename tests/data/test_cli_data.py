@@ -111,7 +111,7 @@ def test_info_says_leaks_unchecked_without_train_labels() -> None:
     t = RoutingTable.from_arrays(np.eye(2), actors=["a", "b"], text=["x", "x"])
     assert "leaks        not checked: no 'train' split labels" in info_text(t.describe())
     labelled = RoutingTable.from_arrays(np.eye(2), actors=["a", "b"], text=["x", "x"], split=["train", "test"])
-    assert "leaks        1 held-out queries also occur in train" in info_text(labelled.describe())
+    assert "leaks        1 held-out query also occurs in train" in info_text(labelled.describe())
 
 
 VIS_CSV = ("query_id,actor,score,text,task,gold\n"

@@ -258,9 +258,9 @@ def test_success_false_and_token_mismatch_warn(tmp_path: Path) -> None:
     with pytest.warns(DataWarning) as rec:
         t = read_routeprofile([path])
     texts = warning_texts(rec.list)
-    assert has_warning(texts, r"routing_test_data\.json, field 'success': 1 cells have success: false; .* NaN")
+    assert has_warning(texts, r"routing_test_data\.json, field 'success': 1 cell has success: false; .* NaN")
     assert has_warning(
-        texts, r"field 'prompt_tokens': 1 cells have prompt_tokens != input_token; prompt_tokens is used"
+        texts, r"field 'prompt_tokens': 1 cell has prompt_tokens != input_token; prompt_tokens is used"
     )
     assert has_warning(texts, r"no candidate_models\.json found: prices unknown")
     assert same_cells(t.score, np.array([[1.0], [np.nan], [1.0]]))

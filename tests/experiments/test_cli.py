@@ -142,7 +142,7 @@ def test_show_keeps_table_versions_and_settings_apart(tmp_path: Path, capsys: py
     assert main(["results", "show", "--store", str(store)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:3] == ["table", "protocol", "settings"]
-    labels = {line.split()[0] for line in lines[2:]}
+    labels = {line.split()[0] for line in lines[2:] if not line.startswith("legend  ")}  # the legend is last
     assert len(labels) == 2 and all(label.startswith("demo@") for label in labels)
     assert sum("n_boot=50" in line for line in lines) == 1
 

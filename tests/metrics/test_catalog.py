@@ -31,10 +31,11 @@ from routerlab.metrics.catalog import (
     metrics_for,
 )
 from routerlab.metrics.registry import registered_metrics
+from routerlab.metrics.sources import PAPERS, SPEC_SOURCES, cite, source
 
 PLUGIN_METRIC = Metric("plugin_gain", "plugin gain", "score in [0, 1]", "higher", "4",
-                       "a plugin's metric, in [0, 1] (SPEC 4)", ("full",))
-TAKEN = Metric("mu_o", "mine", "score in [0, 1]", "higher", "4", "a plugin's mu_o (SPEC 4)")
+                       f"a plugin's metric, in [0, 1] ({cite('4')})", ("full",))
+TAKEN = Metric("mu_o", "mine", "score in [0, 1]", "higher", "4", f"a plugin's mu_o ({cite('4')})")
 
 
 def test_every_entry_is_complete() -> None:
@@ -43,12 +44,12 @@ def test_every_entry_is_complete() -> None:
     for m in metrics:
         assert m.label and m.unit and m.meaning, m.name
         assert m.direction in DIRECTIONS, m.name
-        assert re.fullmatch(r"[1-9][0-9]*", m.spec), m.name
-        assert f"SPEC {m.spec}" in m.meaning, m.name  # the meaning cites its own section
+        assert m.spec in SPEC_SOURCES, m.name
+        assert cite(m.spec) in m.meaning, m.name  # the meaning cites its own section's paper and section
         assert set(m.protocols) <= set(PROTOCOLS), m.name
         assert format(1.0 if m.digits != "d" else 1, m.digits)  # a valid format spec
     for t in all_terms():
-        assert t.label and re.fullmatch(r"[1-9][0-9]*", t.spec) and f"SPEC {t.spec}" in t.meaning, t.key
+        assert t.label and t.spec in SPEC_SOURCES and cite(t.spec) in t.meaning, t.key
     assert catalog.check_catalog() == []
     # each protocol produces at least one metric, so 'routerlab metrics --protocol P' is never empty
     assert all(metrics_for(p) for p in PROTOCOLS)
@@ -61,6 +62,19 @@ def test_spec_sections_exist_in_spec_md(shared_data: Path) -> None:
     missing = {e.name if isinstance(e, Metric) else e.key: e.spec
                for e in (*all_metrics(), *all_terms()) if e.spec not in sections}
     assert not missing, f"SPEC.md has no section for {missing}"
+    assert set(SPEC_SOURCES) == sections  # every section has one source users can read, and only those
+
+
+def test_a_citation_names_the_paper_and_section() -> None:
+    assert cite("5") == "RouterWorld, sections 3.3 and 4.4"
+    assert cite("2", "3") == "the HSE paper, sections 4 and 5"
+    assert cite("1", "5") == "RouterWorld, sections 3, 3.3 and 4.4"
+    assert cite("6", "7") == "RouterXBench, section 3; routerlab's own rule"
+    assert cite("4", "4") == cite("4") == "RouterEval, sections 3, 4.2 and 5.1"
+    assert str(source("7")) == cite("7") == cite("8") == "routerlab's own rule"
+    with pytest.raises(ValueError, match="no specification section '10'"):
+        cite("10")
+    assert all(src.paper in PAPERS for src in SPEC_SOURCES.values() if src.paper != "routerlab")
 
 
 def test_every_computed_metric_is_in_the_catalog() -> None:
@@ -129,8 +143,8 @@ def test_the_glossary_is_read_only_and_derived() -> None:
 
 def test_bad_entries_are_refused() -> None:
     with pytest.raises(ValueError, match="direction must be one of higher, lower, none"):
-        Metric("x", "x", "u", "up", "4", "m (SPEC 4)")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="spec must be a SPEC section number"):
+        Metric("x", "x", "u", "up", "4", "m")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"spec must be a section number of the specification \(1-9\)"):
         Metric("x", "x", "u", "higher", "4.2", "m")
     with pytest.raises(ValueError, match="lower-case letters"):
         Metric("Mu O", "x", "u", "higher", "4", "m")

@@ -114,7 +114,7 @@ def test_table_finding_names_leaks_only_when_present(tmp_path: Path) -> None:
     sec = _run("table", t := _two_actor(scores, leaky), _context(t, tmp_path / "l"))
     texts = [f.text for f in sec.findings]
     assert texts[0].startswith("1 of the 3 evaluated test queries (33.3%) repeat a training query's text")
-    assert texts[1].startswith("1 queries repeat an earlier query's text")  # the twin also counts as a duplicate
+    assert texts[1].startswith("1 query repeats an earlier query's text")  # the twin also counts as a duplicate
     assert not any("No leak" in t for t in texts)
     _check_findings(sec)
 

@@ -66,7 +66,7 @@ def _cmp(shifts: dict[str, tuple[float, float]]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("shifts,expected", [
-    ({"a": (0.2, -0.1), "b": (0.1, -0.2), "c": (-0.1, 0.1)}, "the risk-aversion routerworld.txt reports"),
+    ({"a": (0.2, -0.1), "b": (0.1, -0.2), "c": (-0.1, 0.1)}, "the risk-aversion RouterWorld (section 5.2) reports"),
     ({"a": (-0.2, 0.1), "b": (-0.1, 0.2), "c": (0.1, 0.1)}, "the opposite of the risk-aversion"),
     ({"a": (-0.2, -0.1), "b": (-0.1, -0.2), "c": (0.1, 0.1)}, "Acc@1 fell and L-DCG fell"),
     ({"a": (0.2, 0.1), "b": (-0.1, -0.2)}, "Acc@1 moved both ways and L-DCG moved both ways"),

@@ -17,6 +17,7 @@ from routerlab.data.logs import write_logs
 from routerlab.protocols.policies import simulate_logs
 from routerlab.reports.audit import run_audit
 
+CITATION = re.compile(r"\b(?:sections?|appendix|equation)\s+[\d.]+(?:(?:,\s*|\s+and\s+)[\d.]+)*")
 NUMBER = re.compile(r"(?<![\w.])[-+]?(\d+(?:,\d{3})*(?:\.\d+)?(?:e[-+]?\d+)?)")
 
 
@@ -55,6 +56,7 @@ def unknown_numbers(report_md: str, record: dict[str, Any]) -> dict[str, str]:
     shown = _renderings(values)
     text = re.sub(r"`[^`]*`", "", report_md)  # actor and router names such as coder-7b
     text = re.sub(r"!\[[^\]]*\]\([^)]*\)|\(#[^)]*\)", "", text)
+    text = CITATION.sub("", text)  # "RouterEval, sections 3, 4.2 and 5.1": where a definition comes from
     missing = {}
     for m in NUMBER.finditer(text):
         token = m.group(1).replace(",", "")

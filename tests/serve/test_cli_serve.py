@@ -115,6 +115,6 @@ def test_a_real_run_answers_logs_and_stops_on_ctrl_c(table_dir: Path, tmp_path: 
             proc.kill()
             proc.wait()
     assert proc.returncode == 0, err
-    assert "Traceback" not in err and "the log holds 1 requests" in err
+    assert "Traceback" not in err and "the log holds 1 request" in err
     scored = attach_feedback(log, {r.id: 1.0}, tmp_path / "scored.csv")
     assert read_logs(scored.path).table.actor_names == [r.model]

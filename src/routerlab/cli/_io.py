@@ -7,16 +7,18 @@ import functools
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import typer
 from typer.models import OptionInfo
 
 from routerlab._atomic import probe_writable
-from routerlab.data.table import RoutingTable
 from routerlab.errors import Interrupted, UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+if TYPE_CHECKING:
+    from routerlab.data.table import RoutingTable
 
 # Seeds are 32-bit: numpy refuses negative seeds, and some seeded draws pack the seed into an int64 array.
 SEED_MAX = 2**32 - 1

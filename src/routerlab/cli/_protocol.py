@@ -4,11 +4,13 @@ settings (with the default shown), and a run whose table-dependent setting error
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
-from routerlab.protocols.base import ProtocolSettings, Result, RunContext, SettingError, option_name, run_protocol
+
+if TYPE_CHECKING:
+    from routerlab.data.table import RoutingTable
+    from routerlab.protocols.base import ProtocolSettings, Result, RunContext
 
 
 def option_help(settings: type[ProtocolSettings], name: str, more: str = "") -> str:
@@ -30,6 +32,8 @@ def run_from_cli(name: str, table: RoutingTable, settings: ProtocolSettings, see
                  routers: Sequence[Any] = (), context: RunContext | None = None) -> Result:
     """``run_protocol``, with a setting that the table rules out (``coreset`` larger than the pool, a pool size
     ``m`` above the table's actors) reported under its option: ``--coreset: must be in 1..8, got 9``."""
+    from routerlab.protocols.base import SettingError, option_name, run_protocol
+
     try:
         return run_protocol(name, table, settings, seed, routers, context)
     except SettingError as exc:

@@ -5,7 +5,7 @@ Parquet files of every per-query decision; sections whose inputs did not change 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -19,7 +19,9 @@ from routerlab.cli._io import (
     refuse_overwrite,
     seed_option,
 )
-from routerlab.data.table import RoutingTable
+
+if TYPE_CHECKING:
+    from routerlab.data.table import RoutingTable
 
 
 def _section_names() -> list[str]:

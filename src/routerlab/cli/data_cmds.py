@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from routerlab._words import plural
 from routerlab.cli import app
 from routerlab.cli._io import open_table, print_json
 
@@ -76,7 +77,7 @@ def import_cmd(
 
     observed = int(np.count_nonzero(~np.isnan(table.score)))
     typer.echo(
-        f"wrote {output}: {table.n_queries} queries x {table.n_actors} actors, "
+        f"wrote {output}: {plural(table.n_queries, 'query')} x {plural(table.n_actors, 'actor')}, "
         f"{observed_share(observed, table.score.size)}, hash {table.content_hash[:12]}"
     )
 

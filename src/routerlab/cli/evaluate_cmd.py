@@ -25,9 +25,6 @@ from routerlab.cli._io import (
 )
 from routerlab.cli._protocol import option_help, run_from_cli, with_protocol
 from routerlab.errors import UsageError
-from routerlab.protocols.base import MAX_BOOT, MIN_BOOT
-from routerlab.protocols.groups import GroupsSettings
-from routerlab.protocols.scaling import ScalingSettings
 
 if TYPE_CHECKING:
     from routerlab.protocols.full import Evaluation
@@ -35,7 +32,26 @@ if TYPE_CHECKING:
 TABLE_HELP = "A table directory (default: the embedded demo benchmark)."
 SPLIT_HELP = "Train/test split: given, random[:F] (seeded) or ood:DS1,DS2."
 ENCODER_HELP = "Query encoder: tfidf, minilm or precomputed:path=FILE."
-NBOOT_HELP = f"Bootstrap resamples per 95% interval ({MIN_BOOT}..{MAX_BOOT:,})."
+
+
+def _nboot_help() -> str:
+    """``--n-boot``'s help, with the bounds the protocol layer declares (read when the command is built, so that
+    registering the commands imports no protocol)."""
+    from routerlab.protocols.base import MAX_BOOT, MIN_BOOT
+
+    return f"Bootstrap resamples per 95% interval ({MIN_BOOT}..{MAX_BOOT:,})."
+
+
+def _scaling(name: str) -> str:
+    from routerlab.protocols.scaling import ScalingSettings
+
+    return option_help(ScalingSettings, name)
+
+
+def _groups(name: str) -> str:
+    from routerlab.protocols.groups import GroupsSettings
+
+    return option_help(GroupsSettings, name)
 
 
 def router_specs(text: str) -> list[str]:
@@ -64,7 +80,7 @@ def evaluate_cmd(
     encoder: Annotated[str, typer.Option(help=ENCODER_HELP)] = "tfidf",
     split: Annotated[str, typer.Option(help=SPLIT_HELP)] = "given",
     seed: Annotated[int, seed_option()] = 0,
-    n_boot: Annotated[int, typer.Option("--n-boot", help=NBOOT_HELP)] = 1000,
+    n_boot: Annotated[int, typer.Option("--n-boot", help=_nboot_help())] = 1000,
     sweep: Annotated[str | None, typer.Option(
         help="Also sweep lambda in score - lambda * penalty: cost or latency.")] = None,
     compare_to: Annotated[str, typer.Option(
@@ -148,17 +164,17 @@ def _protocol_text(ev: Evaluation) -> str:
 @app.command("scaling")
 def scaling_cmd(
     table_dir: Annotated[Path | None, typer.Argument(help=TABLE_HELP)] = None,
-    m: Annotated[str | None, typer.Option("--m", help=option_help(ScalingSettings, "m"))] = None,
-    p: Annotated[str | None, typer.Option("--p", help=option_help(ScalingSettings, "p"))] = None,
-    samples: Annotated[int | None, typer.Option(help=option_help(ScalingSettings, "samples"))] = None,
-    split: Annotated[str | None, typer.Option(help=option_help(ScalingSettings, "split"))] = None,
+    m: Annotated[str | None, typer.Option("--m", help=_scaling("m"))] = None,
+    p: Annotated[str | None, typer.Option("--p", help=_scaling("p"))] = None,
+    samples: Annotated[int | None, typer.Option(help=_scaling("samples"))] = None,
+    split: Annotated[str | None, typer.Option(help=_scaling("split"))] = None,
     seed: Annotated[int, seed_option("Seed for the split and the actor subsets.")] = 0,
     as_json: Annotated[bool, json_option()] = False,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write scaling.json and scaling.png.")] = None,
     force: Annotated[bool, force_option()] = False,
 ) -> None:
     """Model-level scaling curve: mu_o of r_o(p) and the best single actor against pool size (SPEC 4)."""
-    from routerlab.protocols.scaling import ScalingCurve
+    from routerlab.protocols.scaling import ScalingCurve, ScalingSettings
     from routerlab.reports.evaluation import write_json
     from routerlab.reports.files import say_written
     from routerlab.reports.scaling_plot import plot_scaling
@@ -180,34 +196,40 @@ def scaling_cmd(
         print_json(record)
         say_written(written, to_stderr=True)
         return
+    from routerlab.metrics.catalog import legend_line
+
     typer.echo("m    " + "  ".join(f"p={x:<5g}" for x in curve.p) + "  best-single")
     for i, mm in enumerate(curve.m):
         cells = "  ".join(f"{curve.oracle_p[x]['mean'][i]:.4f} " for x in curve.p)
         typer.echo(f"{mm:<4d} {cells}  {curve.best_single['mean'][i]:.4f}")
+    for line in legend_line([("m", "pool size m"), ("p=P", "oracle-p"), ("best-single", "best_single")],
+                            "each a mean over the random pools"):
+        typer.echo(line)
     say_written(written)
 
 
 @app.command("groups")
 def groups_cmd(
     table_dir: Annotated[Path | None, typer.Argument(help=TABLE_HELP)] = None,
-    m: Annotated[str | None, typer.Option("--m", help=option_help(GroupsSettings, "m"))] = None,
+    m: Annotated[str | None, typer.Option("--m", help=_groups("m"))] = None,
     routers: Annotated[str, typer.Option("--routers", help="Comma-separated router specs evaluated on each group.")] = (
         "oracle,random,best-single,knn"
     ),
-    draws: Annotated[int | None, typer.Option(help=option_help(GroupsSettings, "draws"))] = None,
-    encoder: Annotated[str | None, typer.Option(help=option_help(GroupsSettings, "encoder"))] = None,
-    split: Annotated[str | None, typer.Option(help=option_help(GroupsSettings, "split"))] = None,
+    draws: Annotated[int | None, typer.Option(help=_groups("draws"))] = None,
+    encoder: Annotated[str | None, typer.Option(help=_groups("encoder"))] = None,
+    split: Annotated[str | None, typer.Option(help=_groups("split"))] = None,
     seed: Annotated[int, seed_option()] = 0,
-    n_boot: Annotated[int | None, typer.Option("--n-boot", help=option_help(GroupsSettings, "n_boot"))] = None,
+    n_boot: Annotated[int | None, typer.Option("--n-boot", help=_groups("n_boot"))] = None,
     compare_to: Annotated[str | None, typer.Option(
-        "--compare-to", help=option_help(GroupsSettings, "compare_to"))] = None,
+        "--compare-to", help=_groups("compare_to"))] = None,
     skip_inapplicable: Annotated[bool, typer.Option(
-        "--skip-inapplicable", metavar="", help=option_help(GroupsSettings, "skip_inapplicable"))] = False,
+        "--skip-inapplicable", metavar="", help=_groups("skip_inapplicable"))] = False,
     as_json: Annotated[bool, json_option()] = False,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Directory to write groups.json to.")] = None,
     force: Annotated[bool, force_option()] = False,
 ) -> None:
     """Candidate groups (all-strong, all-weak, strong-to-weak; SPEC 4), every router evaluated on each."""
+    from routerlab.protocols.groups import GroupsSettings
     from routerlab.protocols.groups_eval import GroupEvaluations
     from routerlab.reports.evaluation import groups_text
 

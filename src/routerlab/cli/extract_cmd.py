@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
+from routerlab._words import plural
 from routerlab.cli import app
 from routerlab.cli._io import json_option, on_interrupt, print_json, seed_option
 from routerlab.errors import UsageError
@@ -81,7 +82,7 @@ def extract_cmd(
         print_json(record)
     else:
         rate = record["questions_per_s"]
-        typer.echo(f"{len(qs)} questions ({qs.n_available} multiple-choice available in {questions}"
+        typer.echo(f"{plural(len(qs), 'question')} ({qs.n_available} multiple-choice available in {questions}"
                    + (", skipped: " + "; ".join(f"{k} {v}" for k, v in skipped.items()) if skipped else "") + ")")
         typer.echo(f"  rows {record['rows']}  fresh {record['fresh']}  reused {record['reused']}  "
                    f"{'-' if rate is None else format(rate, '.2f')} questions/s  "

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from routerlab._words import plural
 from routerlab.cli import app
 from routerlab.cli._io import json_option
 
@@ -14,10 +15,11 @@ from routerlab.cli._io import json_option
 def join_summary(record: dict[str, Any]) -> str:
     """The terminal's lines: kept count, then per table its matched and dropped ids, then the pair if any."""
     j = record["join"]
-    lines = [f"wrote {record['output']}: {j['n_queries']} queries kept ({j['how']} join on query id) x "
-             f"{record['n_actors']} actors, hash {record['content_hash'][:12]}"]
+    lines = [f"wrote {record['output']}: {plural(j['n_queries'], 'query')} kept ({j['how']} join on query id) x "
+             f"{plural(record['n_actors'], 'actor')}, hash {record['content_hash'][:12]}"]
     for i, s in enumerate(j["sources"], 1):
-        lines.append(f"  table {i} {s['name']}: {s['matched']} of {s['n_queries']} queries kept, {s['dropped']} "
+        lines.append(f"  table {i} {s['name']}: {s['matched']} of {plural(s['n_queries'], 'query')} kept, "
+                     f"{s['dropped']} "
                      f"dropped; actors {', '.join(s['actors'])}")
     if record.get("two_model"):
         p = record["two_model"]

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from routerlab._words import noun
 from routerlab.cli import app
 from routerlab.cli._io import (
     check_file_parent,
@@ -59,13 +60,20 @@ def log_cmd(
     """Simulate a deployment: a logging policy picks one actor per query, only its outcome is kept (SPEC 1)."""
     from routerlab.data.logs import write_logs
     from routerlab.data.provenance import Provenance
-    from routerlab.data.splits import make_split
+    from routerlab.data.splits import check_split_spec, make_split
     from routerlab.protocols.policies import PARTS, parse_policy, simulate_logs
     from routerlab.reports.files import say_written
 
-    pol = parse_policy(policy)
+    try:  # the option named, as every command's split and policy errors do
+        pol = parse_policy(policy)
+    except UsageError as exc:
+        raise UsageError(f"--policy: {exc}") from None
     if part not in PARTS:
         raise UsageError(f"--part must be one of {', '.join(PARTS)}, got {part!r}")
+    try:
+        check_split_spec(split)
+    except UsageError as exc:
+        raise UsageError(f"--split: {exc}") from None
     check_log_path(output)
     from routerlab.data.longformat import actors_path_for
 
@@ -83,7 +91,8 @@ def log_cmd(
     if as_json:
         print_json(record)
     else:
-        typer.echo(f"logged {summary['n_logged']} {part} queries of {table.name} with {pol.spec} "
+        typer.echo(f"logged {summary['n_logged']} {part} {noun(summary['n_logged'], 'query')} of {table.name} "
+                   f"with {pol.spec} "
                    f"(seed {seed}); min propensity {summary['min_propensity']:.4g}")
         width = max(len(a) for a in summary["shares"])
         for actor, share in summary["shares"].items():

@@ -1,5 +1,5 @@
 """``routerlab metrics``: every metric of the catalog (:mod:`routerlab.metrics.catalog`) with its label, unit,
-direction, SPEC section and the protocols that produce it."""
+direction, the paper section that defines it and the protocols that produce it."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import typer
 from routerlab.cli import app
 from routerlab.cli._io import json_option, print_json
 from routerlab.metrics.catalog import PROTOCOLS, all_metrics, all_terms, metrics_for
+from routerlab.metrics.sources import cite, references
 
 
 @app.command("metrics")
@@ -20,20 +21,20 @@ def metrics_cmd(
         "--terms", metavar="", help="Also list the report's glossary terms that are not metrics (protocols, bounds, "
                         "flags).")] = False,
     as_json: Annotated[bool, json_option(
-        "Print a JSON list of objects, each with name, label, unit, direction, spec, protocols and meaning "
+        "Print a JSON list of objects, each with name, label, unit, direction, spec, source, protocols and meaning "
         "(with --terms, an object with 'metrics' and 'terms').")] = False,
     verbose: Annotated[bool, typer.Option(
         "--meaning", metavar="", help="Print each metric's meaning under it.")] = False,
 ) -> None:
     """List the metrics every result may hold: name (as results and the store hold it), label, unit, whether higher
-    or lower is better, the SPEC section that defines it and the protocols that produce it."""
+    or lower is better, the paper and section that define it and the protocols that produce it."""
     metrics = metrics_for(protocol) if protocol is not None else all_metrics()
     if as_json:
         listed = [m.to_dict() for m in metrics]
         print_json({"metrics": listed, "terms": [t.to_dict() for t in all_terms()]} if terms else listed)
         return
-    head = ["name", "label", "unit", "better", "SPEC", "protocols"]
-    rows = [[m.name, m.label, m.unit, m.direction if m.direction != "none" else "-", m.spec,
+    head = ["name", "label", "unit", "better", "source", "protocols"]
+    rows = [[m.name, m.label, m.unit, m.direction if m.direction != "none" else "-", cite(m.spec),
              ", ".join(m.protocols) or "-"] for m in metrics]
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
 
@@ -51,3 +52,5 @@ def metrics_cmd(
         width = max(len(t.key) for t in all_terms())
         for t in all_terms():
             typer.echo(f"{t.key:{width}s}  {t.meaning}")
+    typer.echo("")
+    typer.echo(f"papers: {references()}")

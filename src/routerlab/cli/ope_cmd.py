@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from routerlab._words import noun, plural
 from routerlab.cli import app
 from routerlab.cli._io import (
     check_output_dir,
@@ -25,7 +26,7 @@ from routerlab.cli._io import (
     seed_option,
 )
 from routerlab.cli.evaluate_cmd import router_specs
-from routerlab.metrics.catalog import label
+from routerlab.metrics.catalog import label, legend_line
 
 if TYPE_CHECKING:
     from routerlab.protocols.ope import OPEResult
@@ -66,7 +67,8 @@ def ope_cmd(
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Directory to write ope.json to.")] = None,
     force: Annotated[bool, force_option()] = False,
 ) -> None:
-    """Estimate routers' mu_o, cost, latency (and SPEC 5 metrics from simulated logs) from logs alone."""
+    """Estimate routers' mu_o, cost, latency (and, from simulated logs, Acc@1-L, DCG and L-DCG: SPEC 5) from logs
+    alone."""
     from routerlab.cli.log_cmd import LOG_SUFFIXES
     from routerlab.protocols.base import run_protocol
     from routerlab.protocols.ope import OPESettings, refuse_bounds
@@ -104,10 +106,10 @@ def ope_text(result: OPEResult) -> str:
     from routerlab.metrics.bootstrap import MIN_QUERIES, unavailable
 
     enough = result.n_logged >= MIN_QUERIES
-    lines = [f"{result.provenance.data['name']}: {result.n_logged} logged queries "
+    lines = [f"{result.provenance.data['name']}: {result.n_logged} logged {noun(result.n_logged, 'query')} "
              f"(policy {result.logs.get('policy') or 'unknown'}, smallest propensity "
              f"{_num(result.logs['min_propensity'])}); training: {result.training['feedback']} feedback, "
-             f"{result.training['n_train']} queries; intervals: "
+             f"{plural(result.training['n_train'], 'query')}; intervals: "
              + (f"95% {result.interval['method']}" if enough else unavailable(result.n_logged))]
     for r in result.results:
         d = r.diagnostics
@@ -126,6 +128,9 @@ def ope_text(result: OPEResult) -> str:
             rows.append(cells)
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         lines.extend("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+    if result.results:  # one legend under the routers' tables: they share their columns and rows
+        lines.append("")
+        lines += legend_line([*(label(e) for e in result.estimators), *result.metrics, "ESS"])
     if result.unavailable:
         lines.append("")
         by_reason: dict[str, list[str]] = {}

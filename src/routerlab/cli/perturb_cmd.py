@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from routerlab._words import noun, plural
 from routerlab.cli import app
 from routerlab.cli._io import (
     call_cache_kept,
@@ -131,7 +132,8 @@ def summary_lines(levels: dict[str, dict[str, Any]], p: int) -> list[str]:
         if "not_generated" in s:
             lines.append(f"  {lv:<{width}}  {s['not_generated']}")
         else:
-            lines.append(f"  {lv:<{width}}  {s['queries']} queries  {s['variants']} variants  {s['short']} short of "
+            lines.append(f"  {lv:<{width}}  {plural(s['queries'], 'query')}  {plural(s['variants'], 'variant')}  "
+                         f"{s['short']} short of "
                          f"p={p}  {s['rejected']} rejected (altered a protected span)"
                          + "".join(f"  {v} {k}" for k, v in s.items()
                                    if k not in ("queries", "variants", "short", "rejected")))
@@ -165,6 +167,12 @@ def perturb_cmd(
     p = variants
     if part not in PARTS:
         raise UsageError(f"--part must be one of {', '.join(PARTS)}, got {part!r}")
+    from routerlab.data.splits import check_split_spec
+
+    try:  # before the table is read, the option named
+        check_split_spec(split)
+    except UsageError as exc:
+        raise UsageError(f"--split: {exc}") from None
     check_variants_path(output)
     refuse_overwrite(output, force)
     check_cache_dir(cache_dir)
@@ -188,8 +196,8 @@ def perturb_cmd(
                     "n_queries": len(positions), "n_variants": len(pset.variants), "levels": per_level,
                     "settings": {k: dict(v) for k, v in pset.settings.items()}, "output": str(output)})
     else:
-        typer.echo(f"perturbed {len(positions)} {part} queries of {table.name} at {len(names)} levels, p={p} "
-                   f"(seed {seed}): {len(pset.variants)} variants")
+        typer.echo(f"perturbed {len(positions)} {part} {noun(len(positions), 'query')} of {table.name} at "
+                   f"{plural(len(names), 'level')}, p={p} (seed {seed}): {plural(len(pset.variants), 'variant')}")
         for line in summary_lines(per_level, p):
             typer.echo(line)
     say_written([output], to_stderr=as_json)

@@ -15,7 +15,7 @@ import typer
 from routerlab.cli import app
 from routerlab.cli._io import json_option, print_json
 from routerlab.experiments.store import DEFAULT_STORE
-from routerlab.metrics.catalog import all_metrics, metrics_for
+from routerlab.metrics.catalog import all_metrics, legend_line, metrics_for
 
 if TYPE_CHECKING:
     from routerlab.experiments.store import BoardRow
@@ -124,7 +124,7 @@ def board_text(rows: Sequence[BoardRow], metric: str) -> str:
         ci = "-" if r.ci_low is None or r.ci_high is None else f"[{r.ci_low:.4g}, {r.ci_high:.4g}]"
         body.append([labels[(r.table_name, r.data_hash, r.split)], r.protocol,
                      *([_settings_text(r.settings)] if vary else []), r.router, r.seeds, r.mean, rng, ci])
-    return format_table(columns, body)
+    return "\n".join([format_table(columns, body), *legend_line([(f"{metric} mean", metric)])])
 
 
 @results_app.command("query")

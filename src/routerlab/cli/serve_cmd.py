@@ -16,14 +16,15 @@ from typing import Annotated
 
 import typer
 
+from routerlab._words import plural
 from routerlab.cli import app
 from routerlab.cli._io import open_table, seed_option
 from routerlab.cli.evaluate_cmd import ENCODER_HELP
 from routerlab.errors import UsageError
 
 ACTORS_HELP = ("The served actors, NAME=KIND:MODEL[,key=value...] separated by commas, e.g. "
-               "small=local:smollm2-135m,big=openai:MODEL@http://host/v1,key_env=KEY; the names must be exactly "
-               "the table's actors.")
+               "small=local:smollm2-135m,big=openai:MODEL@URL (a URL such as http://host/v1; add ,key_env=KEY for "
+               "a key); the names must be exactly the table's actors.")
 
 
 def is_loopback(host: str) -> bool:
@@ -121,7 +122,8 @@ def serve_cmd(
         with contextlib.suppress(KeyboardInterrupt):
             server.run(sockets=[sock])
         n = request_log.n_records if request_log is not None else None
-        typer.echo(f"routerlab: serve: stopped{'' if n is None else f'; the log holds {n} requests'}", err=True)
+        held = "" if n is None else f"; the log holds {plural(n, 'request')}"
+        typer.echo(f"routerlab: serve: stopped{held}", err=True)
     finally:
         for backend in backends.values():
             backend.close()

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from routerlab._words import plural
 from routerlab.cli import app
 from routerlab.cli._io import (
     check_output_dir,
@@ -25,7 +26,7 @@ from routerlab.cli._io import (
 )
 from routerlab.cli.evaluate_cmd import router_specs
 from routerlab.errors import UsageError
-from routerlab.metrics.catalog import label
+from routerlab.metrics.catalog import label, legend_line
 
 SHOWN_METRICS = ("auroc", "lpm", "hcr")
 
@@ -49,6 +50,10 @@ def _number(value: Any) -> str:
     return "-" if math.isnan(v) else f"{v:.3f}"
 
 
+def _queries(n: int | None) -> str:
+    return "? queries" if n is None else plural(int(n), "query")
+
+
 def results_text(result: dict[str, Any], metrics: tuple[str, ...] = SHOWN_METRICS) -> str:
     """One block per metric: rows = routers, columns = datasets, ID avg, OOD avg (values on the 0-1 scale;
     the intervals are in the JSON and in tables.md)."""
@@ -56,8 +61,8 @@ def results_text(result: dict[str, Any], metrics: tuple[str, ...] = SHOWN_METRIC
     columns = [*ids, "ID avg", *oods, *(["OOD avg"] if oods else [])]
     width = max(len(r["router"]) for r in result["results"])
     lines = [f"two-model: small {result['small']}, large {result['large']}; trained on the in-domain split "
-             f"({result['split'].get('n_train', '?')} queries); {result['convention']} curves, "
-             f"{result['n_boot']} resamples; dropped {sum(result['dropped'].values())} queries lacking a score"]
+             f"({_queries(result['split'].get('n_train'))}); {result['convention']} curves, "
+             f"{result['n_boot']} resamples; dropped {_queries(sum(result['dropped'].values()))} lacking a score"]
     for metric in metrics:
         widths = [max(len(c), 6) for c in columns]
         lines.append("")
@@ -70,6 +75,8 @@ def results_text(result: dict[str, Any], metrics: tuple[str, ...] = SHOWN_METRIC
                 cells.append(_number(source[metric]))
             lines.append(f"{r['router']:<{width}}  " + "  ".join(f"{v:>{w}}" for v, w in zip(cells, widths,
                                                                                             strict=True)))
+    lines.append("")  # one legend under the metrics' tables: they share their columns
+    lines += legend_line([*(label(m) for m in metrics), "ID avg", *(["OOD avg"] if oods else [])])
     return "\n".join(lines)
 
 

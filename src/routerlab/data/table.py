@@ -318,7 +318,7 @@ class RoutingTable:
             lat = derive_latency(self.tokens_out, self.actors.ttft_ms, self.actors.itl_ms)
             if lat is not None:
                 object.__setattr__(self, "latency_s", lat)
-                derived.append("latency_s = (TTFT + (tokens_out - 1) * ITL) / 1000  [SPEC 1]")
+                derived.append("latency_s = (TTFT + (tokens_out - 1) * ITL) / 1000  [RouterWorld, equation 1]")
         if self.cost_usd is None and self.tokens_out is not None:
             cost = derive_cost(self.tokens_in, self.tokens_out, self.actors.input_price, self.actors.output_price)
             if cost is not None:

@@ -78,7 +78,7 @@ class Features:
             who = f"router {router!r} needs" if router else "this needs"
             what = SIGNAL_SOURCES.get(name, f"the signal {name!r}")
             raise UsageError(f"{who} {what}, which these features lack: extract them with `routerlab extract "
-                             "--model SPEC --questions TABLE -o DIR` and pass --features DIR")
+                             "--model local:MODEL --questions TABLE -o DIR` and pass --features DIR")
         return self.signals[name]
 
     def _set(self, X: npt.ArrayLike, queries: Queries, actors: Actors, encoder: str) -> None:

@@ -10,20 +10,25 @@ random / best-single bounds). The NaN rule shared by all is stated in ``_arrays`
 unobserved cell raises ``ValueError`` naming the query unless a ``nan_policy`` says otherwise.
 """
 
-from routerlab.metrics.cost import aiq, routerbench_hull
-from routerlab.metrics.curves import (
-    CallRateCurve,
-    apgr,
-    auc_phi,
-    auroc,
-    call_rate_curve,
-    call_rate_to_recover,
-    cpt,
-    hcr,
-    lpm,
-    mpm,
-    router_auroc,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from routerlab.metrics.cost import aiq, routerbench_hull
+    from routerlab.metrics.curves import (
+        CallRateCurve,
+        apgr,
+        auc_phi,
+        auroc,
+        call_rate_curve,
+        call_rate_to_recover,
+        cpt,
+        hcr,
+        lpm,
+        mpm,
+        router_auroc,
+    )
 
 __all__ = [
     "CallRateCurve",
@@ -40,3 +45,16 @@ __all__ = [
     "router_auroc",
     "routerbench_hull",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The re-exported functions, imported on first use: ``routerlab.metrics.catalog`` (what ``routerlab metrics``
+    and ``results`` read) needs no numpy, and importing it imports this package first."""
+    if name in __all__:
+        import importlib
+
+        module = "routerlab.metrics.cost" if name in ("aiq", "routerbench_hull") else "routerlab.metrics.curves"
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

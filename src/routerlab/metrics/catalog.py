@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint
 from typing import Any, Literal, get_args
 
 from routerlab._registry import Registry
 from routerlab.errors import UsageError
+from routerlab.metrics.sources import SPEC_SOURCES, cite
 
 Direction = Literal["higher", "lower", "none"]
 DIRECTIONS: tuple[str, ...] = get_args(Direction)
@@ -36,16 +37,15 @@ PROTOCOLS: tuple[str, ...] = ("full", "cold-start", "voyager", "ope", "robustnes
                               "groups", "society")
 """The built-in protocols, by the names ``routerlab protocols`` lists."""
 
-_SPEC_SECTION = re.compile(r"[1-9][0-9]*")
-
 
 @dataclass(frozen=True)
 class Metric:
     """One reported number: ``name`` as results hold it, ``label`` as tables show it, ``unit`` in words,
     ``direction`` (higher / lower is better, or none), the ``spec`` section that defines it, a one-sentence
-    ``meaning`` (with its unit and ``SPEC <spec>``), and the ``protocols`` that produce it. ``symbol`` is the
-    unit as a table heading adds it (``E_p (bits)``; empty: the label alone), ``title`` a longer name for
-    titles (``AUROC (router ability)``), ``digits`` the format a plain table prints it with."""
+    ``meaning`` (with its unit and the citation of that section, :func:`~routerlab.metrics.sources.cite`), and the
+    ``protocols`` that produce it. ``symbol`` is the unit as a table heading adds it (``E_p (bits)``; empty: the
+    label alone), ``title`` a longer name for titles (``AUROC (router ability)``) and for the legend under a
+    console table (:func:`abbreviations`), ``digits`` the format a plain table prints it with."""
 
     name: str
     label: str
@@ -64,8 +64,8 @@ class Metric:
             problems.append("its name must be lower-case letters, digits and underscores")
         if self.direction not in DIRECTIONS:
             problems.append(f"direction must be one of {', '.join(DIRECTIONS)}, got {self.direction!r}")
-        if not _SPEC_SECTION.fullmatch(self.spec):
-            problems.append(f"spec must be a SPEC section number, got {self.spec!r}")
+        if self.spec not in SPEC_SOURCES:
+            problems.append(f"spec must be a section number of the specification (1-9), got {self.spec!r}")
         if not self.label or not self.unit or not self.meaning:
             problems.append("label, unit and meaning must not be empty")
         if problems:
@@ -84,26 +84,31 @@ class Metric:
     def to_dict(self) -> dict[str, Any]:
         """The entry as ``routerlab metrics --json`` prints it."""
         return {"name": self.name, "label": self.label, "unit": self.unit, "direction": self.direction,
-                "spec": self.spec, "protocols": list(self.protocols), "meaning": self.meaning}
+                "spec": self.spec, "source": cite(self.spec), "protocols": list(self.protocols),
+                "meaning": self.meaning}
 
 
 @dataclass(frozen=True)
 class Term:
-    """A glossary word that is not a number of its own (a protocol, a bound, an interval, a flag)."""
+    """A glossary word that is not a number of its own (a protocol, a bound, an interval, a flag); ``title`` is
+    its long name where ``label`` abbreviates it (for the legend under a console table)."""
 
     key: str
     label: str
     spec: str
     meaning: str
+    title: str = ""
 
     def __post_init__(self) -> None:
-        if not _SPEC_SECTION.fullmatch(self.spec):
-            raise ValueError(f"term {self.key!r}: spec must be a SPEC section number, got {self.spec!r}")
+        if self.spec not in SPEC_SOURCES:
+            raise ValueError(f"term {self.key!r}: spec must be a section number of the specification (1-9), got "
+                             f"{self.spec!r}")
         if not self.key or not self.label or not self.meaning:
             raise ValueError(f"term {self.key!r}: key, label and meaning must not be empty")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "label": self.label, "spec": self.spec, "meaning": self.meaning}
+        return {"key": self.key, "label": self.label, "spec": self.spec, "source": cite(self.spec),
+                "meaning": self.meaning}
 
 
 Entry = Metric | Term
@@ -118,190 +123,200 @@ _BASE: tuple[Metric, ...] = (
     # estimates those with a per-query reward)
     Metric("mu_o", "mu_o", "score in [0, 1]", "higher", "4",
            "mean score of the actors a router chose, over the test queries; scores are in [0, 1], higher is better "
-           "(SPEC 4). A router is scored as deployed: one that samples its selection distribution (random, r_o(p), "
-           "the bandits) by its expected score under that distribution, as every other choice metric of such a "
-           "router", (*_EVAL_OPE, "scaling")),
+           f"({cite('4')}). A router is scored as deployed: one that samples its selection distribution (random, "
+           "r_o(p), the bandits) by its expected score under that distribution, as every other choice metric of such a "
+           "router", (*_EVAL_OPE, "scaling"), title="mean score of the chosen actors"),
     Metric("v_b", "V_B", "ratio", "higher", "4",
            "mu_o divided by the best single actor's mean score on the same test queries (that actor picked on "
-           "train), a ratio without unit; above 1 beats always calling it (SPEC 4)", _EVAL),
+           f"train), a ratio without unit; above 1 beats always calling it ({cite('4')})", _EVAL,
+           title="mu_o / the best single actor's score"),
     Metric("v_r", "V_R", "ratio", "higher", "4",
            "mu_o divided by a given reference performance Perf(reference), a ratio without unit; above 1 beats "
-           "the reference (SPEC 4; computed when a reference is given, which no protocol does yet)"),
+           f"the reference ({cite('4')}; computed when a reference is given, which no protocol does yet)",
+           title="mu_o / the reference's score"),
     Metric("e_p", "E_p", "bits", "none", "4",
            "mean entropy, in bits, of the router's selection distribution per query: 0 = certain of one actor, "
-           "log2(m) = uniform over m actors (SPEC 4)", _EVAL, symbol="bits"),
+           f"log2(m) = uniform over m actors ({cite('4')})", _EVAL, symbol="bits",
+           title="entropy of the router's choice"),
     Metric("acc_at_1", "Acc@1", "share in [0, 1]", "higher", "5",
-           "share of test queries, in [0, 1], where the chosen actor is correct, i.e. scores >= 0.5 (SPEC 5)",
-           _EVAL),
+           f"share of test queries, in [0, 1], where the chosen actor is correct, i.e. scores >= 0.5 ({cite('5')})",
+           _EVAL, title="share of queries with a correct pick"),
     Metric("acc_at_1_l", "Acc@1-L", "share in [0, 1]", "higher", "5",
-           "share of test queries, in [0, 1], where the chosen actor is the fastest correct one (SPEC 5)",
-           _EVAL_OPE),
+           f"share of test queries, in [0, 1], where the chosen actor is the fastest correct one ({cite('5')})",
+           _EVAL_OPE, title="share with the fastest correct pick"),
     Metric("dcg", "DCG", "gain in [0, 1]", "higher", "5",
            "1 / log2(r + 1) for the chosen actor's rank r among the correct actors ordered by latency (fastest = "
-           "1), 0 when it is wrong; mean over test queries, in [0, 1] (SPEC 5)", _EVAL_OPE),
+           f"1), 0 when it is wrong; mean over test queries, in [0, 1] ({cite('5')})", _EVAL_OPE,
+           title="latency-rank gain among correct actors"),
     Metric("l_dcg", "L-DCG", "gain in [0, 1]", "higher", "5",
            "DCG times the fastest correct actor's latency over the chosen actor's latency: right and fastest "
-           "scores 1; mean over test queries, in [0, 1] (SPEC 5)", _EVAL_OPE),
+           f"scores 1; mean over test queries, in [0, 1] ({cite('5')})", _EVAL_OPE,
+           title="DCG x fastest / chosen latency"),
     Metric("mean_cost", "mean cost", "USD per query", "lower", "1",
-           "mean cost of the chosen actors' answers, in USD per query (SPEC 1)", _EVAL_OPE, symbol="USD/query",
+           f"mean cost of the chosen actors' answers, in USD per query ({cite('1')})", _EVAL_OPE, symbol="USD/query",
            digits=".2e"),
     Metric("mean_latency", "mean latency", "seconds per query", "lower", "1",
-           "mean latency of the chosen actors' answers, in seconds per query (SPEC 1: TTFT + (output tokens - 1) "
-           "* ITL when derived from tokens)", _EVAL_OPE, symbol="s"),
+           f"mean latency of the chosen actors' answers, in seconds per query ({cite('1')}; "
+           "TTFT + (output tokens - 1) * ITL when derived from tokens, its equation 1)", _EVAL_OPE, symbol="s"),
     Metric("mu_o_difference", "paired difference", "score points in [-1, 1]", "higher", "7",
            "a router's mu_o minus the reference router's (the best single actor unless --compare-to names "
            "another) on the same test queries, in score points (-1 to 1), with a paired bootstrap 95% interval; a "
-           "router 'beats' the reference only when the whole interval is above 0 (SPEC 7)", _EVAL),
+           f"router 'beats' the reference only when the whole interval is above 0 ({cite('7')})", _EVAL),
     Metric("p_value", "p", "probability in [0, 1]", "none", "7",
            "two-sided paired bootstrap p-value of 'no difference' between a router's mu_o and the reference "
-           "router's, a probability in [0, 1]; its smallest value is about 1 / resamples (SPEC 7)", _EVAL,
-           digits=".3f"),
+           f"router's, a probability in [0, 1]; its smallest value is about 1 / resamples ({cite('7')})", _EVAL,
+           digits=".3f", title="paired bootstrap p-value"),
     Metric("aiq", "AIQ", "score in [0, 1]", "higher", "6",
            "average improvement in quality of a lambda sweep (score - lambda * cost or latency): the area under "
            "the router's non-decreasing convex quality-vs-cost hull divided by the largest cost, in score units "
-           "[0, 1] (SPEC 6, RouterBench's convention)", ("full", "cold-start")),
+           f"[0, 1] ({cite('6')}; RouterBench's convention)", ("full", "cold-start"),
+           title="average improvement in quality"),
     Metric("train_oracle", "train oracle", "score in [0, 1]", "higher", "4",
            "a candidate group's oracle performance on the training split (mean of the row maxima), in [0, 1]: "
-           "the draw with the highest one is kept (SPEC 4)", ("groups",)),
+           f"the draw with the highest one is kept ({cite('4')})", ("groups",)),
     # SPEC 4: the scaling curve (per pool size m, over random m-actor pools)
     Metric("oracle_p", "mu_o of r_o(p)", "score in [0, 1]", "higher", "4",
            "mu_o of the oracle router r_o(p) on a random m-actor pool, in expectation p * oracle + (1 - p) * "
-           "random; mean, std and 5-95% band over the pools drawn per m, in [0, 1] (SPEC 4)", ("scaling",)),
+           f"random; mean, std and 5-95% band over the pools drawn per m, in [0, 1] ({cite('4')})", ("scaling",)),
     Metric("best_single", "best single actor", "score in [0, 1]", "higher", "4",
            "mean test score, in [0, 1], of the actor with the highest mean train score (always called); on the "
-           "scaling curve per random m-actor pool, with mean, std and 5-95% band over the pools (SPEC 4)",
-           ("scaling",)),
+           f"scaling curve per random m-actor pool, with mean, std and 5-95% band over the pools ({cite('4')})",
+           ("scaling",), title="mean score of the actor best on train"),
     Metric("mu_o_std", "mu_o std over pools", "score in [0, 1]", "none", "4",
            "the standard deviation of mu_o over the random m-actor pools drawn per pool size, in score units: the "
-           "scaling protocol's record of how much the pool drawn matters (SPEC 4)", ("scaling",)),
+           f"scaling protocol's record of how much the pool drawn matters ({cite('4')})", ("scaling",)),
     Metric("mu_o_q05", "mu_o 5% over pools", "score in [0, 1]", "higher", "4",
            "the 5th percentile of mu_o over the random m-actor pools drawn per pool size, in [0, 1]: the lower edge "
-           "of the scaling curve's band, a spread over pools, not a confidence interval (SPEC 4)", ("scaling",)),
+           f"of the scaling curve's band, a spread over pools, not a confidence interval ({cite('4')})", ("scaling",)),
     Metric("mu_o_q95", "mu_o 95% over pools", "score in [0, 1]", "higher", "4",
            "the 95th percentile of mu_o over the random m-actor pools drawn per pool size, in [0, 1]: the upper "
-           "edge of the scaling curve's band (SPEC 4)", ("scaling",)),
+           f"edge of the scaling curve's band ({cite('4')})", ("scaling",)),
     # SPEC 1 (logged observability): off-policy evaluation
     Metric("ips", "IPS", "unit of the estimated metric", "none", "1",
            "inverse propensity scoring: mean over logged queries of the importance weight pi(a|x) / p times the "
            "logged reward; unbiased when the propensities are right, high variance with large weights; same unit "
-           "as the metric (SPEC 1, docs/off-policy.md)", ("ope",)),
+           f"as the metric ({cite('1')}; docs/off-policy.md)", ("ope",), title="inverse propensity scoring"),
     Metric("snips", "SNIPS", "unit of the estimated metric", "none", "1",
            "self-normalised IPS: the weighted rewards divided by the sum of the weights instead of n; slightly "
-           "biased, within the rewards' range, usually of lower variance; same unit as the metric (SPEC 1, "
-           "docs/off-policy.md)", ("ope",)),
+           f"biased, within the rewards' range, usually of lower variance; same unit as the metric ({cite('1')}; "
+           "docs/off-policy.md)", ("ope",), title="self-normalised IPS"),
     Metric("dr", "DR", "unit of the estimated metric", "none", "1",
            "doubly robust: a cross-fitted reward model's prediction for the router's choice plus the "
            "importance-weighted error of that model on the logged actor; unbiased when the propensities are "
-           "right; same unit as the metric (SPEC 1, docs/off-policy.md)", ("ope",)),
+           f"right; same unit as the metric ({cite('1')}; docs/off-policy.md)", ("ope",),
+           title="doubly robust estimate"),
     Metric("truth", "truth", "unit of the estimated metric", "none", "1",
            "the router's actual value of the estimated metric (mu_o, ...) on the logged queries as deployed (for a "
            "router that samples its distribution, its expected value under it: what evaluate gives), from the "
-           "table's full outcomes, in that metric's unit; shown only when the table holds them (SPEC 1, "
+           f"table's full outcomes, in that metric's unit; shown only when the table holds them ({cite('1')}; "
            "docs/off-policy.md)", ("ope",)),
     Metric("ess", "ESS", "logged queries", "higher", "1",
            "Kish's effective sample size of the importance weights, (sum w)^2 / sum w^2, in logged queries: how "
-           "many queries the estimate effectively rests on; below 30 no interval can be trusted (SPEC 1, "
-           "docs/off-policy.md)", ("ope",), digits=".1f"),
+           f"many queries the estimate effectively rests on; below 30 no interval can be trusted ({cite('1')}; "
+           "docs/off-policy.md)", ("ope",), digits=".1f", title="effective sample size"),
     Metric("n_agree", "agreeing logged queries", "logged queries", "none", "1",
            "logged queries whose logged actor the router's policy could choose (importance weight > 0), a number "
-           "of queries: only they carry IPS and SNIPS (SPEC 1, docs/off-policy.md)", ("ope",), digits="d"),
+           f"of queries: only they carry IPS and SNIPS ({cite('1')}; docs/off-policy.md)", ("ope",), digits="d"),
     Metric("max_weight", "largest weight", "ratio", "none", "1",
            "the largest importance weight pi(a|x) / p over the logged queries, a ratio without unit: one large "
-           "weight lets a single query carry the estimate (SPEC 1, docs/off-policy.md)", ("ope",)),
+           f"weight lets a single query carry the estimate ({cite('1')}; docs/off-policy.md)", ("ope",)),
     Metric("min_propensity", "smallest propensity", "probability in (0, 1]", "none", "1",
            "the smallest propensity of a logged actor, a probability in (0, 1]; below 0.1 / m routerlab warns "
-           "(SPEC 1, docs/off-policy.md)", ("ope",)),
+           f"({cite('1')}; docs/off-policy.md)", ("ope",)),
     # SPEC 3: routing robustness
     Metric("rho", "rho", "share in [0, 1]", "higher", "3",
            "routing robustness: share of a query's meaning-preserving variants routed to the same actor as the "
            "query itself, averaged over queries; 1 for a fixed router, 1/N in expectation for a uniform random "
-           "one over N actors (SPEC 3)", ("robustness",)),
+           f"one over N actors ({cite('3')})", ("robustness",), title="share of variants routed like their query"),
     Metric("kappa_rho", "kappa_rho", "chance-corrected share, at most 1", "higher", "3",
            "chance-corrected rho, (rho - rho_chance) / (1 - rho_chance) with rho_chance = sum_a p_a^2, p the "
            "router's shares of the original queries (per actor k: (rho^(k) - p_k) / (1 - p_k)); 0 for routing "
            "independent of the original's choice (uniform random), 1 when every variant stays, null for a "
            "collapsed router (rho_chance = 1; flagged collapsed), at most 1 and at least -1 unless the variants go "
-           "systematically elsewhere (SPEC 3)", ("robustness",)),
+           f"systematically elsewhere ({cite('3')})", ("robustness",), title="rho corrected for chance agreement"),
     Metric("accuracy", "accuracy", "score in [0, 1]", "higher", "3",
            "mean score of the actor the router chose for each original test query it was checked on (its mu_o "
-           "there), in [0, 1] (SPEC 3)", ("robustness",)),
+           f"there), in [0, 1] ({cite('3')})", ("robustness",)),
     Metric("perturbed_accuracy", "perturbed accuracy", "score in [0, 1]", "higher", "3",
            "mean score of the actor the router chose for each variant whose outcomes are known, in [0, 1]; its "
-           "drop from accuracy is what the perturbations cost (SPEC 3)", ("robustness",)),
+           f"drop from accuracy is what the perturbations cost ({cite('3')})", ("robustness",)),
     Metric("changed_share", "optimal actor changed", "share in [0, 1]", "none", "3",
            "invariance check: share of the variants with known outcomes whose optimal actor set (actors within "
            "95% of the best score) differs from the original query's, in [0, 1]; the control level's must exceed "
-           "every meaning-preserving level's (SPEC 3)", ("robustness",)),
+           f"every meaning-preserving level's ({cite('3')})", ("robustness",)),
     Metric("changed_share_argmax", "changed (argmax)", "share in [0, 1]", "none", "3",
            "the invariance check's changed share with the single best actor (oracle tie-break) in place of the "
-           "set, in [0, 1] (SPEC 3)", ("robustness",)),
+           f"set, in [0, 1] ({cite('3')})", ("robustness",)),
     Metric("rho_all", "rho on all", "share in [0, 1]", "higher", "3",
            "rho over the variants with known outcomes, the invariance check's baseline for rho_invariant, a share "
-           "in [0, 1] (SPEC 3)", ("robustness",)),
+           f"in [0, 1] ({cite('3')})", ("robustness",)),
     Metric("rho_invariant", "rho invariant", "share in [0, 1]", "higher", "3",
            "rho on the variants whose optimal actor set is unchanged, where rho's assumption holds, a share in "
-           "[0, 1] (SPEC 3)", ("robustness",)),
+           f"[0, 1] ({cite('3')})", ("robustness",)),
     # SPEC 6: two-model routing, per dataset and the ID / OOD means
     Metric("auroc", "AUROC", "area in [0, 1]", "higher", "6",
            "router ability: area under the ROC curve of the router's score for the label 'the small model is "
-           "good enough'; 0.5 = chance, 1 = perfect (SPEC 6)", ("two-model",), title="router ability"),
+           f"good enough'; 0.5 = chance, 1 = perfect ({cite('6')})", ("two-model",), title="router ability"),
     Metric("lpm", "LPM", "score in [0, 1]", "higher", "6",
            "low-band performance mean: mean of Phi over the call rates of the low band (default [0.25, 0.30]), a "
-           "score in [0, 1] (SPEC 6)", ("two-model",), title="low-band performance mean"),
+           f"score in [0, 1] ({cite('6')})", ("two-model",), title="low-band performance mean"),
     Metric("mpm", "MPM", "score in [0, 1]", "higher", "6",
            "mid-band performance mean: mean of Phi over the grid points with Phi(d_hi) < Phi(x) < tau_1 (0 where "
-           "there are none), a score in [0, 1] (SPEC 6)", ("two-model",), title="mid-band performance mean"),
+           f"there are none), a score in [0, 1] ({cite('6')})", ("two-model",), title="mid-band performance mean"),
     Metric("hcr", "HCR", "share in [0, 1]", "higher", "6",
            "high-band call rate: 1 - mean call rate over the points where Phi reaches relative performance "
            "[0.85, 0.95] of the gap from Perf_S to Perf_L, in [0, 1]; higher = the target is reached calling the "
-           "large model less (SPEC 6)", ("two-model",), title="high-band call rate"),
+           f"large model less ({cite('6')})", ("two-model",), title="high-band call rate"),
     Metric("auc", "AUC", "score in [0, 1]", "higher", "6",
-           "area under the call-rate curve Phi over call rates 0 to 1, in score units [0, 1] (SPEC 6)",
+           f"area under the call-rate curve Phi over call rates 0 to 1, in score units [0, 1] ({cite('6')})",
            ("two-model",), title="area under Phi"),
     Metric("apgr", "APGR", "ratio", "higher", "6",
            "average performance gap recovered, (AUC - Perf_S) / (Perf_L - Perf_S), a ratio without unit: 0.5 for "
-           "random routing in expectation, 1 for the whole gap (SPEC 6)", ("two-model",),
+           f"random routing in expectation, 1 for the whole gap ({cite('6')})", ("two-model",),
            title="average performance gap recovered"),
     Metric("perf_small", "Perf_S", "score in [0, 1]", "none", "6",
-           "Phi(0): mean score of the small model alone on the dataset, in [0, 1] (SPEC 6)", ("two-model",)),
+           f"Phi(0): mean score of the small model alone on the dataset, in [0, 1] ({cite('6')})", ("two-model",),
+           title="the small model alone"),
     Metric("perf_large", "Perf_L", "score in [0, 1]", "none", "6",
-           "Phi(1): mean score of the large model alone on the dataset, in [0, 1] (SPEC 6)", ("two-model",)),
+           f"Phi(1): mean score of the large model alone on the dataset, in [0, 1] ({cite('6')})", ("two-model",),
+           title="the large model alone"),
     # SPEC 2: society diversity
     Metric("hse", "HSE", "bits x distance units", "none", "2",
            "hierarchic social entropy: the area under H(h), the entropy in bits of the actors' cluster sizes at "
-           "distance level h; in bits x distance units, 0 = identical actors (SPEC 2)", ("society",), digits=".3f"),
+           "distance level h; in bits x distance units, 0 = identical actors "
+           f"({cite('2')})", ("society",), digits=".3f", title="hierarchic social entropy"),
     Metric("hse_normalized", "normalised HSE", "share in [0, 1]", "none", "2",
            "HSE / (log2(N) * largest possible distance), in [0, 1]; 1 = every pair of the N actors maximally "
-           "different (SPEC 2)", ("society",), digits=".3f"),
+           f"different ({cite('2')})", ("society",), digits=".3f"),
     Metric("max_hse", "largest HSE", "bits x distance units", "none", "2",
            "the largest HSE the pool's N actors could have under the distance, log2(N) * d_max, in bits x "
-           "distance units: normalised HSE = HSE / this (SPEC 2)", ("society",), digits=".3f"),
+           f"distance units: normalised HSE = HSE / this ({cite('2')})", ("society",), digits=".3f"),
     Metric("d_max", "largest distance", "distance units", "none", "2",
            "the largest distance the metric allows between behaviour vectors in [0, 1]^L (cosine 1, correlation "
-           "2, euclidean sqrt(L), manhattan L), in distance units (SPEC 2)", ("society",)),
+           f"2, euclidean sqrt(L), manhattan L), in distance units ({cite('2')})", ("society",)),
     Metric("full_hse", "pool HSE", "bits x distance units", "none", "2",
            "the whole pool's HSE that the coreset curve is measured against (the pool's hse), in bits x distance "
-           "units (SPEC 2)", ("society",), digits=".3f"),
+           f"units ({cite('2')})", ("society",), digits=".3f"),
     Metric("full_hse_normalized", "pool normalised HSE", "share in [0, 1]", "none", "2",
-           "the whole pool's normalised HSE that the coreset curve is measured against, in [0, 1] (SPEC 2)",
+           f"the whole pool's normalised HSE that the coreset curve is measured against, in [0, 1] ({cite('2')})",
            ("society",), digits=".3f"),
     Metric("size_90", "90% coreset size", "actors", "none", "2",
            "the smallest size of the greedy max-HSE coreset whose HSE reaches 90% of the whole pool's, a number "
-           "of actors; none when the greedy stops before (SPEC 2)", ("society",), digits="d"),
+           f"of actors; none when the greedy stops before ({cite('2')})", ("society",), digits="d"),
     Metric("size_95", "95% coreset size", "actors", "none", "2",
            "the smallest size of the greedy max-HSE coreset whose HSE reaches 95% of the whole pool's, a number "
-           "of actors; none when the greedy stops before (SPEC 2)", ("society",), digits="d"),
+           f"of actors; none when the greedy stops before ({cite('2')})", ("society",), digits="d"),
     Metric("oracle_accuracy", "coreset oracle accuracy", "score in [0, 1]", "higher", "2",
            "mean over the items of the best score among a coreset's actors (its oracle performance), in [0, 1], "
-           "per size of the greedy curve (SPEC 2)", ("society",)),
+           f"per size of the greedy curve ({cite('2')})", ("society",)),
     Metric("objective", "joint criterion", "score in [0, 1]", "higher", "2",
            "the coreset's joint criterion alpha * normalised HSE + (1 - alpha) * oracle_accuracy, in [0, 1], per "
-           "size of the greedy curve (SPEC 2)", ("society",)),
+           f"size of the greedy curve ({cite('2')})", ("society",)),
     Metric("n_actors", "actors", "actors", "none", "2",
-           "the number of actors in the society (or specialist society) a diversity number describes (SPEC 2)",
+           f"the number of actors in the society (or specialist society) a diversity number describes ({cite('2')})",
            ("society",), digits="d"),
     Metric("n_items", "items", "queries", "none", "2",
-           "the number of queries whose scores are the behaviour vectors HSE is computed from (SPEC 2)",
+           f"the number of queries whose scores are the behaviour vectors HSE is computed from ({cite('2')})",
            ("society",), digits="d"),
 )
 
@@ -316,7 +331,7 @@ def _difference(base: Metric) -> Metric:
     return Metric(f"{base.name}_diff", f"Δ{base.label}", f"difference in {unit}", base.direction, base.spec,
                   f"{base.label} of the router minus that of the reference router (--compare-to) on the same "
                   f"queries, a difference in {unit} with a paired bootstrap 95% interval; a whole interval above 0 "
-                  f"= better (SPEC {base.spec}, 7)", base.protocols)
+                  f"= better ({cite(base.spec, '7')})", base.protocols)
 
 
 GREEDY: tuple[str, ...] = ("mu_o", "v_b", "v_r", "acc_at_1", "acc_at_1_l", "dcg", "l_dcg", "mean_cost", "mean_latency")
@@ -329,8 +344,8 @@ def _greedy(base: Metric) -> Metric:
     return Metric(f"{base.name}_greedy", f"{base.label} (greedy)", base.unit, base.direction, base.spec,
                   f"{base.label} of a router that samples its selection distribution when deployed (random, r_o(p), "
                   f"the bandits), had it taken its argmax instead, in the same unit; shown beside the deployed "
-                  f"value, the headline (SPEC {base.spec})", tuple(p for p in base.protocols if p in _EVAL),
-                  symbol=base.symbol, digits=base.digits)
+                  f"value, the headline ({cite(base.spec)})", tuple(p for p in base.protocols if p in _EVAL),
+                  symbol=base.symbol, title=f"{base.title}, at the argmax" if base.title else "", digits=base.digits)
 
 
 def _with_twins(base: Metric) -> tuple[Metric, ...]:
@@ -348,80 +363,89 @@ _METRICS: tuple[Metric, ...] = tuple(m for base in _BASE for m in _with_twins(ba
 _TERMS: tuple[Term, ...] = (
     Term("full observability", "full observability", "1",
          "routers are trained on every actor's score for every training query, and evaluated on the test queries' "
-         "full (hidden) scores; a protocol, not a number (SPEC 1)"),
+         f"full (hidden) scores; a protocol, not a number ({cite('1')})"),
     Term("cold-start", "cold-start", "1",
          "routers are trained on one outcome per training query, of the actor a logging policy (uniform random "
-         "unless stated) chose, and evaluated on the full test outcomes; a protocol, not a number (SPEC 1, 5; "
-         "routerworld.txt 3.3)"),
+         "unless stated) chose, and evaluated on the full test outcomes; a protocol, not a number (RouterWorld, "
+         "section 3.3, with the metrics of its section 4.4)"),
     Term("voyager", "Voyager", "5",
          "the training split in T ordered chunks: chunk 1 logged by the uniform policy, then each round a router "
          "is trained on the chunks so far, routes the next one and sees only the chosen outcomes; evaluated every "
-         "round on the same test split; a protocol, not a number (SPEC 5)"),
+         f"round on the same test split; a protocol, not a number ({cite('5')})"),
     Term("shift", "Δ (shift)", "5",
          "a metric under cold-start minus the same metric under full observability, same router and test "
-         "queries, in that metric's unit: Acc@1 up with L-DCG down is routerworld.txt's risk-aversion (SPEC 5)"),
+         "queries, in that metric's unit: Acc@1 up with L-DCG down is the risk-aversion RouterWorld reports in its "
+         f"section 5.2 ({cite('5')})"),
     Term("held up", "held up", "5",
          "a router whose cold-start L-DCG (mu_o without latency) is at or above the lower end of its "
-         "full-observability 95% interval; yes or no (SPEC 5, 7)"),
+         f"full-observability 95% interval; yes or no ({cite('5', '7')})"),
     Term("oracle", "oracle", "4",
          "mean over the test queries of the best actor's score, in [0, 1]: what a perfect router would reach "
-         "(SPEC 4)"),
+         f"({cite('4')})"),
     Term("best single actor", "best single actor", "4",
          "the actor with the highest mean score on the training split, always called; its mean test score, in "
-         "[0, 1], is the baseline a router must beat (SPEC 4)"),
+         f"[0, 1], is the baseline a router must beat ({cite('4')})"),
     Term("random", "random", "4",
          "mean over the test queries of the mean actor score, in [0, 1]: a uniformly random choice, in "
-         "expectation (SPEC 4)"),
+         f"expectation ({cite('4')})"),
     Term("oracle-p", "r_o(p)", "4",
          "the oracle router with probability p, a uniformly random actor otherwise; its mu_o is p * oracle + "
-         "(1 - p) * random, in expectation; r_o(1) is the oracle, r_o(0) random (SPEC 4)"),
+         f"(1 - p) * random, in expectation; r_o(1) is the oracle, r_o(0) random ({cite('4')})",
+         title="mu_o of the oracle with probability p, else a random actor"),
     Term("pool size m", "pool size m", "4",
          "number of candidate actors a router chooses among; the scaling curve draws random m-actor pools and "
-         "shows the mean and the 5-95% band over pools (SPEC 4)"),
+         f"shows the mean and the 5-95% band over pools ({cite('4')})", title="actors per pool"),
     Term("candidate group", "candidate group", "4",
          "an m-actor pool picked on the training split among actors with train score in [0.1, 0.9]: all-strong "
          "from the top 20%, all-weak from the bottom 20%, strong-to-weak one from each of m slices of the "
-         "ranking; the draw with the highest train oracle is kept (SPEC 4)"),
+         f"ranking; the draw with the highest train oracle is kept ({cite('4')})"),
     Term("95% CI", "95% CI", "7",
          "percentile bootstrap interval over 1,000 resamples of the test queries, in the unit of the number it "
-         "brackets (SPEC 7)"),
+         f"brackets ({cite('7')})"),
     Term("collapsed", "collapsed", "5",
          "yes when one actor takes >= 99% of the test queries; expected of fixed routers such as best-single, a "
-         "warning sign for a learned one (SPEC 5)"),
+         f"warning sign for a learned one ({cite('5')})"),
     Term("oracle best-of-N", "oracle best-of-N", "5",
          "per query, the best actor among those picked by the evaluated routers that do not read test outcomes, "
-         "mean score in [0, 1]: what combining them could reach (SPEC 5)"),
+         f"mean score in [0, 1]: what combining them could reach ({cite('5')})"),
     Term("propensity", "propensity", "1",
          "the logging policy's probability of the actor it logged, in (0, 1]; importance weights divide by it "
-         "(SPEC 1, docs/logs.md)"),
+         f"({cite('1')}; docs/logs.md)"),
     Term("perturbation level", "perturbation level", "3",
          "how a variant differs from its query: character (typos), word (synonyms), syntax (reordering), "
-         "paraphrase, rambling, in increasing semantic distance (SPEC 3)"),
+         f"paraphrase, rambling, in increasing semantic distance ({cite('3')})"),
     Term("rho_chance", "rho_chance", "3",
          "the rho of chance: sum_a p_a^2, the probability that two independent draws from the router's shares p "
          "of the original queries pick the same actor, a share in [1/N, 1]; kappa_rho corrects rho by it "
-         "(SPEC 3)"),
+         f"({cite('3')})"),
     Term("control level", "control level", "3",
          "the falsifier of the invariance check: an opt-in perturbation level of meaning-CHANGING edits (a "
          "number changed, the question negated, its key entity swapped); left out of rho and kappa_rho, its "
-         "share of changed optimal actors must exceed every meaning-preserving level's (SPEC 3)"),
+         f"share of changed optimal actors must exceed every meaning-preserving level's ({cite('3')})"),
     Term("invariance check", "invariance check", "3",
          "whether a variant keeps its query's optimal actor (set of actors within 95% of the best score), "
-         "measured from outcomes of the variants; rho assumes it does (SPEC 3)"),
+         f"measured from outcomes of the variants; rho assumes it does ({cite('3')})"),
+    Term("ID avg", "ID avg", "6",
+         "the mean of a two-model metric over the in-domain datasets, those the routers are trained on (their test "
+         f"queries are evaluated), in that metric's unit ({cite('6')})",
+         title="mean over the in-domain datasets (trained on)"),
+    Term("OOD avg", "OOD avg", "6",
+         "the mean of a two-model metric over the out-of-domain datasets, evaluated whole and never trained on, in "
+         f"that metric's unit ({cite('6')})", title="mean over the out-of-domain datasets (never trained on)"),
     Term("call-rate curve", "call-rate curve", "6",
          "Phi(x): mean score of the answers when the share x of the queries the router trusts least goes to the "
-         "large model; Phi(0) = Perf_S (small model alone), Phi(1) = Perf_L (SPEC 6)"),
+         f"large model; Phi(0) = Perf_S (small model alone), Phi(1) = Perf_L ({cite('6')})"),
     Term("coreset", "coreset", "2",
          "the greedy max-HSE subset; its 90% / 95% sizes are the first sizes whose HSE reaches that share of the "
-         "whole pool's; sizes are numbers of actors (SPEC 2)"),
+         f"whole pool's; sizes are numbers of actors ({cite('2')})"),
     Term("specialists", "specialists", "2",
          "one perfect binary expert per dataset (1 on its dataset, 0 elsewhere): the most complementary pool of "
-         "that size; its HSE is in bits x distance units (SPEC 2)"),
+         f"that size; its HSE is in bits x distance units ({cite('2')})"),
     Term("duplicates", "duplicates", "1",
-         "number of queries whose text repeats an earlier query's text (SPEC 1)"),
+         f"number of queries whose text repeats an earlier query's text ({cite('1')})"),
     Term("leaks", "leaks", "1",
          "evaluated test queries whose exact text also occurs in the training split: a learned router's score "
-         "on them is optimistic; a number of queries (SPEC 1, 7)"),
+         f"on them is optimistic; a number of queries ({cite('1', '7')})"),
 )
 
 
@@ -542,6 +566,37 @@ def legend(names: list[str]) -> str:
     return "; ".join(f"{words[d]}: {', '.join(v)}" for d, v in groups.items() if v)
 
 
+def abbreviations(columns: Iterable[str | tuple[str, str]]) -> str:
+    """The legend under a console table: each column the catalog gives a long name (its ``title``), as the table
+    heads it, with that name: ``v_b = mu_o / the best single actor's score; AUROC = router ability``.
+
+    A column is a metric's name or label, a glossary term's key or label, or a pair (heading as shown, catalog
+    key) for a heading the catalog does not spell (``("p=0.5", "oracle-p")``); columns the catalog does not know
+    (``router``, a dataset) or that need no long name (``mean cost``) are left out, and each heading is named
+    once. An empty string when no column needs a legend."""
+    entries = _entries()
+    by_shown: dict[str, Entry] = {}
+    for e in entries.values():
+        by_shown.setdefault(e.name if isinstance(e, Metric) else e.key, e)
+        by_shown.setdefault(e.label, e)
+    parts: dict[str, str] = {}
+    for column in columns:
+        shown, key = column if isinstance(column, tuple) else (column, column)
+        entry = entries.get(key) or by_shown.get(key)
+        if entry is None or not entry.title or shown in parts:
+            continue
+        unit = f" ({entry.symbol})" if isinstance(entry, Metric) and entry.symbol else ""
+        parts[shown] = f"{shown} = {entry.title}{unit}"
+    return "; ".join(parts.values())
+
+
+def legend_line(columns: Iterable[str | tuple[str, str]], *more: str) -> list[str]:
+    """``["legend  <abbreviations>; <more>"]`` for a console table (see :func:`abbreviations`; ``more`` adds
+    what the catalog does not spell, e.g. ``r1.. = rounds``), or ``[]`` when nothing needs explaining."""
+    parts = [p for p in (abbreviations(columns), *more) if p]
+    return [f"legend  {'; '.join(parts)}"] if parts else []
+
+
 class Glossary(Mapping[str, tuple[str, str]]):
     """The report's glossary, read from the catalog: key -> (label, meaning). Read-only: no module can add or
     change a term (declare it in the catalog instead)."""
@@ -569,11 +624,11 @@ def check_catalog() -> list[str]:
     protocol, or whose meaning does not cite its own SPEC section."""
     problems = []
     for m in all_metrics():
-        if f"SPEC {m.spec}" not in m.meaning:
-            problems.append(f"{m.name}: its meaning does not cite SPEC {m.spec}")
+        if cite(m.spec) not in m.meaning:
+            problems.append(f"{m.name}: its meaning does not cite {cite(m.spec)} (section {m.spec})")
         if m.name in _BUILTIN:
             problems += [f"{m.name}: unknown protocol {p!r}" for p in m.protocols if p not in PROTOCOLS]
     for t in all_terms():
-        if f"SPEC {t.spec}" not in t.meaning:
-            problems.append(f"{t.key}: its meaning does not cite SPEC {t.spec}")
+        if cite(t.spec) not in t.meaning:
+            problems.append(f"{t.key}: its meaning does not cite {cite(t.spec)} (section {t.spec})")
     return problems

@@ -40,7 +40,8 @@ MAX_VARIANTS = 100
 use and keeps a typo from asking an LLM for a million rewrites."""
 DEFAULT_ASK = 10
 """Rewrites an LLM level is asked for per query (the paper asks 10 and keeps distinct ones)."""
-NO_BACKEND = "not generated: no LLM backend configured (give --backend SPEC, or bring variants with --variants-file)"
+NO_BACKEND = ("not generated: no LLM backend configured (give --backend KIND:MODEL, or bring variants with "
+              "--variants-file)")
 
 
 @dataclass(frozen=True)

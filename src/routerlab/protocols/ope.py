@@ -458,6 +458,8 @@ def _check_estimators(value: tuple[str, ...]) -> tuple[str, ...]:
 def _check_log_files(value: tuple[str, ...]) -> tuple[str, ...]:
     """Each path names an existing log file (read, and checked against the table, when the protocol runs)."""
     for path in value:
+        if Path(path).is_dir():
+            raise UsageError(f"{path}: is a directory, not a log file")
         if not Path(path).is_file():
             raise UsageError(f"{path}: no such log file")
     return value

@@ -213,7 +213,7 @@ def voyager(
     books = {spec: LogBook.start(train, chunks[0], first) for spec, _ in chosen}
     per_router: dict[str, list[RouterResult]] = {spec: [] for spec, _ in chosen}
     active = list(chosen)
-    for t in track(range(1, int(rounds) + 1), "voyager: round", unit="round", label=lambda r: f"round {r}"):
+    for t in track(range(1, int(rounds) + 1), "voyager: round", unit="round", label=str):  # "voyager: round 3 (3/5)"
         seen = np.concatenate(chunks[:t])
         still = []
         for spec, router in active:

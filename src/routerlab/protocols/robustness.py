@@ -46,6 +46,7 @@ import numpy as np
 import numpy.typing as npt
 
 from routerlab._spec import Interval as Range
+from routerlab._words import plural, verb
 from routerlab.data.feedback import as_feedback
 from routerlab.data.provenance import Provenance
 from routerlab.data.splits import Split, make_split
@@ -66,6 +67,7 @@ from routerlab.metrics.robustness import (
     rho_per_actor,
 )
 from routerlab.metrics.selection import collapsed, oracle_choice, selection_shares, selection_vector
+from routerlab.metrics.sources import cite
 from routerlab.perturb.base import DEFAULT_ASK, LEVELS, MAX_VARIANTS, PerturbationSet
 from routerlab.progress import task, track
 from routerlab.protocols.base import (
@@ -441,8 +443,9 @@ class _Truth:
             notes.append("the outcomes table has no complete row for any variant of the evaluated test queries "
                          "(its ids must be variant keys qid#level#j)")
         elif int(found.sum()) > int(complete.sum()):
-            notes.append(f"{int(found.sum() - complete.sum())} variants have outcomes with an unobserved actor "
-                         "and count as unknown")
+            extra = int(found.sum() - complete.sum())
+            notes.append(f"{plural(extra, 'variant')} {verb(extra, 'has', 'have')} outcomes with an unobserved actor "
+                         f"and {verb(extra, 'counts', 'count')} as unknown")
         lat_o = _rows_known(outcomes.latency_s, at, cols)
         cost_o = _rows_known(outcomes.cost_usd, at, cols)
         # SPEC 4's tie-break reads latency and cost only where originals and variants both have them
@@ -678,7 +681,8 @@ def _score(spec: str, router: Router, choice: npt.NDArray[np.intp], pert: npt.ND
                     "rho_invariant": check.rho_invariant,
                     "rho_invariant_ci": list(interval(check.rho_invariant, *cis["rho_inv" + key]))}
 
-        inv = {"tested": True, "optimal": "set (SPEC 4 selection vector; argmax with oracle tie-break beside it)",
+        inv = {"tested": True, "optimal": f"set (the selection vector of {cite('4')}; argmax with oracle tie-break "
+                          "beside it)",
                **block("", checks["all"], arg_all),
                "by_level": {lv: block(f":{lv}", checks[lv], arg_lv[lv]) for lv in levels}}
     shares_all = selection_shares(choice, m)

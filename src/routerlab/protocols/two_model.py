@@ -33,6 +33,7 @@ from typing import Any, get_args
 import numpy as np
 import numpy.typing as npt
 
+from routerlab._words import plural, verb
 from routerlab.data.provenance import Provenance
 from routerlab.data.splits import Split, make_split
 from routerlab.data.table import RoutingTable
@@ -633,7 +634,8 @@ def two_model_result(native: TwoModelResult, settings: TwoModelSettings) -> Resu
     and ``per_query``, the training and evaluated sizes, and a note when queries were dropped."""
     split = native.provenance.split if isinstance(native.provenance.split, dict) else {}
     dropped = sum(native.dropped.values())
-    notes = ([f"{dropped} queries dropped: {native.small!r} or {native.large!r} has no score on them"]
+    notes = ([f"{plural(dropped, 'query')} dropped: {native.small!r} or {native.large!r} has no score on "
+              f"{verb(dropped, 'it', 'them')}"]
              if dropped else [])
     return Result(TwoModel.name, native.provenance, settings, two_model_records(native), native=native,
                   n_train=int(split.get("n_train", 0)), n_test=int(split.get("n_evaluated", 0)),

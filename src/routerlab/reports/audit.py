@@ -27,6 +27,7 @@ from typing import Any
 from routerlab._atomic import atomic_directory, write_bytes
 from routerlab._registry import Registry
 from routerlab._version import __version__
+from routerlab._words import plural, verb
 from routerlab.data.provenance import Provenance
 from routerlab.data.splits import Split, given_split, in_split_order, make_split
 from routerlab.data.table import RoutingTable
@@ -554,14 +555,16 @@ def audit_summary(record: dict[str, Any], out_dir: Path) -> list[str]:
     """A few lines for the terminal: table, split, headline numbers and the files written."""
     t, sp, secs = record["data"], record["split"], record["sections"]
     name = t["name"] + (SYNTHETIC_SUFFIX if t.get("synthetic") else "")
-    lines = [f"audit of {name}: {t['n_queries']} queries x {t['n_actors']} actors, hash {t['content_hash'][:12]}",
+    lines = [f"audit of {name}: {plural(t['n_queries'], 'query')} x {plural(t['n_actors'], 'actor')}, "
+             f"hash {t['content_hash'][:12]}",
              f"split {sp['kind']}: {sp['n_train']} train / {sp['n_test']} test queries evaluated"
              + (f" ({sp['excluded_test_queries']} left out: unobserved scores)" if sp["excluded_test_queries"]
                 else "")]
     if "table" in secs:
         q = secs["table"].get("quality", {})
-        lines.append(f"leaks: {q.get('train_test_overlap', 0)} test queries share their text with a training "
-                     f"query; duplicates: {q.get('duplicate_texts', 0)}")
+        leaks = int(q.get("train_test_overlap", 0))
+        lines.append(f"leaks: {plural(leaks, 'test query', 'test queries')} {verb(leaks, 'shares', 'share')} "
+                     f"their text with a training query; duplicates: {q.get('duplicate_texts', 0)}")
     if "bounds" in secs:
         b = secs["bounds"]
         lines.append(f"oracle {b['oracle']:.4f}, best single actor {b['best_single_actor']} {b['best_single']:.4f}, "
@@ -573,13 +576,13 @@ def audit_summary(record: dict[str, Any], out_dir: Path) -> list[str]:
         lines.append(skipped_sentence(record["skipped_findings"]))
     if "diversity" in secs and "hse_normalized" in secs["diversity"]:
         d = secs["diversity"]
-        lines.append(f"diversity: normalised HSE {d['hse_normalized']:.3f} over {d['n_actors']} actors"
+        lines.append(f"diversity: normalised HSE {d['hse_normalized']:.3f} over {plural(d['n_actors'], 'actor')}"
                      + (f"; 90% of it with {d['coreset']['size_90']}" if d.get("coreset", {}).get("size_90")
                         else ""))
     timings = record.get("timings", {})
     cached = sum(1 for t in timings.values() if t.get("from_cache"))
     if cached:
-        lines.append(f"{cached} of {len(timings)} sections reused from the audit cache (inputs unchanged)")
+        lines.append(f"{cached} of {plural(len(timings), 'section')} reused from the audit cache (inputs unchanged)")
     files = record.get("files", [])
     others = [f for f in files if f not in REPORT_FILES and not f.startswith("decisions/")]
     decisions = [f for f in files if f.startswith("decisions/")]

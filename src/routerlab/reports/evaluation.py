@@ -77,7 +77,8 @@ def leaderboard_text(ev: Evaluation) -> str:
     if ev.excluded_test_queries:
         top += f"; {ev.excluded_test_queries} test queries with unobserved cells left out"
     legend = f"legend  {catalog.legend(_columns(ev))} (see routerlab metrics)"
-    return "\n".join([top, line(head), *(line(r) for r in rows), legend, *_extras(ev)])
+    names = catalog.legend_line(_columns(ev))  # what each abbreviated column is, from the catalog
+    return "\n".join([top, line(head), *(line(r) for r in rows), legend, *names, *_extras(ev)])
 
 
 def _extras(ev: Evaluation) -> list[str]:
@@ -204,11 +205,12 @@ def shown_actors(ev: Evaluation, limit: int = MAX_HEATMAP_ACTORS) -> list[str]:
 
 
 def groups_text(record: dict[str, Any]) -> str:
-    """One line per (group, router): mu_o and V_B."""
+    """One line per (group, router): mu_o and V_B, then the legend of both."""
     lines = []
     for g in record["groups"]:
         lines.append(f"{g['kind']} m={g['m']} (train oracle {g['train_oracle']:.4f}): {', '.join(g['actors'])}")
         for r in g["evaluation"]["results"]:
             m = r["metrics"]
             lines.append(f"    {r['spec']:28s} mu_o {m['mu_o']:.4f}  v_b {m.get('v_b', float('nan')):.4f}")
+    lines += catalog.legend_line(["mu_o", "v_b"], "m = actors per group")
     return "\n".join(lines)

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from routerlab.metrics.bootstrap import MIN_QUERIES, unavailable
-from routerlab.metrics.catalog import label
+from routerlab.metrics.catalog import label, legend_line
+from routerlab.metrics.sources import cite
 from routerlab.protocols.robustness import UNTESTED_NOTE, Robustness, RobustnessResult
 from routerlab.reports.blocks import Figure, Paragraph, Section, Table
 from routerlab.reports.files import write_json, write_text
@@ -132,6 +133,8 @@ def robustness_text(result: Robustness) -> str:
         return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
 
     out = [_head_line(result), line(head), *(line(r) for r in rows)]
+    out += legend_line(["rho", "kappa_rho"], f"{label('rho')} LEVEL = rho on that level's variants",
+                       "weakest level = the level with the lowest rho")
     out += _invariance_lines(result)
     out += falsifier_lines(result)
     out += [f"skipped {k}: {v}" for k, v in result.skipped.items()]
@@ -200,8 +203,9 @@ def robustness_markdown(result: Robustness, figures: list[str] | None = None) ->
     head, rows = _rows(result, full=True)
     blocks: list[Any] = [Paragraph(_head_line(result) + "."), Table(head, rows)]
     if result.invariance_tested:
-        blocks.append(Paragraph("Invariance check (hse-paper-review.json, SPEC 3): the optimal actor of a query is "
-                                "its set of actors within 95% of its best score (SPEC 4); a variant changes it when "
+        blocks.append(Paragraph(f"Invariance check (the test a review of {cite('3')} asks for): the optimal actor "
+                                f"of a query is its set of actors within 95% of its best score ({cite('4')}); a "
+                                "variant changes it when "
                                 "that set differs from the original's. rho on the invariant variants measures the "
                                 "router where its assumption holds."))
         tab = invariance_table(result)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from routerlab._words import plural, verb
+from routerlab.metrics.sources import resolve
+
 
 def _observed_cells(info: dict[str, Any]) -> tuple[int, int]:
     """(observed, total) score cells of a ``describe()`` record: the exact count when it carries one."""
@@ -18,7 +21,8 @@ def _leak_line(info: dict[str, Any], q: dict[str, Any]) -> str:
     evaluation's own split is checked where it is made, e.g. by the audit)."""
     if "train" not in info.get("splits", {}):
         return "leaks        not checked: no 'train' split labels (the audit checks the split it evaluates)"
-    return (f"leaks        {info['train_test_overlap']} held-out queries also occur in train"
+    n = int(info["train_test_overlap"])
+    return (f"leaks        {plural(n, 'held-out query', 'held-out queries')} also {verb(n, 'occurs', 'occur')} in train"
             + (f" ({_counts(q['train_test_overlap_by_dataset'])})" if q.get("train_test_overlap") else ""))
 
 
@@ -53,13 +57,14 @@ def info_text(info: dict[str, Any]) -> str:
     q = info.get("quality", {})
     lines = [
         f"table        {info['name']}  (hash {info['content_hash'][:12]})",
-        f"size         {info['n_queries']} queries x {info['n_actors']} actors, "
+        f"size         {plural(info['n_queries'], 'query')} x {plural(info['n_actors'], 'actor')}, "
         + observed_share(*_observed_cells(info), "score cells"),
         f"datasets     {_counts(info['datasets'])}",
         f"splits       {_counts(info['splits'])}",
         f"columns      tokens {'yes' if info['has_tokens'] else 'no'}, latency "
         f"{'yes' if info['has_latency'] else 'no'}, cost {'yes' if info['has_cost'] else 'no'}",
-        f"duplicates   {info['duplicate_texts']} queries repeat an earlier text"
+        f"duplicates   {plural(info['duplicate_texts'], 'query')} "
+        f"{verb(info['duplicate_texts'], 'repeats', 'repeat')} an earlier text"
         + (f" ({q['repeated_texts_with_different_scores']} repeated texts carry different scores)" if q else ""),
         _leak_line(info, q),
     ]
@@ -68,8 +73,8 @@ def info_text(info: dict[str, Any]) -> str:
         lines.append(f"visible      {', '.join(cols['visible']) or 'none'}  (query columns routers may read beside "
                      "id, text, dataset and split)")
         lines.append(f"hidden       {', '.join(cols['hidden']) or 'none'}  (kept for reports; never reach a router)")
-    for d in info.get("derived", []):
-        lines.append(f"derived      {d}")
+    for d in info.get("derived", []):  # a table saved before citations named papers says [SPEC 1]
+        lines.append(f"derived      {resolve(d)}")
     lines.append("actors       mean score (observed cells)")
     for a, v in info["mean_score"].items():
         lines.append(f"  {a:40s} {'-' if v is None else f'{v:.3f}'}")

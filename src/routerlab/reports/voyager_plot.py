@@ -12,7 +12,7 @@ import io
 from pathlib import Path
 from typing import Any
 
-from routerlab.metrics.catalog import label
+from routerlab.metrics.catalog import label, legend_line
 from routerlab.protocols.full import Evaluation
 from routerlab.reports.files import save_figure, write_json, write_text
 
@@ -74,7 +74,7 @@ def rounds_text(ev: Evaluation) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip() for cells in [head, *body]]
     sizes = ", ".join(str(rd["n_train"]) for rd in rounds)
     return "\n".join([f"Voyager {label(key)} per round (training queries logged: {sizes}; * = collapsed)",
-                      *lines])
+                      *lines, *legend_line([label(key)], f"r1..r{len(rounds)} = rounds 1 to {len(rounds)}")])
 
 
 def write_curves(ev: Evaluation, out_dir: Path) -> list[str]:

@@ -6,16 +6,18 @@ as a 0. Nearest-neighbour search is blocked so that 36,000 x 30,000 queries fit 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse as sp
 
 from routerlab.data.table import RoutingTable, column_means
 from routerlab.errors import UsageError
 from routerlab.metrics._arrays import column_blocks, row_blocks
 from routerlab.metrics.latency import correct_mask
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 FloatMatrix = npt.NDArray[np.float64]
 FloatVector = npt.NDArray[np.float64]
@@ -148,6 +150,8 @@ def _top_k(s: npt.NDArray[np.float32], k: int, group: int = 64) -> IntMatrix:
 
 def neighbour_matrix(idx: IntMatrix, weights: npt.ArrayLike, n_base: int) -> sp.csr_matrix:
     """Sparse (n, n_base) matrix with ``weights[i, j]`` at column ``idx[i, j]``."""
+    import scipy.sparse as sp  # here, not at the top: listing the routers needs no scipy
+
     n, k = idx.shape
     w = np.broadcast_to(np.asarray(weights, dtype=np.float64), (n, k))
     rows = np.repeat(np.arange(n), k)

@@ -398,9 +398,11 @@ def parse_router_spec(spec: str) -> tuple[str, dict[str, Any]]:
 
 
 def get_router(spec: str, **overrides: Any) -> Router:
-    """Instantiate a router from a spec string such as ``knn:k=5``."""
-    name, params = parse_router_spec(spec)
-    return _REGISTRY.get(name)(**{**params, **overrides})
+    """Instantiate a router from a spec string such as ``knn:k=5``. An unknown name is the error before its
+    options are read (``nope:k`` names the router ``nope``, not its option ``k``)."""
+    cls = _REGISTRY.get(spec.strip().partition(":")[0].strip())
+    _, params = parse_router_spec(spec)
+    return cls(**{**params, **overrides})
 
 
 def split_router_list(text: str) -> list[str]:

@@ -6,11 +6,10 @@ All of them learn from the observed training cells only.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
 from routerlab._spec import Constraint, Interval
@@ -29,6 +28,9 @@ from routerlab.routers._common import (
 )
 from routerlab.routers._masked_mlp import NETWORK_CONSTRAINTS, MaskedMLP, network_from_options
 from routerlab.routers.base import Router, check_at_most_train, register
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 
 @register
@@ -187,6 +189,8 @@ class GraphRouter(Router):
         if hops:
             W = self._edges(features.X, exclude_self=True)
             deg = np.asarray(W.sum(axis=1)).ravel()
+            import scipy.sparse as sp  # here, not at the top: listing the routers needs no scipy
+
             W = sp.diags(1.0 / np.maximum(deg, 1e-12)) @ W
             alpha = float(p["alpha"])
             for _ in range(hops):

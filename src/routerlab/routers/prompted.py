@@ -23,7 +23,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import log_softmax
 
 from routerlab._spec import Constraint, Interval, Options
 from routerlab.data.table import Actors, RoutingTable, column_means
@@ -306,6 +305,8 @@ class PromptedRouter(Router):
         if mode == "logits":
             results = backend.choice_scores_batch(batch, tuple(LETTERS[:m]))
             self.cached_calls += sum(r.cached for r in results)
+            from scipy.special import log_softmax  # here, not at the top: listing the routers needs no scipy
+
             log_probs: FloatMatrix = log_softmax(np.array([r.logits for r in results], dtype=np.float64), axis=1)
             if self.params["calibrate"]:
                 return log_probs - self._letter_prior(backend, m)
@@ -333,6 +334,8 @@ class PromptedRouter(Router):
         results = backend.choice_scores_batch([self.messages(t) for t in CONTENT_FREE], tuple(LETTERS[:m]))
         self.calls += len(results)
         self.cached_calls += sum(r.cached for r in results)
+        from scipy.special import log_softmax
+
         prior = np.exp(log_softmax(np.array([r.logits for r in results], dtype=np.float64), axis=1)).mean(axis=0)
         self.letter_prior = {name: float(p) for name, p in zip(self.actor_names, prior, strict=True)}
         log_prior: FloatMatrix = np.log(prior)[None, :]

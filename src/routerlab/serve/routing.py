@@ -166,7 +166,8 @@ def check_actor_names(table: RoutingTable, actors: Sequence[str]) -> None:
         parts.append(f"the table's {', '.join(sorted(want - have))} {'has' if len(want - have) == 1 else 'have'} "
                      "no backend")
     if have - want:
-        parts.append(f"{', '.join(sorted(have - want))} {'is' if len(have - want) == 1 else 'are'} not an actor "
+        extra = len(have - want)
+        parts.append(f"{', '.join(sorted(have - want))} {'is not an actor' if extra == 1 else 'are not actors'} "
                      "of the table")
     raise UsageError(f"--actors must name exactly the actors of table {table.name!r} "
                      f"({', '.join(table.actor_names)}): {'; '.join(parts)}")

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 import numpy as np
 import numpy.typing as npt
 
+from routerlab._words import plural, verb
 from routerlab.errors import DataError, UsageError
 from routerlab.society import _fast
 
@@ -167,11 +168,11 @@ def clean(society: Society, nan: NanRule = "drop") -> tuple[Society, int, bool]:
                 )
             B = B[:, keep]
             dropped = n_bad
-            msg = (f"{n_bad} of {bad.size} items have an unobserved score for some actor and are "
-                   "left out of the behaviour matrix (NaN rule 'drop')")
+            msg = (f"{n_bad} of {plural(bad.size, 'item')} {verb(n_bad, 'has', 'have')} an unobserved score for some "
+                   f"actor and {verb(n_bad, 'is', 'are')} left out of the behaviour matrix (NaN rule 'drop')")
         else:
             B = np.where(np.isnan(B), 0, B)
-            msg = f"unobserved scores on {n_bad} items count as 0 (NaN rule 'zero')"
+            msg = f"unobserved scores on {plural(n_bad, 'item')} count as 0 (NaN rule 'zero')"
         warnings.warn(msg, RuntimeWarning, stacklevel=3)
         notes.append(msg)
         _, lo, hi, binary = _scan(B)

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from routerlab._words import plural
 from routerlab.errors import UsageError
 from routerlab.progress import Progress
 from routerlab.society.behaviour import NanRule, SocietyLike
@@ -318,7 +319,7 @@ def greedy_coreset(
     s90, s95 = _thresholds(curve, full_hse)
     notes = []
     if s95 is None:
-        notes.append(f"the greedy stopped at {len(order)} of {n} actors (max_size) before reaching 95% "
+        notes.append(f"the greedy stopped at {len(order)} of {plural(n, 'actor')} (max_size) before reaching 95% "
                      "of the full society's HSE")
     return Coreset(k=k, order=order, names=names, curve=curve, full_hse=full_hse,
                    full_hse_normalized=full_norm, size_90=s90, size_95=s95, alpha=alpha,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from routerlab._words import plural, verb
 from routerlab.errors import DataError, UsageError
 from routerlab.society.behaviour import Society
 
@@ -38,7 +39,8 @@ def specialist_society(labels: npt.ArrayLike, *, prefix: str = "") -> Society:
     notes = []
     unlabelled = int(np.count_nonzero(text == ""))
     if unlabelled:
-        notes.append(f"{unlabelled} items have no label; every expert scores 0 on them")
+        notes.append(f"{plural(unlabelled, 'item')} {verb(unlabelled, 'has', 'have')} no label; every expert scores "
+                     f"0 on {verb(unlabelled, 'it', 'them')}")
     return Society(B, [f"{prefix}{g}" for g in groups], notes)
 
 

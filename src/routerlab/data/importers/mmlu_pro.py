@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from routerlab._words import plural
 from routerlab.data.importers import importer
 from routerlab.data.importers._common import expand_paths, json_text, parse_json, warn
 from routerlab.data.table import Actors, Queries, RoutingTable
@@ -99,7 +100,8 @@ def read_mmlu_pro(paths: list[Path]) -> RoutingTable:
         if lacking:
             notes.append(
                 warn(
-                    f"model {m.name!r} lacks {lacking} of the {qids.shape[0]} questions (union of all files): NaN",
+                    f"model {m.name!r} lacks {lacking} of the {plural(qids.shape[0], 'question')} (union of all "
+                    "files): NaN",
                     file=m.where,
                 )
             )

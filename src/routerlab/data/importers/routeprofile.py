@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from routerlab._words import plural, verb
 from routerlab.data.importers import importer
 from routerlab.data.importers._common import (
     as_amount,
@@ -225,13 +226,16 @@ def _read_data(
             cells.tokens_out[qi, str(m)] = toks[1]
     if failed:
         notes.append(
-            warn(f"{failed} cells have success: false; their score is read as NaN", file=path, field="success")
+            warn(f"{plural(failed, 'cell')} {verb(failed, 'has', 'have')} success: false; their score is read as NaN",
+                 file=path, field="success")
         )
     for main, count in mismatch.items():
         alt = dict(_TOKEN_PAIRS)[main]
-        notes.append(warn(f"{count} cells have {main} != {alt}; {main} is used", file=path, field=main))
+        notes.append(warn(f"{plural(count, 'cell')} {verb(count, 'has', 'have')} {main} != {alt}; {main} is used",
+                          file=path, field=main))
     if no_tokens:
-        notes.append(warn(f"{no_tokens} cells lack token counts: NaN (cost unknown there)", file=path))
+        notes.append(warn(f"{plural(no_tokens, 'cell')} {verb(no_tokens, 'lacks', 'lack')} token counts: NaN (cost "
+                          "unknown there)", file=path))
 
 
 def _domains(tasks: list[str], path: Path, notes: list[str]) -> np.ndarray:
@@ -247,11 +251,13 @@ def _domains(tasks: list[str], path: Path, notes: list[str]) -> np.ndarray:
     several = [t for t in present if len(of_task.get(t, [])) > 1]
     if several:
         notes.append(
-            warn(f"{len(several)} tasks belong to several domains, joined with '|': {', '.join(several)}", file=path)
+            warn(f"{plural(len(several), 'task')} {verb(len(several), 'belongs', 'belong')} to several domains, joined "
+                 f"with '|': {', '.join(several)}", file=path)
         )
     none = [t for t in present if t not in of_task]
     if none:
-        notes.append(warn(f"{len(none)} tasks are in no domain (domain ''): {', '.join(none)}", file=path))
+        notes.append(warn(f"{plural(len(none), 'task')} {verb(len(none), 'is', 'are')} in no domain (domain ''): "
+                          f"{', '.join(none)}", file=path))
     return np.array(["|".join(of_task.get(t, [])) for t in tasks], dtype=object)
 
 
@@ -264,7 +270,8 @@ def _actors(names: list[str], path: Path | None, notes: list[str]) -> Actors:
         raise DataError(f"expected a JSON object of model -> details, got {type(data).__name__}", file=path)
     unscored = [m for m in data if m not in set(names)]
     if unscored:
-        notes.append(warn(f"{len(unscored)} models have no scores and are left out: {', '.join(unscored)}", file=path))
+        notes.append(warn(f"{plural(len(unscored), 'model')} {verb(len(unscored), 'has', 'have')} no scores and "
+                          f"{verb(len(unscored), 'is', 'are')} left out: {', '.join(unscored)}", file=path))
     unknown = [m for m in names if m not in data]
     if unknown:
         notes.append(warn(f"no entry for scored model(s) {', '.join(unknown)}: prices unknown", file=path))

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from routerlab._words import plural, verb
 from routerlab.data.importers import importer
 from routerlab.data.importers._common import (
     expand_paths,
@@ -355,8 +356,8 @@ def _parse(frame: _Frame, notes: list[str]) -> _Block:
         if empty.any():
             notes.append(
                 warn(
-                    f"{int(empty.sum())} empty quality cells in {int(empty.any(axis=1).sum())} rows read as NaN "
-                    "(not observed)",
+                    f"{plural(int(empty.sum()), 'empty quality cell')} in "
+                    f"{plural(int(empty.any(axis=1).sum()), 'row')} read as NaN (not observed)",
                     file=path,
                 )
             )
@@ -395,7 +396,8 @@ def _parse(frame: _Frame, notes: list[str]) -> _Block:
         blank = sum(1 for d in dataset if not d)
         if blank:
             notes.append(
-                warn(f"{blank} rows have no eval_name; dataset taken from the file name", file=path, field=EVAL)
+                warn(f"{plural(blank, 'row')} {verb(blank, 'has', 'have')} no eval_name; dataset taken from the file "
+                     "name", file=path, field=EVAL)
             )
             dataset = [d or file_dataset for d in dataset]
     else:

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from routerlab._words import plural, verb
 from routerlab.data.importers import importer
 from routerlab.data.importers._common import (
     as_amount,
@@ -283,8 +284,8 @@ def _join_metadata(texts: list[str], splits: list[str], files: list[Path], notes
     if unmatched:
         notes.append(
             warn(
-                f"{unmatched} of {len(texts)} questions have no metadata row with the same text in "
-                f"{', '.join(f.name for f in files)}: no task, dataset from the file name only",
+                f"{unmatched} of {plural(len(texts), 'question')} {verb(unmatched, 'has', 'have')} no metadata row "
+                f"with the same text in {', '.join(f.name for f in files)}: no task, dataset from the file name only",
                 field="query",
             )
         )
@@ -300,7 +301,8 @@ def _actors(names: list[str], model_file: Path | None, notes: list[str]) -> Acto
     unscored = [m for m in data if m not in set(names)]
     if unscored:
         notes.append(
-            warn(f"{len(unscored)} models have no scores and are left out: {', '.join(unscored)}", file=model_file)
+            warn(f"{plural(len(unscored), 'model')} {verb(len(unscored), 'has', 'have')} no scores and "
+                 f"{verb(len(unscored), 'is', 'are')} left out: {', '.join(unscored)}", file=model_file)
         )
     unpriced = [m for m in names if m not in data]
     if unpriced:

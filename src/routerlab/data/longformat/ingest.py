@@ -16,6 +16,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from routerlab._words import plural, verb
 from routerlab.data._files import expand_paths, split_in_name, warn
 from routerlab.data.longformat.actors import read_actors
 from routerlab.data.longformat.columns import (
@@ -551,7 +552,8 @@ def read_long(
         names, attrs, extra = actor_info
         known = len(names)
         if m > known:
-            warn(f"{m - known} actors are not in the actors side-file (first: {av.values[known].as_py()!r}); "
+            warn(f"{plural(m - known, 'actor')} {verb(m - known, 'is', 'are')} not in the actors side-file (first: "
+                 f"{av.values[known].as_py()!r}); "
                  "their attributes are unknown", file=side[0], field="actor")
         pad = m - known
         act = Actors.create(

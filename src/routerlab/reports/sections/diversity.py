@@ -9,6 +9,7 @@ import numpy as np
 
 from routerlab.data.table import RoutingTable
 from routerlab.errors import RouterlabError
+from routerlab.metrics.sources import cite
 from routerlab.reports.audit import AuditContext, audit_section, display_name, left_out
 from routerlab.reports.blocks import Figure, Finding, Paragraph, Section
 
@@ -109,7 +110,7 @@ def diversity_section(table: RoutingTable, ctx: AuditContext) -> Section:
                                     {"greedy_cap": cap, "n_actors": n}))
             data["coreset"]["greedy_cap"] = cap
         above = [p.size for p in cs.curve if p.hse > div.hse * (1 + 1e-9) + 1e-12]
-        why = ("a duplicated or near-duplicate actor lowers HSE (SPEC 2), so leaving such actors out can "
+        why = (f"a duplicated or near-duplicate actor lowers HSE ({cite('2')}), so leaving such actors out can "
                "raise it")
         if above:
             lines.append(f"**Above the whole pool.** The greedy subset of {above[0]} actors has more HSE than all "

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from routerlab._words import plural
 from routerlab.data.table import RoutingTable
 from routerlab.features.base import Features
 from routerlab.metrics.bootstrap import MIN_QUERIES, unavailable
@@ -171,7 +172,7 @@ def leaderboard_section(table: RoutingTable, ctx: AuditContext) -> Section:
                  f"{n_test} evaluated test queries as the bounds above.",
                  f"The best learned or fixed router here is `{best.spec}` with mu_o {best.metrics['mu_o']:.4f}."]
     if ctx.quick:
-        sentences.insert(0, f"A quick run: {len(specs)} routers and {n_boot(ctx)} bootstrap resamples.")
+        sentences.insert(0, f"A quick run: {plural(len(specs), 'router')} and {n_boot(ctx)} bootstrap resamples.")
     if encoder == NO_TEXT_ENCODER:
         sentences.append("The table has no query text, so the learned routers see only each query's dataset "
                          "(one-hot): they can learn one choice per dataset, not per query.")

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from routerlab._words import plural
 from routerlab.data.table import RoutingTable
 from routerlab.metrics.bootstrap import MIN_QUERIES, unavailable
 from routerlab.metrics.catalog import label as metric_label
@@ -97,6 +98,11 @@ def _trend(up: list[str], down: list[str], n: int) -> str:
     return "rose" if len(up) * 2 > n else "fell" if len(down) * 2 > n else "moved both ways"
 
 
+RISK_AVERSION = "RouterWorld (section 5.2)"
+"""Where the finding the cold-start comparison checks is reported: under partial observability routers favour
+accuracy over latency (Acc@1 up, L-DCG down)."""
+
+
 def verdict(c: dict[str, Any]) -> str:
     """Whether the counts show routerworld.txt's risk-aversion (Acc@1 up and L-DCG down for most routers), its
     opposite (Acc@1 down, L-DCG up), or neither; without latency only the Acc@1 half can be judged."""
@@ -106,10 +112,10 @@ def verdict(c: dict[str, Any]) -> str:
         return f"Acc@1 {acc} for most routers; without latency the L-DCG side cannot be checked"
     eff = _trend(c["eff_up"], c["eff_down"], n)
     if (acc, eff) == ("rose", "fell"):
-        return "the risk-aversion routerworld.txt reports (Acc@1 up, L-DCG down)"
+        return f"the risk-aversion {RISK_AVERSION} reports (Acc@1 up, L-DCG down)"
     if (acc, eff) == ("fell", "rose"):
-        return "the opposite of the risk-aversion routerworld.txt reports (Acc@1 down, L-DCG up)"
-    return f"not the risk-aversion routerworld.txt reports (for most routers Acc@1 {acc} and L-DCG {eff})"
+        return f"the opposite of the risk-aversion {RISK_AVERSION} reports (Acc@1 down, L-DCG up)"
+    return f"not the risk-aversion {RISK_AVERSION} reports (for most routers Acc@1 {acc} and L-DCG {eff})"
 
 
 def findings(cmp: dict[str, Any], full: Evaluation, cold: Evaluation) -> list[str]:
@@ -246,8 +252,8 @@ def partial_section(table: RoutingTable, ctx: AuditContext) -> Section:
              f"with every actor's outcome (full observability), and with one outcome per query drawn by a "
              f"{lg.get('spec', lg['policy'])} logging policy (cold-start, seed {ctx.seed}; the same log for every "
              f"router{correct}). Both are scored on the same {int(full.split['n_test'])} test queries with every "
-             "outcome known." + (f" A quick run: {len(specs)} routers, {n_boot(ctx)} bootstrap resamples." if ctx.quick
-                                 else ""))
+             "outcome known." + (f" A quick run: {plural(len(specs), 'router')}, {n_boot(ctx)} bootstrap resamples."
+                                 if ctx.quick else ""))
     sentences = findings(cmp, full, cold)
     skipped = {**full.extra.get("skipped", {}), **cold.extra.get("skipped", {})}
     sentences += [f"Skipped `{k}`: {v}." for k, v in skipped.items()]
@@ -255,11 +261,11 @@ def partial_section(table: RoutingTable, ctx: AuditContext) -> Section:
     collapse, collapse_data = collapse_findings(table, ctx.test, c, cold)
     shift = Finding(
         f"Trained on one logged outcome per query instead of every outcome, Acc@1 rose for {len(c['acc_up'])} of "
-        f"the {c['n']} routers the log changed (mean shift {100 * c['mean_acc_shift']:+.1f} points) and "
+        f"the {plural(c['n'], 'router')} the log changed (mean shift {100 * c['mean_acc_shift']:+.1f} points) and "
         f"{metric_label(c['efficiency_metric'])} fell for {len(c['eff_down'])}: {verdict(c)}.", TABLE_ID,
         {"n_changed": c["n"], "n_acc_up": len(c["acc_up"]), "n_eff_down": len(c["eff_down"]),
          "mean_acc_shift_points": 100 * c["mean_acc_shift"]}) if c["n"] else None
-    headline = (f"cold-start vs full: Acc@1 up for {len(c['acc_up'])} of {c['n']} routers the log changed, "
+    headline = (f"cold-start vs full: Acc@1 up for {len(c['acc_up'])} of {plural(c['n'], 'router')} the log changed, "
                 f"{metric_label(c['efficiency_metric'])} down for {len(c['eff_down'])}: {verdict(c)}"
                 + (f"; collapsed only under cold-start: {', '.join(c['newly_collapsed'])}" if c["newly_collapsed"]
                    else ""))

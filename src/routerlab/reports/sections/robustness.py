@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from routerlab._words import plural, verb
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.metrics.bootstrap import MIN_QUERIES, unavailable
@@ -256,12 +257,14 @@ def robustness_section(table: RoutingTable, ctx: AuditContext) -> Section:
     plot_rho_by_level(rob, ctx.out_dir / RHO_PLOT, f"Routing robustness per level: {name}")
     plot_accuracy_vs_rho(rob, ctx.out_dir / ACCURACY_PLOT, f"Accuracy against rho: {name}")
     together = [k for k, v in rows.items() if v["keeps_together"]]
-    headline = (f"robustness: {len(together)} of {len(rows)} routers keep near-identical questions together "
+    headline = (f"robustness: {len(together)} of {plural(len(rows), 'router')} {verb(len(together), 'keeps', 'keep')} "
+                "near-identical questions together "
                 f"(rho >= {KEEPS} at every level); invariance untested")
     full = ctx.shared.get("full_evaluation")  # the leaderboard's run in this audit, for the gain half
     found, combined = combined_findings(rob, rows, full if isinstance(full, Evaluation) else None)
     if not found:
-        found = [Finding(f"{len(together)} of {len(rows)} routers keep near-identical questions together (rho >= "
+        found = [Finding(f"{len(together)} of {plural(len(rows), 'router')} {verb(len(together), 'keeps', 'keep')} "
+                         "near-identical questions together (rho >= "
                          f"{KEEPS} at every level).", TABLE_ID, {"n_keep": len(together), "n_routers": len(rows)})]
     data = {"measured": True, "levels": list(rob.levels), "skipped_levels": skipped_levels,
             "skipped_routers": skipped_routers, "p": P, "quick": ctx.quick,

@@ -26,6 +26,7 @@ from routerlab.errors import UsageError
 from routerlab.metrics.bootstrap import MIN_QUERIES, bootstrap_ci, unavailable
 from routerlab.metrics.bounds import best_single_actor
 from routerlab.metrics.catalog import label
+from routerlab.metrics.sources import cite
 from routerlab.protocols.full import Evaluation
 from routerlab.protocols.groups import CandidateGroup, GroupsSettings, eligible_actors
 from routerlab.protocols.groups_eval import GroupEvaluations, groups_result
@@ -243,7 +244,7 @@ def scaling_section(table: RoutingTable, ctx: AuditContext) -> Section:
     intro = (f"For each pool size m, {samples} seeded random pools of m of the {n} actors"
              + (f" (fewer than the usual {cfg['samples']}, to keep the {n_test} x {n} scan fast)" if reduced else "")
              + f"; mu_o on the audit's {n_test} evaluated test queries, the best single actor of each pool picked "
-             "on the training split. The line is the mean over pools, the band the 5-95% range (SPEC 4).")
+             f"on the training split. The line is the mean over pools, the band the 5-95% range ({cite('4')}).")
     findings, skipped = curve_findings(curve)
 
     # candidate groups
@@ -286,7 +287,7 @@ def scaling_section(table: RoutingTable, ctx: AuditContext) -> Section:
                   *[_fmt_ci(g["routers"][r]["mu_o"], g["routers"][r]["ci"], n_test) if r in g["routers"] else "-"
                     for r in shown]] for g in groups_data]
         blocks.append(Paragraph(
-            f"Candidate groups (SPEC 4) at m = {', '.join(map(str, group_m))}, each the best of "
+            f"Candidate groups ({cite('4')}) at m = {', '.join(map(str, group_m))}, each the best of "
             f"{cfg['draws']} seeded draws by train oracle among the {n_eligible} actors with a train score in "
             f"[0.1, 0.9]; {', '.join(f'`{r}`' for r in routers)} trained on the {ctx.split.train.size} training "
             f"queries and scored on the same test queries, intervals from {n_boot} bootstrap resamples."))

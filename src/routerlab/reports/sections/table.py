@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from routerlab._words import plural, verb
 from routerlab.data.quality import quality_report
 from routerlab.data.table import RoutingTable
 from routerlab.reports.audit import AuditContext, audit_section
@@ -63,12 +64,13 @@ def table_section(table: RoutingTable, ctx: AuditContext) -> Section:
     if dup and not no_text:
         differ = int(q["repeated_texts_with_different_scores"])
         findings.append(Finding(
-            f"{dup} queries repeat an earlier query's text"
+            f"{plural(dup, 'query')} {verb(dup, 'repeats', 'repeat')} an earlier query's text"
             + (f"; {differ} of the repeated texts carry different scores, a sign of noisy labels." if differ
                else ", with the same scores."), "table",
             {"duplicates": dup, "repeated_texts_with_different_scores": differ}))
     if q["queries_with_no_observed_score"]:
-        notes.append(f"{q['queries_with_no_observed_score']} queries have no observed score at all.")
+        none = int(q["queries_with_no_observed_score"])
+        notes.append(f"{plural(none, 'query')} {verb(none, 'has', 'have')} no observed score at all.")
     by = ", ".join(f"{k or '(none)'} {v}" for k, v in q["train_test_overlap_by_dataset"].items())
     leak_line = (f"leaks        {q['train_test_overlap']} evaluated test queries share their text with a training "
                  f"query of the audit's {ctx.split.kind} split" + (f" ({by})" if by else ""))

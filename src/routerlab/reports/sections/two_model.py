@@ -31,6 +31,7 @@ from routerlab.data.splits import Split
 from routerlab.data.table import RoutingTable
 from routerlab.errors import DataError, UsageError
 from routerlab.metrics.bootstrap import MIN_QUERIES, unavailable
+from routerlab.metrics.sources import cite
 from routerlab.reports.audit import AuditContext, audit_section, left_out, skipped_sentence, too_few_queries
 from routerlab.reports.blocks import Block, Decisions, Figure, Finding, Paragraph, Section, Table
 from routerlab.reports.two_model_report import (
@@ -286,7 +287,7 @@ def two_model_section(table: RoutingTable, ctx: AuditContext) -> Section:
     n_train = int(split.train.size)
     n_test = sum(int(d["n"]) for d in result["results"][0]["datasets"].values())
     source = "The audit names" if ctx.options.get("small") is not None else "The table designates"
-    intro = (f"{source} `{small}` as the small model and `{large}` as the large one (SPEC 6): each "
+    intro = (f"{source} `{small}` as the small model and `{large}` as the large one ({cite('6')}): each "
              f"query stays on the small model unless the router escalates it. {', '.join(f'`{c}`' for c in chosen)} "
              f"train on the audit's {n_train} training queries with both scores known and are scored on its "
              f"{n_test} test queries, every dataset in-domain; intervals from {n_boot} bootstrap resamples.")
