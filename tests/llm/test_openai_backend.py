@@ -82,6 +82,15 @@ class _Handler(BaseHTTPRequestHandler):
             st.in_flight += 1
             st.max_in_flight = max(st.max_in_flight, st.in_flight)
             scripted = st.plan.pop(0) if st.plan else None
+        left = False
+
+        def leave() -> None:  # once, and before the client can see the end of its answer: a client that got its
+            nonlocal left  # last byte may start its next call at once, and must not find this one still counted
+            if not left:
+                left = True
+                with st.lock:
+                    st.in_flight -= 1
+
         deadline = time.monotonic() + 5.0
         while st.max_in_flight < st.hold_until and time.monotonic() < deadline:
             time.sleep(0.005)
@@ -112,13 +121,13 @@ class _Handler(BaseHTTPRequestHandler):
             if st.usage and body.get("stream_options", {}).get("include_usage"):
                 self._event({**base, "choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": len(pieces),
                                                                "total_tokens": 7 + len(pieces)}})
+            leave()
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
             pass
         finally:
-            with st.lock:
-                st.in_flight -= 1
+            leave()
 
 
 @dataclass
