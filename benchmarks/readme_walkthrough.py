@@ -48,6 +48,7 @@ import sys
 import tempfile
 import threading
 import time
+import tomllib
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -278,6 +279,30 @@ def mentions(command: str, path: str) -> bool:
     return any(w.rstrip("/") == path or w.startswith(path + "/") for w in _words(command))
 
 
+def _paths_in_experiments(command: str, cwd: Path) -> list[str]:
+    """The paths, relative to ``cwd``, that the experiment files a command names give as strings (``routerlab run
+    examples/study.toml`` reads ``../tables/llmrouter``, relative to the file, which a skipped step may not have
+    written)."""
+    out: list[str] = []
+
+    def walk(value: Any, base: Path) -> None:
+        if isinstance(value, dict):
+            for v in value.values():
+                walk(v, base)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v, base)
+        elif isinstance(value, str) and "/" in value:
+            out.append(os.path.relpath(os.path.normpath(base / value), cwd))
+
+    for word in _words(command):
+        file = cwd / word
+        if word.endswith(".toml") and file.is_file():
+            with contextlib.suppress(tomllib.TOMLDecodeError):
+                walk(tomllib.loads(file.read_text()), file.parent)
+    return out
+
+
 def _shared_dir() -> Path:
     env = os.environ.get("ROUTERLAB_SHARED_DATA")
     return Path(env).resolve().parent if env else REPO.parent / "shared"
@@ -440,7 +465,9 @@ def run_steps(steps: list[Step], cwd: Path, env: dict[str, str], logs: Path, *, 
                 echo(_line(step))
                 continue
             reasons.append("needs ../shared/data, which is missing")
-        reasons += [f"needs {p} from skipped step {i}" for p, i in skipped_outputs.items() if mentions(command, p)]
+        read = _paths_in_experiments(command, cwd)
+        reasons += [f"needs {p} from skipped step {i}" for p, i in skipped_outputs.items()
+                    if mentions(command, p) or any(r == p or r.startswith(p + "/") for r in read)]
         if reasons:
             step.status, step.reason = "skipped", "; ".join(reasons)
             skipped_outputs.update({p: step.index for p in outputs_of(command)})

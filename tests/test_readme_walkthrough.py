@@ -169,3 +169,19 @@ def test_readme_use_section_runs_top_to_bottom(tmp_path: Path) -> None:
                if s["status"] == "skipped"]
     if skipped:  # reported, never passed silently: a skip here, a failure in CI
         missing_requirement(f"{len(skipped)} README steps skipped: " + "; ".join(skipped))
+
+
+def test_an_experiment_file_reading_a_skipped_output_skips_its_run(tmp_path: Path) -> None:
+    cwd = tmp_path / "root" / "checkout"
+    (cwd / "examples").mkdir(parents=True)
+    (cwd / "examples" / "exp.toml").write_text(
+        'protocols = ["full"]\n[[tables]]\nname = "t"\npath = "../tables/t"\n[[tables]]\npath = "demo"\n')
+    assert walk._paths_in_experiments("routerlab run examples/exp.toml --store s/", cwd) == ["tables/t"]
+    assert walk._paths_in_experiments("routerlab run examples/none.toml", cwd) == []
+    text = "## Use\n\n```bash\ncat ../shared/data/x -o tables/t\nrouterlab run examples/exp.toml\n```\n"
+    steps = _steps(tmp_path, text, ("Use",))
+    walk.substitute(steps, ())
+    walk.run_steps(steps, cwd, dict(os.environ), tmp_path / "logs", require_shared=False, timeout=60,
+                   echo=lambda _: None)
+    assert [(s.status, s.reason) for s in steps] == [("skipped", "needs ../shared/data, which is missing"),
+                                                    ("skipped", "needs tables/t from skipped step 1")]
