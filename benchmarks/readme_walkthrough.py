@@ -15,7 +15,7 @@ README and this script cannot drift apart: a command edited in the README is the
 - with the stand-ins of :data:`SUBSTITUTIONS` in place of heavy parts (fewer questions, fewer samples, the quick
   audit, a loopback Dask cluster for ``HOST``), each listed with why, and printed beside the step it changed
   (``--exact`` keeps only the two a machine needs, a free port and the cluster's address, and runs the rest as
-  written: 20-30 minutes here). A substitution that no longer changes its README command is an error, so a stale
+  written: well over 10 minutes here). A substitution that no longer changes its README command is an error, so a stale
   table cannot hide a changed README;
 - ``routerlab serve`` runs in the background on a free port until it answers one chat request, then gets
   SIGINT (the README's Ctrl-C) and must exit 0, as docs/serve.md says.
@@ -77,7 +77,8 @@ class Substitution:
 
 
 # Every change made to a README command, in one table; each must change at least one step. Times are this
-# project's 2-core machine: the README as written takes 20-30 minutes, mostly SmolLM2 on 200 questions.
+# project's 2-core machine, shared: the README as written takes well over 10 minutes (its steps without a model
+# took 5 minutes under load, extract on 200 questions 1 minute idle and 5 loaded), the walkthrough about 4.
 SUBSTITUTIONS: tuple[Substitution, ...] = (
     Substitution("quick-audit", r"^routerlab audit tables/llmrouter (-o report/|--logs)",
                  r"^routerlab audit tables/llmrouter ", "routerlab audit tables/llmrouter --quick ",
