@@ -45,7 +45,7 @@ def test_run_prints_reuse_and_leaderboard(tmp_path: Path, capsys: pytest.Capture
     record = json.loads(captured.out)
     assert "small: 12 of 12 cells reused" in captured.err
     assert main(["run", str(tmp_path / "exp.toml"), "--store", str(store), "--backend", "dask"]) == 0
-    assert "nothing to run: all 12 cells are in" in capsys.readouterr().out  # and no cluster was started
+    assert "nothing to run: 12 of 12 cells reused from" in capsys.readouterr().out  # and no cluster was started
     assert (record["cells_reused"], record["cells_run"], record["rows_written"]) == (12, 0, 0)
     assert {r["router"] for r in record["leaderboard"]} == {"oracle", "best-single", "knn"}
 

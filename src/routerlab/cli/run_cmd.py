@@ -97,7 +97,8 @@ def run_cmd(
     typer.echo(board_text(board, metric))
     skipped = f", {summary.cells_skipped} skipped (see the cells table)" if summary.cells_skipped else ""
     if summary.cells_run == 0:
-        typer.echo(f"nothing to run: all {summary.cells_total} cells are in {summary.store} (run {summary.run_id})")
+        typer.echo(f"nothing to run: {summary.cells_reused} of {summary.cells_total} cells reused from {summary.store} "
+                   f"(run {summary.run_id})")
         return
     typer.echo(f"ran {summary.cells_run} cells in {summary.tasks} tasks on {summary.backend} "
                f"({summary.workers} worker{'s' if summary.workers != 1 else ''}) in {summary.seconds:.1f} s{skipped}; "
