@@ -99,6 +99,10 @@ def robustness_text(result: Robustness) -> str:
 
     out = [_head_line(result), line(head), *(line(r) for r in rows)]
     out += _invariance_lines(result)
+    if "review" in result.perturbations:
+        from routerlab.perturb.review import review_lines
+
+        out += review_lines(result.perturbations["review"])
     out += [f"skipped {k}: {v}" for k, v in result.skipped.items()]
     out += [f"note    {n}" for n in result.notes]
     return "\n".join(out)
