@@ -86,7 +86,9 @@ def test_perturb_writes_the_variants_file(table_dir: Path, tmp_path: Path, capsy
     table = load(table_dir)
     test_ids = {str(q) for q, s in zip(table.queries.ids, table.queries.split, strict=True) if s == "test"}
     lines = [json.loads(x) for x in out.read_text().splitlines()]
-    assert lines and all(set(x) == {"query_id", "level", "variant", "text"} for x in lines)
+    assert lines and all(set(x) == {"query_id", "level", "variant", "text", "similarity", "encoder"} for x in lines)
+    assert all(-1 <= x["similarity"] <= 1 and x["encoder"] == record["settings"][TEST_LEVEL]["similarity_encoder"]
+               for x in lines)
     assert {x["query_id"] for x in lines} <= test_ids and {x["level"] for x in lines} == {TEST_LEVEL}
     assert record["n_queries"] == len(test_ids) and record["n_variants"] == len(lines) and record["p"] == 3
     level = record["levels"][TEST_LEVEL]

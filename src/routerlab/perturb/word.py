@@ -6,15 +6,18 @@ A variant makes k edits, k drawn uniformly from 1..k_max with k_max = 1 below 4 
 
 * **synonym**: a content word (letters only, at least 3, not in :data:`STOP_WORDS`, lower case or capitalised at the
   start of a sentence and not possibly a name there: John, Paris) is replaced by another lemma of its most frequent
-  WordNet sense (only the first sense: later senses are mostly other meanings), re-inflected to the original's form
-  (plural, -s, -ed, -ing, -er, -est; :mod:`routerlab.perturb.wordnet` skips a synonym whose form is not certain).
-  Synonyms with capitals (proper names), digits or other symbols, and abbreviations (under 3 letters, or a prefix of
-  the word: diameter -> diam) are skipped, as are words with two possible WordNet bases (``found`` is ``find`` or
-  ``found``). The part of speech is guessed without a tagger: a possible adjective before a content word that can be
-  a noun is an adjective, and a word after an adjective is a noun when it can be; after a determiner or a number
-  word a word is a noun or an adjective, after ``to``, a modal or a subject pronoun a verb (then a noun), a word in
-  -ly an adverb first; otherwise the part of speech whose senses are most often tagged in WordNet's concordance,
-  ties in the order noun, verb, adjective, adverb. A capitalised first letter is kept.
+  WordNet sense, re-inflected to the original's form (plural, -s, -ed, -ing, -er, -est; :mod:`routerlab.perturb.
+  wordnet` skips a synonym whose form is not certain), when the substitute passes every filter, checked in the
+  order of :data:`DROP_REASONS` and counted under the first it fails: ``cue`` (the word names the task's frame,
+  :data:`CUE_WORDS`, or is a label before a colon: ``Answer:``), ``payload`` (the word is in a bare comma list:
+  a CommonGen concept list), ``pos`` (the substitute is of another part of speech than the word's in its sentence,
+  tagged by :mod:`routerlab.perturb.postag`, or the tagger cannot tell), ``form`` (two possible bases, a form
+  that cannot be re-made, or a noun substitute in -s: works, means), ``sense`` (the word's first sense is tagged fewer than :data:`MIN_SENSE_COUNT` times or
+  holds less than :data:`MIN_SENSE_SHARE` of its tags in WordNet's concordance, or the synset is not the
+  substitute's own most frequent sense: element -> factor), ``shape`` (capitals, digits, symbols, lone letters,
+  abbreviations: diameter -> diam) and ``register`` (multiword or hyphenated, tagged fewer than
+  :data:`MIN_SUBSTITUTE_COUNT` times in this sense, or usage-labelled: solar day, hebdomad, begetter). A capitalised
+  first letter is kept.
 * **function**: contractions both ways (:data:`CONTRACTIONS`; ``X is``/``X are``/``I am`` contract only before
   another word, not at a clause end), ``please`` put before or taken from a sentence that starts with an
   imperative verb (:data:`IMPERATIVES`), ``the`` dropped before a plural noun (not after ``of``, ``all``,
@@ -202,6 +205,8 @@ def _synonym_options(lower: str, pos: str, wn: WordNet) -> tuple[str | None, tup
         reason = "form" if form is None else "sense" if not sense_ok else \
             _substitute_reason(lemma, offset, pos, lower, base, wn)
         made = None
+        if not reason and pos == "noun" and lemma.endswith("s") and not lemma.endswith(("ss", "us", "is")):
+            reason = "form"  # a plural-only noun (plant -> works: "workses", "a works") has no certain number
         if not reason:
             assert form is not None
             made = wn.inflect(lemma, pos, form)
