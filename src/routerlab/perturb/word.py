@@ -12,8 +12,9 @@ A variant makes k edits, k drawn uniformly from 1..k_max with k_max = 1 below 4 
   :data:`CUE_WORDS`, or is a label before a colon: ``Answer:``), ``payload`` (the word is in a bare comma list:
   a CommonGen concept list), ``pos`` (the substitute is of another part of speech than the word's in its sentence,
   tagged by :mod:`routerlab.perturb.postag`, or the tagger cannot tell), ``form`` (two possible bases, a form
-  that cannot be re-made, or a noun substitute in -s: works, means), ``sense`` (the word's first sense is tagged fewer than :data:`MIN_SENSE_COUNT` times or
-  holds less than :data:`MIN_SENSE_SHARE` of its tags in WordNet's concordance, or the synset is not the
+  that cannot be re-made, or a noun substitute in -s: works, means), ``sense`` (the word's first sense is tagged
+  fewer than :data:`MIN_SENSE_COUNT` times or holds less than :data:`MIN_SENSE_SHARE` of its tags in WordNet's
+  concordance, or the synset is not the
   substitute's own most frequent sense: element -> factor), ``shape`` (capitals, digits, symbols, lone letters,
   abbreviations: diameter -> diam) and ``register`` (multiword or hyphenated, tagged fewer than
   :data:`MIN_SUBSTITUTE_COUNT` times in this sense, or usage-labelled: solar day, hebdomad, begetter). A capitalised
