@@ -117,10 +117,15 @@ def test_robustness_drops_the_variants_marked_changed(table_dir: Path, sampled: 
         assert (lo, hi) == pytest.approx(wilson(n, 6)) and lo <= n / 6 <= hi
     assert record["perturbations"]["n_variants_used"] == plain["perturbations"]["n_variants_used"] - 4
     assert record["settings"]["reviewed"] == str(marked)
-    code, text, err = run([*common, "--reviewed", str(marked)], capsys)
+    out_dir = tmp_path / "rob"
+    code, text, err = run([*common, "--reviewed", str(marked), "-o", str(out_dir)], capsys)
     assert code == 0, err
     assert f"review {marked}: 12 variants reviewed, 4 marked changed and dropped" in text
     assert f"  word: {changed['word']}/6 changed" in text and "(meaning drift)" in text
+    assert f"Review {marked}: 12 variants reviewed" in (out_dir / "robustness.md").read_text()
+    # the variants used: the changed ones left out, every row still with its similarity
+    used = [json.loads(x) for x in (out_dir / "variants.jsonl").read_text().splitlines()]
+    assert len(used) == record["perturbations"]["n_variants_used"] and all("similarity" in x for x in used)
 
 
 def test_bad_review_files_are_one_line(table_dir: Path, sampled: tuple[Path, Path], tmp_path: Path,
