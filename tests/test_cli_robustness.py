@@ -86,7 +86,9 @@ def test_perturb_writes_the_variants_file(table_dir: Path, tmp_path: Path, capsy
     table = load(table_dir)
     test_ids = {str(q) for q, s in zip(table.queries.ids, table.queries.split, strict=True) if s == "test"}
     lines = [json.loads(x) for x in out.read_text().splitlines()]
-    assert lines and all(set(x) == {"query_id", "level", "variant", "text"} for x in lines)
+    assert lines and all(set(x) == {"query_id", "level", "variant", "text", "similarity", "encoder"} for x in lines)
+    assert all(-1 <= x["similarity"] <= 1 and x["encoder"] == record["settings"][TEST_LEVEL]["similarity_encoder"]
+               for x in lines)
     assert {x["query_id"] for x in lines} <= test_ids and {x["level"] for x in lines} == {TEST_LEVEL}
     assert record["n_queries"] == len(test_ids) and record["n_variants"] == len(lines) and record["p"] == 3
     level = record["levels"][TEST_LEVEL]
@@ -571,14 +573,18 @@ def test_a_json_mapping_of_variants_is_read_like_the_lines_it_stands_for(table_d
     from routerlab.perturb.files import read_variants
 
     lines_file = tmp_path / "v.jsonl"
-    run_json(["perturb", str(table_dir), "--levels", TEST_LEVEL, "--variants", "2", "-o", str(lines_file)], capsys)
+    run_json(["perturb", str(table_dir), "--levels", TEST_LEVEL, "--variants", "2", "--encoder", "tfidf",
+              "-o", str(lines_file)], capsys)
     mapping: dict[str, dict[str, list[str]]] = {}
     for line in lines_file.read_text().splitlines():
         rec = json.loads(line)
         mapping.setdefault(rec["query_id"], {}).setdefault(rec["level"], []).append(rec["text"])
     json_file = tmp_path / "v.json"
     json_file.write_text(json.dumps(mapping))
-    assert read_variants(json_file).variants == read_variants(lines_file).variants
+    def plain(path: Path) -> list[tuple[str, str, int, str]]:  # the mapping has texts only, no similarity
+        return [(v.query_id, v.level, v.variant, v.text) for v in read_variants(path).variants]
+
+    assert plain(json_file) == plain(lines_file)
     common = ["robustness", str(table_dir), "--routers", "random,knn", "--n-boot", "40"]
     by_lines = run_json([*common, "--variants-file", str(lines_file)], capsys)
     by_mapping = run_json([*common, "--variants-file", str(json_file)], capsys)

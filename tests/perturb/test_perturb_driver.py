@@ -24,12 +24,15 @@ from routerlab.perturb import (
     write_variants,
 )
 from routerlab.perturb.base import _REGISTRY, NO_BACKEND, Variant
+from routerlab.perturb.similarity import Similarity
 from tests.perturb import require_wordnet
 
 IDS = ["q1", "q2", "q3"]
 TEXTS = ["If the train leaves at 3 pm, what is the arrival time in Paris?",
          "Write a function to count the number of unique lists within a list.",
          "What is the capital of France?"]
+SIM = Similarity("tfidf", TEXTS)
+"""One similarity scorer shared by the runs a test compares (tf-idf fitted on TEXTS: fast, and the same for all)."""
 
 
 class _NeedsBackend(Perturber):
@@ -56,7 +59,7 @@ def llm_only_level() -> Iterator[str]:
 
 
 def test_variants_are_distinct_and_differ_from_the_original() -> None:
-    ps = perturb(IDS, TEXTS, ["character", "word", "syntax"], 3, seed=0)
+    ps = perturb(IDS, TEXTS, ["character", "word", "syntax"], 3, seed=0, similarity=SIM)
     for q, text in zip(IDS, TEXTS, strict=True):
         for level in ("character", "word", "syntax"):
             mine = [v for v in ps.variants if v.query_id == q and v.level == level]
@@ -66,23 +69,24 @@ def test_variants_are_distinct_and_differ_from_the_original() -> None:
 
 
 def test_same_seed_same_variants() -> None:
-    a = perturb(IDS, TEXTS, ["character", "word", "syntax"], 3, seed=4)
-    b = perturb(IDS, TEXTS, ["character", "word", "syntax"], 3, seed=4)
-    c = perturb(IDS, TEXTS, ["character", "word", "syntax"], 3, seed=5)
+    a = perturb(IDS, TEXTS, ["character", "word", "syntax"], 3, seed=4, similarity=SIM)
+    b = perturb(IDS, TEXTS, ["character", "word", "syntax"], 3, seed=4, similarity=SIM)
+    c = perturb(IDS, TEXTS, ["character", "word", "syntax"], 3, seed=5, similarity=SIM)
     assert a.variants == b.variants
     assert a.variants != c.variants
 
 
 def test_a_querys_variants_do_not_depend_on_the_batch() -> None:
-    whole = perturb(IDS, TEXTS, ["character", "word", "syntax"], 3, seed=9)
-    alone = perturb(["q2"], [TEXTS[1]], ["character", "word", "syntax"], 3, seed=9)
-    backwards = perturb(IDS[::-1], TEXTS[::-1], ["character", "word", "syntax"], 3, seed=9)
+    """Given one similarity scorer (MiniLM is stateless; tf-idf is fitted once, on the table in the CLI)."""
+    whole = perturb(IDS, TEXTS, ["character", "word", "syntax"], 3, seed=9, similarity=SIM)
+    alone = perturb(["q2"], [TEXTS[1]], ["character", "word", "syntax"], 3, seed=9, similarity=SIM)
+    backwards = perturb(IDS[::-1], TEXTS[::-1], ["character", "word", "syntax"], 3, seed=9, similarity=SIM)
     assert [v for v in whole.variants if v.query_id == "q2"] == list(alone.variants)
     assert sorted(whole.variants, key=lambda v: v.key) == sorted(backwards.variants, key=lambda v: v.key)
 
 
 def test_llm_level_without_backend_is_not_generated(llm_only_level: str) -> None:
-    ps = perturb(IDS, TEXTS, ["character", llm_only_level], 2, seed=0)
+    ps = perturb(IDS, TEXTS, ["character", llm_only_level], 2, seed=0, similarity=SIM)
     assert ps.not_generated == {llm_only_level: NO_BACKEND}
     assert {v.level for v in ps.variants} == {"character"}
     assert ps.generated_levels == ["character"]
@@ -90,7 +94,7 @@ def test_llm_level_without_backend_is_not_generated(llm_only_level: str) -> None
 
 def test_grid_layout_marks_missing_variants() -> None:
     ids, texts = ["a", "b"], ["What is the capital of France?", "hello world"]
-    ps = perturb(ids, texts, ["character", "syntax"], 3, seed=1)
+    ps = perturb(ids, texts, ["character", "syntax"], 3, seed=1, similarity=SIM)
     levels, grid = ps.grid(ids)
     assert levels == ["character"] * 3 + ["syntax"] * 3
     assert grid.shape == (2, 6)
@@ -112,7 +116,7 @@ def test_bad_p_is_a_usage_error() -> None:
 
 
 def test_variants_file_round_trip(tmp_path: Path) -> None:
-    ps = perturb(IDS, TEXTS, ["character", "syntax"], 2, seed=0)
+    ps = perturb(IDS, TEXTS, ["character", "syntax"], 2, seed=0, similarity=SIM)
     path = write_variants(tmp_path / "v.jsonl", ps.variants)
     back = read_variants(path)
     assert back.variants == ps.variants and back.p == 2

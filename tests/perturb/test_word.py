@@ -54,14 +54,15 @@ def _survival(original: str, variant: str) -> float:
 
 
 def test_hand_checked_options(wn: WordNet) -> None:
-    options = _options("The dogs are lazy.", wn)
-    # data.noun 02084071 "dog domestic_dog Canis_familiaris": the capitalised name is skipped, the plural kept
-    assert options["dogs"] == ["domestic dogs"]
-    assert _function("The dogs are lazy.", wn) == {"The dogs": ["Dogs"]}  # "the" dropped before a plural noun
-    assert "lazy" not in options  # its first sense (00981304, "a lazy river") has no other lemma
-    # data.noun's first sense of cat is "cat true_cat"; of sleepy, "sleepy sleepy-eyed sleepyheaded"
-    assert _options("The cat is sleepy.", wn) == {"cat": ["true cat"], "sleepy": ["sleepy-eyed", "sleepyheaded"]}
-    assert _options("Dogs bark.", wn)["Dogs"] == ["Domestic dogs"]  # the capital of the first letter is kept
+    # data.noun 02084071 "dog domestic_dog Canis_familiaris": the multiword lemma is rare register (never tagged in
+    # the concordance) and the capitalised one a name, so the dogs get no synonym; "the" is dropped before a plural
+    assert _options("The dogs are lazy.", wn) == {}
+    assert _function("The dogs are lazy.", wn) == {"The dogs": ["Dogs"]}
+    # "true cat" and "sleepy-eyed" are multiword, "sleepyheaded" never tagged: nothing a reader would write
+    assert _options("The cat is sleepy.", wn) == {}
+    # student: 23 of 24 tags in its first sense, whose pupil is pupil's own first sense
+    assert _options("Give each student a grade.", wn) == {"student": ["pupil"]}
+    assert _options("Students learn fast.", wn)["Students"] == ["Pupils"]  # the capital of the first letter is kept
 
 
 def test_function_word_edits(wn: WordNet) -> None:
@@ -79,14 +80,15 @@ def test_function_word_edits(wn: WordNet) -> None:
 
 def test_fox_variants_keep_most_content_words_and_use_synonyms(wn: WordNet) -> None:
     options = edit_options(FOX, wn)
-    # fox's and lazy's first senses have no other lemma, so 4 editable content words: up to 2 edits
-    assert sorted(g[0].old for g in options if g[0].kind == "synonym") == ["brown", "dog", "jumps", "quick"]
-    assert max_edits(4) == 2
+    # quick -> speedy (speedy's own first sense differs), brown -> brownish (tagged once), dog -> domestic dog
+    # (multiword): only jumps -> leaps, bounds, springs is left, so 1 editable content word: 1 edit
+    assert sorted(g[0].old for g in options if g[0].kind == "synonym") == ["jumps"]
+    assert max_edits(1) == 1
     for seed in range(40):
         text, edits = draw_variant(FOX, options, np.random.default_rng(seed))
-        assert 1 <= len(edits) <= 2 and text != FOX
+        assert len(edits) == 1 and text != FOX
         assert apply_edits(FOX, edits) == text
-        assert _survival(FOX, text) >= 0.5  # 7 content words, at most 2 replaced
+        assert _survival(FOX, text) >= 0.5
         for edit in edits:
             assert edit.kind == "function" or _is_synonym(edit, wn), edit
 
@@ -105,13 +107,13 @@ def test_numbers_formulae_code_and_number_words_are_never_touched(wn: WordNet) -
 def test_names_technical_terms_and_context(wn: WordNet) -> None:
     # "John" at the start of a sentence is a name (WordNet also spells John with a capital), not john = can
     assert "John" not in _options("John has toys.", wn)
-    assert _options("Tadpoles swim.", wn)["Tadpoles"] == ["Polliwogs", "Pollywogs"]
+    assert _options("Students learn.", wn)["Students"] == ["Pupils"]
     # code and maths words keep their technical meaning (string is not twine)
     assert set(_options("Return the list of strings as a set of integers.", wn)) == set()
     # after a protected number a word is a noun or an adjective: "1.2 times" is not "1.2 clocks" (to time, the
     # verb, whose first sense is "clock"); the noun has two WordNet bases (times, time), so it is left alone
-    assert set(_options("She earns 1.2 times her rate.", wn)) == {"earns"}
-    assert set(_options("She earns four times her rate.", wn)) == {"earns"}
+    assert "times" not in _options("She earns 1.2 times her rate.", wn)
+    assert "times" not in _options("She earns four times her rate.", wn)
 
 
 def test_stop_words_never_get_synonyms(wn: WordNet) -> None:
@@ -125,7 +127,7 @@ def test_a_real_mmlu_question(shared_data: Path, wn: WordNet) -> None:
     ids, texts = real_queries(shared_data)
     mmlu = [t for q, t in zip(ids, texts, strict=True) if q.startswith("mmlu-") and len(content_words(t)) >= 6]
     text = mmlu[0]
-    ps = perturb(["mmlu"], [text], ["word"], 3, seed=5)
+    ps = perturb(["mmlu"], [text], ["word"], 3, seed=5, similarity="tfidf")
     assert len(ps.variants) >= 1
     for v in ps.variants:
         assert keeps_protected(text, v.text)
@@ -142,12 +144,15 @@ def test_missing_wordnet_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.Mo
         perturb(["q"], [FOX], ["word"], 2)
 
 
+FULL_SHARE = 0.38
+SOME_SHARE = 0.70
+
+
 def test_real_queries(shared_data: Path, wn: WordNet) -> None:
     """Over LLMRouter's 706 test queries: every raw candidate keeps its protected spans and at least half its
-    content words; at least 78% of the queries get p = 3 variants (measured: 80.5%, 568 of 706; 636 get at
-    least one; the rest are the 50 commongen concept lists, protected whole, and mostly short queries with no
-    synonym WordNet can re-inflect; before concept lists, units and the code's identifiers were protected: 88.7%,
-    626, and 688)."""
+    content words; with the sense, part-of-speech, register and similarity filters (tf-idf) at least
+    :data:`FULL_SHARE` of the queries get p = 3 variants and :data:`SOME_SHARE` at least one (measured in
+    docs/perturb.md: 40.5% and 72.8%; before the filters: 88.7% and 97.5%)."""
     ids, texts = real_queries(shared_data)
     assert len(texts) >= 300
     cands = WordLevel().candidates(texts, 3, [level_rng(0, q, "word") for q in ids])
@@ -156,7 +161,8 @@ def test_real_queries(shared_data: Path, wn: WordNet) -> None:
             assert keeps_protected(text, c), (text, c)
             if len(content_words(text)) >= 6:
                 assert _survival(text, c) >= 0.5, (text, c)
-    ps = perturb(ids, texts, ["word"], 3, seed=0)
-    full = sum(n == 3 for n in Counter(v.query_id for v in ps.variants).values()) / len(ids)
-    assert full >= 0.78
+    ps = perturb(ids, texts, ["word"], 3, seed=0, similarity="tfidf")
+    counts = Counter(v.query_id for v in ps.variants)
+    full = sum(n == 3 for n in counts.values()) / len(ids)
+    assert full >= FULL_SHARE and len(counts) / len(ids) >= SOME_SHARE
     assert ps.stats["word"]["rejected"] == 0

@@ -29,6 +29,7 @@ from routerlab.cli._io import (
 )
 from routerlab.errors import UsageError
 from routerlab.perturb.base import DEFAULT_ASK, MAX_VARIANTS, perturb_queries
+from routerlab.perturb.review import MAX_REVIEW
 
 if TYPE_CHECKING:
     from routerlab.data.table import RoutingTable
@@ -47,6 +48,12 @@ BACKEND_HELP = ("LLM backend that writes the paraphrase and rambling levels, KIN
 ASK_HELP = ("Rewrites the LLM is asked for per query and level (paraphrase, rambling; the paper asks 10 and keeps "
             "distinct ones); fewer is cheaper on a CPU.")
 CACHE_HELP = "Call cache directory of the backend (default: $ROUTERLAB_CACHE_DIR/llm or ~/.cache/routerlab/llm)."
+ENCODER_HELP = ("Encoder of every variant's similarity to its original: minilm or tfidf (default: minilm where the "
+                "embed extra is installed, else tfidf fitted on the table's queries). The word level keeps only "
+                "variants at or above the encoder's threshold (docs/perturb.md).")
+REVIEW_HELP = ("Also write a stratified sample of N variants (by level and similarity band, seeded) to FILE.csv for "
+               "a person to mark same or changed in its mark column; robustness --reviewed FILE.csv reads it back.")
+_PLAIN_STATS = ("queries", "variants", "short", "rejected", "below_similarity", "substitutes", "substitutes_kept")
 
 
 def check_variants_path(path: Path, *, option: str = "-o") -> None:
@@ -124,20 +131,41 @@ def level_summary(pset: PerturbationSet) -> dict[str, dict[str, Any]]:
     return out
 
 
-def summary_lines(levels: dict[str, dict[str, Any]], p: int) -> list[str]:
-    """One line per level: counts, or why it was not generated."""
+def summary_lines(levels: dict[str, dict[str, Any]], p: int,
+                  settings: dict[str, dict[str, Any]] | None = None) -> list[str]:
+    """One line per level: counts, or why it was not generated; for a level that filters by similarity, the
+    variants dropped below its threshold; for the word level, a second line with the synonym candidates dropped
+    per reason."""
     width = max(len(lv) for lv in levels)
     lines = []
     for lv, s in levels.items():
         if "not_generated" in s:
             lines.append(f"  {lv:<{width}}  {s['not_generated']}")
-        else:
-            lines.append(f"  {lv:<{width}}  {plural(s['queries'], 'query')}  {plural(s['variants'], 'variant')}  "
-                         f"{s['short']} short of "
-                         f"p={p}  {s['rejected']} rejected (altered a protected span)"
-                         + "".join(f"  {v} {k}" for k, v in s.items()
-                                   if k not in ("queries", "variants", "short", "rejected")))
+            continue
+        below = ""
+        if "below_similarity" in s:
+            bar = (settings or {}).get(lv, {}).get("min_similarity")
+            below = f"  {s['below_similarity']} below similarity" + (f" {bar}" if bar is not None else "")
+        lines.append(f"  {lv:<{width}}  {plural(s['queries'], 'query')}  {plural(s['variants'], 'variant')}  "
+                     f"{s['short']} short of p={p}  {s['rejected']} rejected (altered a protected span)" + below
+                     + "".join(f"  {v} {k}" for k, v in s.items()
+                               if k not in _PLAIN_STATS and not k.startswith("substitutes_dropped_")))
+        if "substitutes" in s:
+            reasons = [(k.removeprefix("substitutes_dropped_"), v) for k, v in s.items()
+                       if k.startswith("substitutes_dropped_")]
+            lines.append(f"  {'':<{width}}  synonym candidates: {s['substitutes']} considered, "
+                         f"{s.get('substitutes_kept', 0)} kept; dropped: "
+                         + ", ".join(f"{v} {k}" for k, v in reasons))
     return lines
+
+
+def check_review_path(path: Path) -> None:
+    """``--review N FILE.csv``: a ``.csv`` name, not a directory, in a writable place."""
+    if path.is_dir():
+        raise UsageError(f"--review {path}: is a directory; give a file path such as {path / 'review.csv'}")
+    if path.suffix.lower() != ".csv":
+        raise UsageError(f"--review {path}: a review file name ends in .csv")
+    check_file_parent(path, option="--review")
 
 
 @app.command("perturb")
@@ -154,6 +182,9 @@ def perturb_cmd(
     backend: Annotated[str | None, typer.Option("--backend", help=BACKEND_HELP)] = None,
     ask: Annotated[int, typer.Option("--ask", min=1, max=100, help=ASK_HELP)] = DEFAULT_ASK,
     cache_dir: Annotated[Path | None, typer.Option("--cache-dir", help=CACHE_HELP)] = None,
+    encoder: Annotated[str | None, typer.Option("--encoder", help=ENCODER_HELP)] = None,
+    review: Annotated[tuple[int, Path] | None, typer.Option("--review", metavar="N FILE.csv",
+                                                            help=REVIEW_HELP)] = None,
     as_json: Annotated[bool, json_option("Print the summary as one JSON object.")] = False,
     force: Annotated[bool, force_option("Overwrite the variants file if it exists.")] = False,
 ) -> None:
@@ -176,6 +207,15 @@ def perturb_cmd(
     check_variants_path(output)
     refuse_overwrite(output, force)
     check_cache_dir(cache_dir)
+    if encoder is not None:
+        from routerlab.features.registry import get_encoder
+
+        if get_encoder(encoder).name not in ("minilm", "tfidf"):
+            raise UsageError(f"--encoder {encoder}: the similarity is measured with a text encoder, minilm or tfidf")
+    if review is not None:
+        if not 1 <= review[0] <= MAX_REVIEW:
+            raise UsageError(f"--review: the sample size must be an integer in 1..{MAX_REVIEW}, got {review[0]}")
+        check_review_path(review[1])
     spec = parse_backend(backend)
     llm = needs_llm(names)
     check_something_to_generate(names, spec)
@@ -183,21 +223,35 @@ def perturb_cmd(
     positions, split_info = part_positions(table, split, seed, part)
     model = load_backend_for(spec, cache_dir) if llm else None
     try:
-        pset = perturb_queries(table, positions, names, p, seed, model, ask)
+        pset = perturb_queries(table, positions, names, p, seed, model, ask, similarity=encoder)
     finally:
         if model is not None:
             model.close()
     output.parent.mkdir(parents=True, exist_ok=True)
     write_variants(output, pset.variants)
+    written = [output]
+    sampled = 0
+    if review is not None:
+        from routerlab.perturb.review import review_sample, write_review
+
+        sample = review_sample(pset, review[0], seed)
+        originals = dict(zip((str(x) for x in table.queries.ids[positions].tolist()),
+                             (str(x) for x in table.queries.text[positions].tolist()), strict=True))
+        review[1].parent.mkdir(parents=True, exist_ok=True)
+        written.append(write_review(review[1], sample, originals))
+        sampled = len(sample)
     per_level = level_summary(pset)
     if as_json:
         print_json({"table": table.name, "content_hash": table.content_hash, "split": split_info, "part": part,
                     "seed": seed, "p": p, "backend": None if spec is None else spec.describe(),
                     "n_queries": len(positions), "n_variants": len(pset.variants), "levels": per_level,
-                    "settings": {k: dict(v) for k, v in pset.settings.items()}, "output": str(output)})
+                    "settings": {k: dict(v) for k, v in pset.settings.items()}, "output": str(output),
+                    **({"review": {"file": str(review[1]), "n": sampled}} if review is not None else {})})
     else:
         typer.echo(f"perturbed {len(positions)} {part} {noun(len(positions), 'query')} of {table.name} at "
                    f"{plural(len(names), 'level')}, p={p} (seed {seed}): {plural(len(pset.variants), 'variant')}")
-        for line in summary_lines(per_level, p):
+        for line in summary_lines(per_level, p, {k: dict(v) for k, v in pset.settings.items()}):
             typer.echo(line)
-    say_written([output], to_stderr=as_json)
+        if review is not None:
+            typer.echo(f"review sample: {sampled} variants to mark same or changed (column mark) in {review[1]}")
+    say_written(written, to_stderr=as_json)

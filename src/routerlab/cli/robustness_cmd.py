@@ -54,6 +54,7 @@ def robustness_cmd(
     variants: Annotated[int | None, typer.Option("--variants", help=_help("variants"))] = None,
     variants_file: Annotated[Path | None, typer.Option("--variants-file", help=_help("variants_file"))] = None,
     outcomes: Annotated[Path | None, typer.Option("--outcomes", help=_help("outcomes"))] = None,
+    reviewed: Annotated[Path | None, typer.Option("--reviewed", metavar="FILE.csv", help=_help("reviewed"))] = None,
     backend: Annotated[str | None, typer.Option("--backend", help=_help("backend"))] = None,
     ask: Annotated[int | None, typer.Option("--ask", help=_help("ask"))] = None,
     max_queries: Annotated[int | None, typer.Option("--max-queries", help=_help("max_queries"))] = None,
@@ -78,6 +79,7 @@ def robustness_cmd(
     settings = RobustnessSettings.from_cli(
         levels=levels, variants=variants, variants_file=None if variants_file is None else str(variants_file),
         outcomes=None if outcomes is None else str(outcomes), backend=backend, ask=ask,
+        reviewed=None if reviewed is None else str(reviewed),
         cache_dir=None if cache_dir is None else str(cache_dir), max_queries=max_queries,
         skip_unavailable_levels=skip_unavailable_levels, encoder=encoder, split=split, n_boot=n_boot)
     specs = router_specs(routers)

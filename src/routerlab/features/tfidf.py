@@ -71,6 +71,13 @@ class TfidfEncoder(Encoder):
                 svd.fit(tfidf)
         self._vectorizer, self._svd = vectorizer, svd
 
+    def tfidf(self, texts: list[str]) -> Any:
+        """The L2-normalised sparse tf-idf rows of ``texts`` before the SVD (the exact cosine space, used to score a
+        perturbed query against its original)."""
+        if self._vectorizer is None:
+            raise UsageError("encoder 'tfidf' is used before fit()")
+        return self._vectorizer.transform(texts)
+
     def _transform(self, texts: list[str]) -> npt.NDArray[np.float32]:
         tfidf = self._vectorizer.transform(texts)  # sparse: the projection below is a sparse product, no BLAS
         X = np.asarray(self._svd.transform(tfidf) if self._svd is not None else tfidf.toarray(), dtype=np.float64)

@@ -29,7 +29,9 @@ from routerlab.perturb.spans import keeps_protected, ordered_strings
 
 if TYPE_CHECKING:
     from routerlab.data.table import RoutingTable
+    from routerlab.features.registry import Encoder
     from routerlab.llm.base import Backend
+    from routerlab.perturb.similarity import Similarity
 
 LEVELS: tuple[str, ...] = ("character", "word", "syntax", "paraphrase", "rambling")
 """The five levels of the paper's taxonomy, in increasing semantic distance (SPEC 3)."""
@@ -52,9 +54,18 @@ class Variant:
     level: str
     variant: int
     text: str
+    similarity: float | None = None
+    """The cosine of this variant's encoder vector to its original's (:mod:`routerlab.perturb.similarity`)."""
+    encoder: str | None = None
+    """The encoder ``similarity`` was measured with (``minilm``, ``tfidf``)."""
 
     def to_record(self) -> dict[str, Any]:
-        return {"query_id": self.query_id, "level": self.level, "variant": self.variant, "text": self.text}
+        out: dict[str, Any] = {"query_id": self.query_id, "level": self.level, "variant": self.variant,
+                               "text": self.text}
+        if self.similarity is not None:
+            out["similarity"] = self.similarity
+            out["encoder"] = self.encoder
+        return out
 
     @property
     def key(self) -> str:
@@ -78,6 +89,9 @@ class Perturber(ABC):
     meaning_preserving: ClassVar[bool] = True
     """False for a level that changes the meaning on purpose (``control``, SPEC 3's falsifier): its variants are
     marked so and left out of every summary of rho over levels."""
+    similarity_filter: ClassVar[bool] = False
+    """Whether :func:`perturb` drops this level's candidates below the encoder's similarity threshold (the word
+    level: a synonym in the wrong sense moves the sentence away from its original)."""
 
     def __init__(self, backend: Backend | None = None, **options: Any) -> None:
         if not self.offline and backend is None:
@@ -86,6 +100,7 @@ class Perturber(ABC):
             raise UsageError(f"perturbation level {self.level!r} has no option {sorted(options)}")
         self.backend = backend
         self.dropped = 0  # candidates the level itself discarded (e.g. an LLM reply that answers instead)
+        self.counts: Counter[str] = Counter()  # the level's own counts, copied into the run's stats as they are
 
     @abstractmethod
     def candidates(self, texts: Sequence[str], p: int, rngs: Sequence[np.random.Generator]) -> list[list[str]]:
@@ -96,7 +111,7 @@ class Perturber(ABC):
         """What determines this level's output besides the text and the seed (provenance)."""
         return {}
 
-    def keep(self, original: str, candidates: Sequence[str], p: int) -> tuple[list[str], int]:
+    def keep(self, original: str, candidates: Sequence[str], p: int | None) -> tuple[list[str], int]:
         """The candidates :func:`perturb` keeps (:func:`keep_variants`) and how many altered a protected span; a
         level that edits a protected span on purpose (``control`` changes a number) narrows the check."""
         return keep_variants(original, candidates, p)
@@ -153,13 +168,13 @@ def level_rng(seed: int, query_id: str, level: str) -> np.random.Generator:
     return np.random.default_rng(int.from_bytes(digest[:16], "little"))
 
 
-def keep_variants(original: str, candidates: Sequence[str], p: int,
+def keep_variants(original: str, candidates: Sequence[str], p: int | None,
                   protected_of: Callable[[str], Counter[str]] | None = None) -> tuple[list[str], int]:
-    """Up to ``p`` candidates in order that are distinct (after trimming whitespace), differ from the original and
-    keep its protected spans (:func:`routerlab.perturb.spans.keeps_protected`: the same protected strings, the
-    structural ones in the same order; a level that changes some protected strings on purpose, the control level's
-    numbers, passes ``protected_of``: the multiset of a text's strings that must stay, the structural order kept
-    too); also returns how many were rejected for altering a protected span."""
+    """Up to ``p`` (None: every) candidates in order that are distinct (after trimming whitespace), differ from the
+    original and keep its protected spans (:func:`routerlab.perturb.spans.keeps_protected`: the same protected
+    strings, the structural ones in the same order; a level that changes some protected strings on purpose, the
+    control level's numbers, passes ``protected_of``: the multiset of a text's strings that must stay, the
+    structural order kept too); also returns how many were rejected for altering a protected span."""
     seen = {original.strip()}
     kept: list[str] = []
     rejected = 0
@@ -242,19 +257,26 @@ def perturb(
     seed: int = 0,
     backend: Backend | None = None,
     options: Mapping[str, Mapping[str, Any]] | None = None,
+    similarity: Similarity | str | Encoder | None = None,
 ) -> PerturbationSet:
     """Up to ``p`` variants of every text at every level (module docstring). An LLM level without ``backend`` is
-    listed in ``not_generated``; ``options`` gives per-level options (e.g. ``{"paraphrase": {"ask": 4}}``)."""
+    listed in ``not_generated``; ``options`` gives per-level options (e.g. ``{"paraphrase": {"ask": 4}}``).
+    ``similarity`` scores every variant against its original (a :class:`~routerlab.perturb.similarity.Similarity`,
+    or an encoder spec; None: the default encoder, tf-idf fitted on ``texts``); a level with
+    ``similarity_filter`` keeps only candidates at or above its threshold."""
     if isinstance(p, bool) or not isinstance(p, int) or p < 1:
         raise UsageError(f"the number of variants per level must be an integer >= 1, got {p!r}")
     if len(ids) != len(texts):
         raise UsageError(f"{len(ids)} query ids for {len(texts)} texts")
     if len(set(map(str, ids))) != len(ids):
         raise UsageError("query ids must be unique")
+    from routerlab.perturb.similarity import Similarity
+
     variants: list[Variant] = []
     not_generated: dict[str, str] = {}
     stats: dict[str, dict[str, int]] = {}
     settings: dict[str, dict[str, Any]] = {}
+    scorer: Similarity | None = similarity if isinstance(similarity, Similarity) else None
     for level in levels:
         cls = level_class(level)
         if not cls.offline and backend is None:
@@ -266,27 +288,55 @@ def perturb(
         if len(cands) != len(texts):
             raise RuntimeError(f"perturbation level {level!r} returned {len(cands)} candidate lists for "
                                f"{len(texts)} texts")
-        short = rejected = made = 0
-        for qid, text, cand in zip(ids, texts, cands, strict=True):
-            kept, bad = perturber.keep(str(text), cand, p)
+        if scorer is None:
+            assert not isinstance(similarity, Similarity)
+            scorer = Similarity(similarity, [str(t) for t in texts])
+        threshold = scorer.threshold if cls.similarity_filter else None
+        rejected = 0
+        pools: list[list[str]] = []
+        for text, cand in zip(texts, cands, strict=True):
+            kept, bad = perturber.keep(str(text), cand, None if threshold is not None else p)
             rejected += bad
-            short += len(kept) < p
-            made += len(kept)
-            variants.extend(Variant(str(qid), level, j, t) for j, t in enumerate(kept))
+            pools.append(kept)
+        sims = scorer.cosines([str(t) for t, pool in zip(texts, pools, strict=True) for _ in pool],
+                              [v for pool in pools for v in pool]).tolist()
+        short = made = below = 0
+        at = 0
+        for qid, pool in zip(ids, pools, strict=True):
+            scored = list(zip(pool, sims[at:at + len(pool)], strict=True))
+            at += len(pool)
+            if threshold is not None:
+                below += sum(sim < threshold for _, sim in scored)
+                scored = [(t, sim) for t, sim in scored if sim >= threshold]
+            scored = scored[:p]
+            short += len(scored) < p
+            made += len(scored)
+            variants.extend(Variant(str(qid), level, j, t, sim, scorer.name) for j, (t, sim) in enumerate(scored))
         stats[level] = {"queries": len(texts), "variants": made, "short": short, "rejected": rejected,
                         "dropped": perturber.dropped}
-        settings[level] = perturber.settings()
+        if threshold is not None:
+            stats[level]["below_similarity"] = below
+        stats[level].update(perturber.counts)
+        settings[level] = {**perturber.settings(), "similarity_encoder": scorer.name,
+                           "min_similarity": threshold}
     return PerturbationSet(tuple(variants), tuple(levels), p, seed, not_generated, stats, settings)
 
 
 def perturb_queries(table: RoutingTable, positions: Any, levels: Sequence[str], p: int, seed: int,
-                    backend: Backend | None, ask: int = DEFAULT_ASK) -> PerturbationSet:
+                    backend: Backend | None, ask: int = DEFAULT_ASK,
+                    similarity: Similarity | str | Encoder | None = None) -> PerturbationSet:
     """Up to p variants of the queries of ``table`` at ``positions`` at every level (SPEC 3), seeded per query and
-    level; the LLM levels ask for ``ask`` rewrites per call."""
+    level; the LLM levels ask for ``ask`` rewrites per call. Variants are scored with ``similarity`` (default: the
+    default encoder; tf-idf is fitted on every query text of the table, so a query's variants do not depend on
+    which of its queries are perturbed)."""
     ids = [str(x) for x in table.queries.ids[positions].tolist()]
     texts = [str(x) for x in table.queries.text[positions].tolist()]
     if not ids:
         raise UsageError("no queries to perturb in that part of the split")
     llm_options = {"ask": ask}
+    from routerlab.perturb.similarity import Similarity
+
+    if not isinstance(similarity, Similarity):
+        similarity = Similarity(similarity, [str(x) for x in table.queries.text.tolist()])
     return perturb(ids, texts, levels, p, seed=seed, backend=backend,
-                   options={"paraphrase": llm_options, "rambling": llm_options})
+                   options={"paraphrase": llm_options, "rambling": llm_options}, similarity=similarity)

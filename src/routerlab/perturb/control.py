@@ -382,7 +382,7 @@ class ControlLevel(Perturber):
             out.append(cands)
         return out
 
-    def keep(self, original: str, candidates: Sequence[str], p: int) -> tuple[list[str], int]:
+    def keep(self, original: str, candidates: Sequence[str], p: int | None) -> tuple[list[str], int]:
         """Up to ``p`` distinct candidates that differ from the original and keep every protected span but the
         plain quantities (a number edit changes one on purpose); also how many were rejected."""
         return keep_variants(original, candidates, p, _kept_protected)

@@ -1,7 +1,8 @@
-"""Variants files: one JSON object per line, ``{"query_id", "level", "variant", "text"}``, plus
-``"meaning_changing": true`` on the variants of a meaning-changing level (the control level; ``routerlab perturb``
-writes them; users bring their own variants in the same format with ``--variants-file``), or, for hand-made sets, a
-``.json`` file mapping query id -> level -> list of texts.
+"""Variants files: one JSON object per line, ``{"query_id", "level", "variant", "text"}`` and, when measured,
+``"similarity"`` (the encoder cosine to the original) and ``"encoder"``, plus ``"meaning_changing": true`` on the
+variants of a meaning-changing level (the control level; ``routerlab perturb`` writes them; users bring their own
+variants in the same format with ``--variants-file``), or, for hand-made sets, a ``.json`` file mapping query id ->
+level -> list of texts.
 
 Reading checks every line (a bad one is a DataError naming the file, line and field; a level must be a registered
 one, :func:`routerlab.perturb.base.level_names`); ``variant`` may be left out
@@ -123,12 +124,21 @@ def read_variants(path: str | Path, *, levels: Iterable[str] | None = None) -> P
         if (qid, level, text.strip()) in texts:
             raise DataError(f"the same text is already a variant of query {qid!r} at level {level!r} (line "
                             f"{texts[(qid, level, text.strip())]})", file=src, row=lineno, field="text")
+        similarity, encoder = obj.get("similarity"), obj.get("encoder")
+        if similarity is not None and (isinstance(similarity, bool) or not isinstance(similarity, (int, float))
+                                       or not -1.0 <= similarity <= 1.0):
+            raise DataError(f"similarity must be a cosine in [-1, 1] or null, got {similarity!r}", file=src,
+                            row=lineno, field="similarity")
+        if encoder is not None and (not isinstance(encoder, str) or not encoder):
+            raise DataError(f"encoder must be a non-empty string or null, got {encoder!r}", file=src, row=lineno,
+                            field="encoder")
         seen[(qid, level, number)] = lineno
         texts[(qid, level, text.strip())] = lineno
         counts[(qid, level)] = max(counts.get((qid, level), 0), number + 1)
         if level not in order:
             order.append(level)
-        variants.append(Variant(qid, level, number, text))
+        variants.append(Variant(qid, level, number, text, None if similarity is None else float(similarity),
+                                encoder if similarity is not None else None))
     if not variants:
         what = "" if wanted is None else f" at level {', '.join(sorted(wanted))}"
         raise DataError(f"no variant{what} in the file", file=src)

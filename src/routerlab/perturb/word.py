@@ -6,15 +6,19 @@ A variant makes k edits, k drawn uniformly from 1..k_max with k_max = 1 below 4 
 
 * **synonym**: a content word (letters only, at least 3, not in :data:`STOP_WORDS`, lower case or capitalised at the
   start of a sentence and not possibly a name there: John, Paris) is replaced by another lemma of its most frequent
-  WordNet sense (only the first sense: later senses are mostly other meanings), re-inflected to the original's form
-  (plural, -s, -ed, -ing, -er, -est; :mod:`routerlab.perturb.wordnet` skips a synonym whose form is not certain).
-  Synonyms with capitals (proper names), digits or other symbols, and abbreviations (under 3 letters, or a prefix of
-  the word: diameter -> diam) are skipped, as are words with two possible WordNet bases (``found`` is ``find`` or
-  ``found``). The part of speech is guessed without a tagger: a possible adjective before a content word that can be
-  a noun is an adjective, and a word after an adjective is a noun when it can be; after a determiner or a number
-  word a word is a noun or an adjective, after ``to``, a modal or a subject pronoun a verb (then a noun), a word in
-  -ly an adverb first; otherwise the part of speech whose senses are most often tagged in WordNet's concordance,
-  ties in the order noun, verb, adjective, adverb. A capitalised first letter is kept.
+  WordNet sense, re-inflected to the original's form (plural, -s, -ed, -ing, -er, -est; :mod:`routerlab.perturb.
+  wordnet` skips a synonym whose form is not certain), when the substitute passes every filter, checked in the
+  order of :data:`DROP_REASONS` and counted under the first it fails: ``cue`` (the word names the task's frame,
+  :data:`CUE_WORDS`, or is a label before a colon: ``Answer:``), ``payload`` (the word is in a bare comma list:
+  a CommonGen concept list), ``pos`` (the substitute is of another part of speech than the word's in its sentence,
+  tagged by :mod:`routerlab.perturb.postag`, or the tagger cannot tell), ``form`` (two possible bases, a form
+  that cannot be re-made, or a noun substitute in -s: works, means), ``sense`` (the word's first sense is tagged
+  fewer than :data:`MIN_SENSE_COUNT` times or holds less than :data:`MIN_SENSE_SHARE` of its tags in WordNet's
+  concordance, or the synset is not the
+  substitute's own most frequent sense: element -> factor), ``shape`` (capitals, digits, symbols, lone letters,
+  abbreviations: diameter -> diam) and ``register`` (multiword or hyphenated, tagged fewer than
+  :data:`MIN_SUBSTITUTE_COUNT` times in this sense, or usage-labelled: solar day, hebdomad, begetter). A capitalised
+  first letter is kept.
 * **function**: contractions both ways (:data:`CONTRACTIONS`; ``X is``/``X are``/``I am`` contract only before
   another word, not at a clause end), ``please`` put before or taken from a sentence that starts with an
   imperative verb (:data:`IMPERATIVES`), ``the`` dropped before a plural noun (not after ``of``, ``all``,
@@ -24,6 +28,7 @@ A variant makes k edits, k drawn uniformly from 1..k_max with k_max = 1 below 4 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -33,7 +38,8 @@ import numpy as np
 
 from routerlab.perturb.base import Perturber, register_level
 from routerlab.perturb.character import unprotected_ranges
-from routerlab.perturb.wordnet import POS_NAMES, WordNet, load
+from routerlab.perturb.postag import NUMBER, tag_words
+from routerlab.perturb.wordnet import WordNet, load
 
 
 def _word_set(words: str) -> frozenset[str]:
@@ -95,11 +101,23 @@ summarize tell translate write
 """Verbs that start an instruction; ``please`` is put before (or taken from) a sentence starting with one."""
 
 DETERMINERS = _word_set("the a an this that these those my your his her its our their each every some any no another")
-_QUANTIFIERS = _word_set("many much several few more most all both such other")
-NUMBER_CONTEXT = "<number>"
-"""What a word is preceded by when the token before it is a protected number (``3 times``)."""
-_NOUN_CONTEXT = DETERMINERS | NUMBER_WORDS | _QUANTIFIERS | {NUMBER_CONTEXT}
-_VERB_CONTEXT = _word_set("to can could will would shall should may might must cannot i you we they he she it who")
+CUE_WORDS: frozenset[str] = _word_set("""
+answer answers question questions option options choice choices solution solutions passage context hint hints
+example examples input inputs output outputs premise hypothesis statement statements task instruction instructions
+scenario scenarios sentence sentences concept concepts query response
+""")
+"""Words that name the parts of the task's frame (``Answer:``, "the following options", "the passage"): never
+replaced, whatever WordNet offers (answer -> reply, question -> inquiry)."""
+MIN_SENSE_COUNT = 3
+"""The original's first sense must be tagged at least this often in WordNet's concordance (a word never tagged,
+factorize, has no reading to keep)."""
+MIN_SENSE_SHARE = 0.5
+"""... and hold at least this share of the word's tags in its part of speech (find: 159 of 545, too ambiguous)."""
+MIN_SUBSTITUTE_COUNT = 2
+"""A substitute must be tagged at least this often in this very sense (hebdomad, begetter, solar day: 0)."""
+DROP_REASONS: tuple[str, ...] = ("cue", "payload", "pos", "form", "sense", "shape", "register")
+"""Why a synonym candidate is left out, in the order checked (module docstring)."""
+_LABEL_AFTER = re.compile(r"[ \t]*:")
 _NO_ARTICLE_DROP_AFTER = frozenset(("of", "all", "both", "half"))
 WORD_PATTERN = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
 _SYNONYM_SHAPE = re.compile(r"[a-z]+(?:[ -][a-z]+){0,2}")
@@ -137,54 +155,70 @@ def _at_sentence_start(text: str, start: int) -> bool:
     return _SENTENCE_START.search(text[max(0, start - 40):start]) is not None
 
 
-def _guess_pos(word: str, prev: str | None, prev_pos: str | None, following: str | None,
-               wn: WordNet) -> str | None:
-    """The part of speech a content word is most likely used as (module docstring), or None."""
-    found = [pos for pos in POS_NAMES if wn.base_forms(word, pos)]
-    if not found:
-        return None
-    if prev_pos == "adj" and "noun" in found:
-        return "noun"
-    if ("adj" in found and following is not None and following not in STOP_WORDS
-            and wn.base_forms(following, "noun")):
-        return "adj"
+def _sense_ok(counts: Sequence[int]) -> bool:
+    """The word's first sense is its reading: tagged at least :data:`MIN_SENSE_COUNT` times and at least
+    :data:`MIN_SENSE_SHARE` of the word's tags in that part of speech."""
+    return bool(counts) and counts[0] >= MIN_SENSE_COUNT and counts[0] >= MIN_SENSE_SHARE * sum(counts)
 
-    def tagged(pos: str) -> int:
-        entry = wn.entry(wn.base_forms(word, pos)[0], pos)
-        return entry.tagsense_cnt if entry is not None else 0
 
-    if prev in _NOUN_CONTEXT:
-        nominal = [p for p in ("noun", "adj") if p in found]
-        return max(nominal, key=lambda p: (tagged(p), p == "noun")) if nominal else None
-    if prev in _VERB_CONTEXT:
-        return next((p for p in ("verb", "noun") if p in found), None)
-    if word.endswith("ly") and "adv" in found:
-        return "adv"
-    return max(found, key=lambda p: (tagged(p), -POS_NAMES.index(p)))
+def _substitute_reason(syn: str, offset: int, pos: str, lower: str, base: str, wn: WordNet) -> str:
+    """Why the lemma ``syn`` of the synset at ``offset`` is no substitute for the word (module docstring), or ""."""
+    if not _SYNONYM_SHAPE.fullmatch(syn) or any(len(t) == 1 and t not in "ai" for t in syn.split()):
+        return "shape"  # a name, a symbol, a lone letter (vitamin a: a protected span)
+    if len(syn) < 3 or lower.startswith(syn) or base.startswith(syn):
+        return "shape"  # an abbreviation (diameter -> diam, kilometer -> km)
+    entry = wn.entry(syn, pos)
+    counts = wn.sense_counts(syn, pos)
+    if entry is None or offset not in entry.offsets:
+        return "sense"
+    here = counts[entry.offsets.index(offset)]
+    if here < max(counts):
+        return "sense"  # a reader takes the substitute in its own usual sense (element -> factor)
+    if " " in syn or "-" in syn or here < MIN_SUBSTITUTE_COUNT:
+        return "register"  # multiword or rare (day -> solar day, week -> hebdomad, father -> begetter)
+    labelled = wn.usage_labelled(offset, pos)
+    if labelled and (0 in labelled or wn.synset_lemmas(offset, pos).index(syn) + 1 in labelled):
+        return "register"  # slang, colloquialism, archaism, trade name
+    return ""
 
 
 @lru_cache(maxsize=1 << 16)
-def _synonym_options(lower: str, pos: str, wn: WordNet) -> tuple[str, tuple[str, ...]] | None:
-    """The base of the lower-cased ``lower`` and its replacements: synonyms inflected to the word's form,
-    filtered (module docstring); cached, as the same words recur across queries."""
+def _synonym_options(lower: str, pos: str, wn: WordNet) -> tuple[str | None, tuple[tuple[str, str], ...]]:
+    """The base of the lower-cased ``lower`` as ``pos`` and every lemma of its first WordNet sense, each as
+    (replacement inflected to the word's form, "") or (lemma, the reason it is dropped: :data:`DROP_REASONS`);
+    cached, as the same words recur across queries."""
     bases = wn.base_forms(lower, pos)
-    if len(bases) != 1:
-        return None
+    if not bases:
+        return None, ()
     base = bases[0]
+    entry = wn.entry(base, pos)
+    assert entry is not None
+    offset = entry.offsets[0]
+    own = {lower, base.replace("_", " ")}
+    lemmas = [lemma for lemma in wn.synset_lemmas(offset, pos) if lemma.lower() not in own]
+    if len(bases) != 1:
+        return base, tuple((lemma, "form") for lemma in lemmas)  # found: find or found?
     form = wn.form_of(lower, base, pos)
-    if form is None:
-        return None
-    out: list[str] = []
-    for syn in wn.synonyms(base, pos, senses=1):
-        if not _SYNONYM_SHAPE.fullmatch(syn) or any(len(t) == 1 and t not in "ai" for t in syn.split()):
-            continue  # a lone letter (vitamin a) would be a protected span
-        if len(syn) < 3 or lower.startswith(syn) or base.startswith(syn):
-            continue  # an abbreviation (diameter -> diam, kilometer -> km)
-        made = wn.inflect(syn, pos, form)
-        if made is None or made == lower or made in out:
-            continue
-        out.append(made)
-    return (base, tuple(out)) if out else None
+    sense_ok = _sense_ok(wn.sense_counts(base, pos))
+    out: list[tuple[str, str]] = []
+    made_seen: set[str] = set()
+    for lemma in lemmas:
+        reason = "form" if form is None else "sense" if not sense_ok else \
+            _substitute_reason(lemma, offset, pos, lower, base, wn)
+        made = None
+        if not reason and pos == "noun" and lemma.endswith("s") and not lemma.endswith(("ss", "us", "is")):
+            reason = "form"  # a plural-only noun (plant -> works: "workses", "a works") has no certain number
+        if not reason:
+            assert form is not None
+            made = wn.inflect(lemma, pos, form)
+            if made is None or made == lower or made in made_seen:
+                reason = "form"
+        if made is not None and not reason:
+            made_seen.add(made)
+            out.append((made, ""))
+        else:
+            out.append((lemma, reason))
+    return base, tuple(out)
 
 
 _SHORT_OF = {full: short for full, short in CONTRACTIONS}
@@ -242,40 +276,82 @@ def _function_edits(text: str, start: int, piece: str, wn: WordNet) -> list[list
     return found
 
 
-def edit_options(text: str, wn: WordNet | None = None) -> list[list[WordEdit]]:
+def _is_cue(text: str, end: int, lower: str) -> bool:
+    """A word of the task's frame (:data:`CUE_WORDS`) or a label: followed by a colon (``Answer:``, ``Concepts:``)."""
+    return lower in CUE_WORDS or _LABEL_AFTER.match(text, end) is not None
+
+
+def _payload_lines(text: str) -> list[tuple[int, int]]:
+    """The (start, end) of each line (or its part after a label's colon) that is a bare list: at least 3
+    comma-separated items of 1-3 words, nothing else (a CommonGen concept list: the task itself)."""
+    out: list[tuple[int, int]] = []
+    pos = 0
+    for line in text.split("\n"):
+        start = pos
+        pos += len(line) + 1
+        body = line
+        label = re.match(r"\s*[A-Za-z][A-Za-z ]{0,30}:", line)
+        if label:
+            start += label.end()
+            body = line[label.end():]
+        items = [i.strip() for i in re.split(r",|\band\b|\bor\b", body.strip().rstrip("."))]
+        items = [i for i in items if i]
+        if len(items) >= 3 and body.count(",") >= 2 and all(len(i.split()) <= 3 for i in items) \
+                and not re.search(r"[?!;:]", body):
+            out.append((start, start + len(body)))
+    return out
+
+
+def edit_options(text: str, wn: WordNet | None = None, drops: Counter[str] | None = None) -> list[list[WordEdit]]:
     """Every edit the word level can make in ``text``, grouped by place: a list per content word (its synonym
-    replacements) and one per function-word edit."""
+    replacements) and one per function-word edit. ``drops``, when given, counts the synonym candidates left out,
+    by reason (:data:`DROP_REASONS`), and the kept ones under ``kept``."""
     net = wn if wn is not None else load()
     options: list[list[WordEdit]] = []
-    words: list[tuple[int, int, str] | None] = []  # None: a protected span between words
+    spans: list[tuple[int, int, str] | None] = []
+    tokens: list[str | None] = []
+    pos_end = 0
     for start, end in unprotected_ranges(text):
+        if start > pos_end or (start > 0 and not spans):  # a protected span before this piece
+            gap = text[pos_end:start].rstrip()
+            spans.append(None)
+            tokens.append(NUMBER if gap[-1:].isdigit() else None)
         piece = text[start:end]
-        if words:
-            words.append(None)
         options.extend(_function_edits(text, start, piece, net))
-        words.extend((start + m.start(), start + m.end(), m.group()) for m in WORD_PATTERN.finditer(piece))
-    guessed: dict[int, str] = {}
-    for i, item in enumerate(words):
-        if item is None:
+        for m in WORD_PATTERN.finditer(piece):
+            spans.append((start + m.start(), start + m.end(), m.group()))
+            tokens.append(m.group().lower())
+        pos_end = end
+    starts = [item is not None and _at_sentence_start(text, item[0]) for item in spans]
+    tags = tag_words(tokens, starts, net)
+    payload = _payload_lines(text)
+    for i, item in enumerate(spans):
+        tag = tags[i]
+        if item is None or tag is None or not tag.possible:
             continue
         s, e, word = item
         lower = word.lower()
         if lower in STOP_WORDS or len(word) < 3 or not word.isalpha():
             continue
-        if not (word.islower() or (word[0].isupper() and word[1:].islower() and _at_sentence_start(text, s)
+        if not (word.islower() or (word[0].isupper() and word[1:].islower() and starts[i]
                                    and not net.may_be_a_name(lower))):
             continue
-        before = words[i - 1] if i > 0 else None
-        after = words[i + 1] if i + 1 < len(words) else None
-        prev_word = before[2].lower() if before else (
-            NUMBER_CONTEXT if i > 0 and text[max(0, s - 20):s].rstrip()[-1:].isdigit() else None)
-        pos = _guess_pos(lower, prev_word, guessed.get(i - 1), after[2].lower() if after else None, net)
-        if pos is not None:
-            guessed[i] = pos
-        found = _synonym_options(lower, pos, net) if pos is not None else None
-        if found is not None:
-            base, news = found
-            options.append([WordEdit(s, e, word, _match_case(word, new), "synonym", pos, base) for new in news])
+        found = {pos: _synonym_options(lower, pos, net) for pos in tag.possible}
+        whole = "cue" if _is_cue(text, e, lower) else "payload" if any(a <= s < b for a, b in payload) else ""
+        edits: list[WordEdit] = []
+        for pos, (base, cands) in found.items():
+            for new, reason in cands:
+                why = whole or ("pos" if pos != tag.tag else reason)
+                if why:
+                    if drops is not None:
+                        drops[why] += 1
+                    continue
+                assert base is not None
+                edits.append(WordEdit(s, e, word, _match_case(word, new), "synonym", pos, base))
+        if drops is not None:
+            drops["kept"] += len(edits)
+        if edits:
+            options.append(edits)
     return options
 
 
@@ -318,6 +394,7 @@ class WordLevel(Perturber):
 
     summary = "WordNet synonyms (re-inflected) and function-word edits, 1-3 per variant"
     offline = True
+    similarity_filter = True
     tries_per_variant = 3
 
     def __init__(self, backend: Any = None, **options: Any) -> None:
@@ -326,11 +403,17 @@ class WordLevel(Perturber):
 
     def candidates(self, texts: Sequence[str], p: int, rngs: Sequence[np.random.Generator]) -> list[list[str]]:
         out: list[list[str]] = []
+        drops: Counter[str] = Counter()
         for text, rng in zip(texts, rngs, strict=True):
-            options = edit_options(text, self.wordnet)
+            options = edit_options(text, self.wordnet, drops)
             out.append([draw_variant(text, options, rng)[0] for _ in range(self.tries_per_variant * p)]
                        if options else [])
+        self.counts["substitutes"] += sum(drops.values())
+        self.counts["substitutes_kept"] += drops["kept"]
+        for reason in DROP_REASONS:
+            self.counts[f"substitutes_dropped_{reason}"] += drops[reason]
         return out
 
     def settings(self) -> dict[str, Any]:
-        return {"wordnet": str(self.wordnet.root), "max_edits": 3}
+        return {"wordnet": str(self.wordnet.root), "max_edits": 3, "min_sense_count": MIN_SENSE_COUNT,
+                "min_sense_share": MIN_SENSE_SHARE, "min_substitute_count": MIN_SUBSTITUTE_COUNT}

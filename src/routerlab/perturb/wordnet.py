@@ -4,10 +4,12 @@ appendix 11): synonyms, base forms (a small morphy) and re-inflection of a synon
 Files read from the WordNet directory (``$ROUTERLAB_WORDNET``, else ``/usr/share/wordnet``, Debian's
 ``wordnet-base``): ``index.POS`` (``lemma pos synset_cnt p_cnt [ptr...] sense_cnt tagsense_cnt offset...``, senses
 most frequent first), ``data.POS`` (a synset per line at its byte offset: ``offset lex_filenum ss_type w_cnt word
-lex_id ... | gloss``, ``w_cnt`` in hex) and ``POS.exc`` (irregular inflections, ``went go``). Lines starting with two
-spaces are the licence header. Each part of speech is loaded the first time it is asked for, once per process and
-directory: its index as raw lines by lemma (parsed on demand), its data file as bytes (a synset is sliced out at
-its offset), its exceptions as dicts both ways.
+lex_id ... | gloss``, ``w_cnt`` in hex; its ``;u`` pointers mark usage labels), ``POS.exc`` (irregular
+inflections, ``went go``) and ``cntlist.rev`` (``lemma%ss_type:... sense_number tag_cnt``: how often each sense of
+a lemma was tagged in the semantic concordance, read once, when a sense count is first asked for). Lines starting
+with two spaces are the licence header. Each part of speech is loaded the first time it is asked for, once per
+process and directory: its index as raw lines by lemma (parsed on demand), its data file as bytes (a synset is
+sliced out at its offset), its exceptions as dicts both ways.
 
 Re-inflection is conservative: when the right form of a synonym is not certain (an irregular past that may be a
 past or a participle, a doubled final consonant WordNet does not list, a long adjective's comparative, a plural
@@ -46,6 +48,9 @@ _RULES: dict[str, tuple[tuple[str, str], ...]] = {
     "adj": (("er", ""), ("est", ""), ("er", "e"), ("est", "e")),
     "adv": (),
 }
+_SS_TYPE_POS = {"1": "noun", "2": "verb", "3": "adj", "4": "adv", "5": "adj"}
+"""cntlist.rev's synset type digit -> part of speech (5, an adjective satellite, is an adjective)."""
+COUNTS_FILE = "cntlist.rev"
 _VOWELS = set("aeiou")
 _ADJ_MARKER = re.compile(r"\([a-z]+\)$")
 
@@ -107,6 +112,7 @@ class WordNet:
                              f"(apt-get install wordnet-base) or set {ENV_VAR}")
         self._tables: dict[str, _PosTables] = {}
         self._lock = threading.Lock()
+        self._counts: dict[tuple[str, str], dict[int, int]] | None = None
 
     def _pos(self, pos: str) -> _PosTables:
         tables = self._tables.get(pos)
@@ -137,6 +143,45 @@ class WordNet:
         offsets = tuple(int(o) for o in parts[6 + p_cnt:])
         return IndexEntry(key, offsets, tagged)
 
+    def _sense_table(self) -> dict[tuple[str, str], dict[int, int]]:
+        """``cntlist.rev`` as (lemma, pos) -> {sense number: tag count}, read once on first use."""
+        counts = self._counts
+        if counts is not None:
+            return counts
+        with self._lock:
+            if self._counts is None:
+                path = self.root / COUNTS_FILE
+                if not path.is_file():
+                    raise UsageError(f"WordNet at {self.root} has no {COUNTS_FILE} (the sense frequencies the word "
+                                     f"level filters by): install Debian's wordnet-base, which ships it, or set "
+                                     f"{ENV_VAR}")
+                table: dict[tuple[str, str], dict[int, int]] = {}
+                with open(path, encoding="utf-8") as fh:
+                    for line in fh:
+                        parts = line.split()
+                        if len(parts) != 3 or "%" not in parts[0]:
+                            continue
+                        lemma, _, rest = parts[0].partition("%")
+                        pos = _SS_TYPE_POS.get(rest[:1])
+                        if pos is None or not parts[1].isdigit() or not parts[2].isdigit():
+                            continue
+                        senses = table.setdefault((lemma, pos), {})
+                        senses[int(parts[1])] = senses.get(int(parts[1]), 0) + int(parts[2])
+                self._counts = table
+            counts = self._counts
+        assert counts is not None
+        return counts
+
+    def sense_counts(self, lemma: str, pos: str) -> tuple[int, ...]:
+        """How often each sense of ``lemma`` as ``pos`` (in :meth:`entry` order, most frequent first) was tagged
+        in WordNet's semantic concordance (``cntlist.rev``); 0 for a sense never tagged, () for no such lemma.
+        The frequency signal of the word level: a rare lemma (hebdomad, begetter) has no tagged sense at all."""
+        entry = self.entry(lemma, pos)
+        if entry is None:
+            return ()
+        counts = self._sense_table().get((entry.lemma, pos), {})
+        return tuple(counts.get(k + 1, 0) for k in range(len(entry.offsets)))
+
     def synset_lemmas(self, offset: int, pos: str) -> tuple[str, ...]:
         """The lemmas of the synset at byte ``offset`` of ``data.POS`` (underscores as spaces, adjective markers
         such as ``(a)`` removed), in WordNet's order."""
@@ -154,6 +199,21 @@ class WordNet:
         lemmas = tuple(_ADJ_MARKER.sub("", w).replace("_", " ") for w in parts[4:4 + 2 * count:2])
         tables.synsets[offset] = lemmas
         return lemmas
+
+    def usage_labelled(self, offset: int, pos: str) -> frozenset[int]:
+        """Which lemmas of the synset at ``offset`` carry a usage label (``;u`` pointers: colloquialism, slang,
+        archaism, trade name, ...): their 1-based numbers in the synset, 0 when the label is the whole synset's."""
+        tables = self._pos(pos)
+        end = tables.data.find(b"\n", offset)
+        parts = tables.data[offset:end if end >= 0 else len(tables.data)].decode("utf-8").split(" ")
+        count = int(parts[3], 16)
+        at = 4 + 2 * count
+        out: set[int] = set()
+        for k in range(int(parts[at])):
+            symbol, source_target = parts[at + 1 + 4 * k], parts[at + 4 + 4 * k]
+            if symbol == ";u":
+                out.add(int(source_target[:2], 16))
+        return frozenset(out)
 
     def base_forms(self, word: str, pos: str) -> list[str]:
         """The lemmas in WordNet that ``word`` can be a form of as ``pos``: the word itself, then its irregular

@@ -893,6 +893,9 @@ class RobustnessSettings(ProtocolSettings):
     outcomes: str | None = setting(
         None, "a table of the variants' outcomes (routerlab collect --variants): tests the invariance assumption",
         check=_check_path, path=True)
+    reviewed: str | None = setting(
+        None, "a review file a person marked (routerlab perturb --review N FILE.csv): variants marked changed are "
+              "dropped and each level's share marked changed is reported", check=_check_path, path=True)
     backend: str | None = setting(
         None, "LLM backend KIND:MODEL[,key=value...] that writes the paraphrase and rambling levels (without it "
               "they are not generated) and that the prompted router asks, e.g. local:smollm2-135m,threads=1",
@@ -952,8 +955,6 @@ def filter_variants(pset: PerturbationSet, levels: Sequence[str] | None, p: int 
                     ) -> PerturbationSet:
     """A variants file narrowed by ``levels`` (levels it lacks are an error) and ``p`` (variant numbers below p
     kept). Variant numbers are renumbered 0.. per query and level so the grid has no gaps."""
-    from routerlab.perturb.base import Variant
-
     if levels is not None:
         missing = [lv for lv in levels if lv not in pset.levels]
         if missing:
@@ -966,7 +967,7 @@ def filter_variants(pset: PerturbationSet, levels: Sequence[str] | None, p: int 
         numbers.setdefault((v.query_id, v.level), []).append(v.variant)
     rank = {(q, lv, j): r for (q, lv), js in numbers.items() for r, j in enumerate(sorted(js))}
     # file order kept: a seeded random router's draws follow the order the variants are routed in
-    kept = [Variant(v.query_id, v.level, rank[(v.query_id, v.level, v.variant)], v.text) for v in pset.variants
+    kept = [replace(v, variant=rank[(v.query_id, v.level, v.variant)]) for v in pset.variants
             if rank[(v.query_id, v.level, v.variant)] < p]
     stats = {lv: {"queries": len({v.query_id for v in kept if v.level == lv}),
                   "variants": sum(v.level == lv for v in kept)} for lv in pset.levels}
@@ -1112,9 +1113,17 @@ class RoutingRobustness(Protocol):
                 assert names is not None
                 pset, skipped_levels = make_variants(table, positions, names, s.variants or DEFAULT_P, seed, model,
                                                      s.ask, s.skip_unavailable_levels)
+            review = None
+            if s.reviewed is not None:
+                from routerlab.perturb.review import apply_review, read_review
+
+                pset, review = apply_review(pset, read_review(s.reviewed),
+                                            {str(q) for q in table.queries.ids.tolist()})
             rob = robustness(table, list(routers), pset, split=sp, encoder=s.encoder, seed=seed, n_boot=s.n_boot,
                              outcomes=outcome_table, backend=model,
                              cache_dir=context.cache_dir if context is not None else None)
+            if review is not None:
+                rob.perturbations["review"] = review
         finally:
             if model is not None:
                 model.close()

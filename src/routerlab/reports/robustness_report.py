@@ -137,6 +137,10 @@ def robustness_text(result: Robustness) -> str:
                        "weakest level = the level with the lowest rho")
     out += _invariance_lines(result)
     out += falsifier_lines(result)
+    if "review" in result.perturbations:
+        from routerlab.perturb.review import review_lines
+
+        out += review_lines(result.perturbations["review"])
     out += [f"skipped {k}: {v}" for k, v in result.skipped.items()]
     out += [f"note    {n}" for n in result.notes]
     return "\n".join(out)
@@ -218,6 +222,11 @@ def robustness_markdown(result: Robustness, figures: list[str] | None = None) ->
         blocks.append(Paragraph(f"Invariance check: {UNTESTED_NOTE}. rho assumes a variant has the same optimal "
                                 "actor as its original; without outcomes of the variants that assumption is "
                                 "untested."))
+    if "review" in result.perturbations:
+        from routerlab.perturb.review import review_lines
+
+        first, *levels = review_lines(result.perturbations["review"])
+        blocks.append(Paragraph(first[0].upper() + first[1:] + ". " + "; ".join(x.strip() for x in levels) + "."))
     extra = [f"Skipped `{k}`: {v}." for k, v in result.skipped.items()] + [f"Note: {n}." for n in result.notes]
     if extra:
         blocks.append(Paragraph(" ".join(extra)))
