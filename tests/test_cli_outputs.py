@@ -42,8 +42,10 @@ TABLE = "table"  # a table directory: refused when it holds a table, unless --fo
 RESUMED = "resumed"  # meant to be reused by a rerun (a store, a cache, a resumable directory): never refused
 APPENDED = "appended"  # a log a command appends to
 INPUT = "input"  # only read
+OUTPUT_OF_TWO = "output of a two-value option"  # refused like OUTPUT; tested on its own (the recipe appends one value)
 
 ROLES: dict[tuple[str, str], str] = {
+    ("perturb", "review"): OUTPUT_OF_TWO, ("robustness", "reviewed"): INPUT,
     ("audit", "output"): OUTPUT, ("evaluate", "output"): OUTPUT, ("groups", "output"): OUTPUT,
     ("log", "output"): OUTPUT, ("ope", "output"): OUTPUT, ("perturb", "output"): OUTPUT,
     ("robustness", "output"): OUTPUT, ("scaling", "output"): OUTPUT, ("society", "output"): OUTPUT,
@@ -477,3 +479,18 @@ def test_real_sigint_to_a_run(tmp_path: Path) -> None:
     line = err.strip().splitlines()[-1]
     assert re.fullmatch(r"routerlab: interrupted: \d+ of 160 cells stored in .*results\.duckdb; rerun the same "
                         r"command to resume", line), err
+
+
+def test_an_existing_review_file_is_refused_without_force(inputs: Inputs, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ROUTERLAB_PROGRESS", "0")
+    review = tmp_path / "review.csv"
+    review.write_text("marked by a person\n", encoding="utf-8")
+    args = ["perturb", str(inputs.table), "--levels", "character", "--variants", "1", "-o", str(tmp_path / "v.jsonl"),
+            "--review", "3", str(review)]
+    assert main(args) == 2
+    assert _one_error(capsys).startswith(f"--review {review}: already exists; pass --force")
+    assert review.read_text(encoding="utf-8") == "marked by a person\n"
+    assert main([*args, "--force"]) == 0
+    assert review.read_text(encoding="utf-8") != "marked by a person\n"

@@ -144,7 +144,7 @@ def test_missing_wordnet_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.Mo
         perturb(["q"], [FOX], ["word"], 2)
 
 
-FULL_SHARE = 0.38
+FULL_SHARE = 0.35
 SOME_SHARE = 0.70
 
 
@@ -152,7 +152,8 @@ def test_real_queries(shared_data: Path, wn: WordNet) -> None:
     """Over LLMRouter's 706 test queries: every raw candidate keeps its protected spans and at least half its
     content words; with the sense, part-of-speech, register and similarity filters (tf-idf) at least
     :data:`FULL_SHARE` of the queries get p = 3 variants and :data:`SOME_SHARE` at least one (measured in
-    docs/perturb.md: 40.5% and 72.8%; before the filters: 88.7% and 97.5%)."""
+    docs/perturb.md: 40.5% and 72.8%, and 37.0% for three after issue 22's protected spans were merged; before the
+    filters: 88.7% and 97.5%)."""
     ids, texts = real_queries(shared_data)
     assert len(texts) >= 300
     cands = WordLevel().candidates(texts, 3, [level_rng(0, q, "word") for q in ids])

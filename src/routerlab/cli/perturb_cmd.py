@@ -216,6 +216,7 @@ def perturb_cmd(
         if not 1 <= review[0] <= MAX_REVIEW:
             raise UsageError(f"--review: the sample size must be an integer in 1..{MAX_REVIEW}, got {review[0]}")
         check_review_path(review[1])
+        refuse_overwrite(review[1], force, option="--review")  # a marked review file is a person's work
     spec = parse_backend(backend)
     llm = needs_llm(names)
     check_something_to_generate(names, spec)

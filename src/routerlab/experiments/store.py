@@ -258,8 +258,11 @@ class ResultStore:
                             [[run_id, o.cell_id, experiment, *key[:4], router, *key[5:], m, sl, _finite(v),
                               _finite(lo), _finite(hi), version, now] for router, m, v, lo, hi, sl in o.metrics])
                     con.execute("UPDATE runs SET cells_run = cells_run + 1 WHERE run_id = ?", [run_id])
-                except BaseException:
+                except BaseException as exc:
                     con.execute("ROLLBACK")
+                    if isinstance(exc, RuntimeError) and "interrupted" in str(exc).lower():
+                        # DuckDB turns a Ctrl-C during a statement into RuntimeError("Query interrupted")
+                        raise KeyboardInterrupt from None
                     raise
                 con.execute("COMMIT")
 
