@@ -53,6 +53,15 @@ def _parses(source: str) -> ast.Module | None:
         return None
 
 
+def _past_string(line: str, i: int) -> int:
+    """The position just past the string literal whose opening quote is ``line[i]`` (backslash escapes skipped;
+    the line's end when it is not closed on this line)."""
+    j = i + 1
+    while j < len(line) and line[j] != line[i]:
+        j += 2 if line[j] == "\\" else 1
+    return j + 1
+
+
 def _open_brackets(line: str) -> str:
     """The brackets ``line`` leaves open (outside strings and comments), innermost last."""
     stack: list[str] = []
@@ -62,10 +71,7 @@ def _open_brackets(line: str) -> str:
         if ch == "#":
             break
         if ch in "\"'":
-            j = i + 1
-            while j < n and line[j] != ch:
-                j += 2 if line[j] == "\\" else 1
-            i = j + 1
+            i = _past_string(line, i)
             continue
         if ch in _CLOSERS:
             stack.append(ch)
@@ -239,10 +245,7 @@ def _scan_python_line(line: str, state: _Scan) -> list[tuple[int, int, bool]]:
             start = i
             continue
         if ch in "\"'":
-            j = i + 1
-            while j < n and line[j] != ch:
-                j += 2 if line[j] == "\\" else 1
-            i = j + 1
+            i = _past_string(line, i)
             continue
         if ch in "([{":
             state.depth += 1
@@ -263,10 +266,7 @@ def _brace_delta(line: str) -> int:
         if line.startswith("//", i):
             break
         if ch in "\"'`":
-            j = i + 1
-            while j < n and line[j] != ch:
-                j += 2 if line[j] == "\\" else 1
-            i = j + 1
+            i = _past_string(line, i)
             continue
         depth += (ch == "{") - (ch == "}")
         i += 1
