@@ -85,3 +85,55 @@ def test_a_random_split_of_a_table_in_split_order_with_another_seed_is_drawn_as_
     assert other.train.size + other.test.size == table.n_queries
     # an ordinary selection of consecutive rows is still a copy
     assert not np.shares_memory(table.select_queries(np.arange(10)).score, table.score)
+
+
+# ------------------------------------------------------------------------------------------- development part
+@pytest.mark.parametrize("spec", ["given", "random:0.25", "ood:math"])
+def test_a_dev_part_comes_out_of_the_training_side_stratified_and_seeded(table, spec: str) -> None:  # type: ignore[no-untyped-def]
+    plain = make_split(table, spec, 5)
+    split = make_split(table, spec, 5, dev=0.3)
+    np.testing.assert_array_equal(split.test, plain.test)  # the test side is untouched
+    assert np.intersect1d(split.dev, split.train).size == 0 and np.intersect1d(split.dev, split.test).size == 0
+    np.testing.assert_array_equal(np.sort(np.concatenate([split.train, split.dev])), np.sort(plain.train))
+    ds = table.queries.dataset.astype(str)
+    for d in np.unique(ds[plain.train]):  # each training dataset gives round(0.3 * its size) queries
+        assert (ds[split.dev] == d).sum() == round(0.3 * (ds[plain.train] == d).sum())
+    rec = split.describe()
+    assert (rec["dev_fraction"], rec["dev_seed"], rec["n_dev"]) == (0.3, 5, split.dev.size)
+    assert rec["n_train"] == split.train.size
+    np.testing.assert_array_equal(make_split(table, spec, 5, dev=0.3).dev, split.dev)  # same seed, same part
+    assert not np.array_equal(make_split(table, spec, 6, dev=0.3).dev, split.dev)
+    np.testing.assert_array_equal(split.without_dev().train, np.sort(plain.train))
+    assert "n_dev" not in split.without_dev().describe()
+    dev_table = split.apply_dev(table)
+    np.testing.assert_array_equal(dev_table.queries.ids, table.queries.ids[split.dev])
+
+
+def test_the_dev_draw_is_not_the_random_split_draw(table) -> None:  # type: ignore[no-untyped-def]
+    # with the same seed, the development part is not simply the next slice of the split's own permutation
+    split = make_split(table, "random:0.5", 3, dev=0.5)
+    again = make_split(table, "random:0.5", 3)
+    assert split.dev.size and np.intersect1d(split.dev, again.test).size == 0
+
+
+@pytest.mark.parametrize("dev,msg", [(0.0, r"\(0, 1\)"), (1.0, r"\(0, 1\)"), (float("nan"), r"\(0, 1\)"),
+                                     (-0.2, r"\(0, 1\)"), ("x", "a number"), (0.0001, "no development")])
+def test_bad_dev_fractions(table, dev, msg: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(UsageError, match=msg):
+        make_split(table, "given", 0, dev=dev)
+
+
+def test_a_split_without_dev_has_no_dev_table(table) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(UsageError, match="--dev F"):
+        make_split(table, "given").apply_dev(table)
+
+
+def test_a_table_in_split_order_keeps_its_dev_part(table) -> None:  # type: ignore[no-untyped-def]
+    from routerlab.data.splits import in_split_order, split_spec
+
+    split = make_split(table, "random:0.25", 7, dev=0.2)
+    ordered, moved = in_split_order(table, split)
+    again = make_split(ordered, split_spec(split), 7, dev=0.2)
+    np.testing.assert_array_equal(again.dev, moved.dev)
+    np.testing.assert_array_equal(moved.apply_dev(ordered).queries.ids, split.apply_dev(table).queries.ids)
+    np.testing.assert_array_equal(moved.apply(ordered)[0].queries.ids, split.apply(table)[0].queries.ids)

@@ -1,7 +1,8 @@
-"""Train/test splits: the given column, a seeded random split by query, or whole datasets held out.
+"""Train/test splits: the given column, a seeded random split by query, or whole datasets held out; and a
+development part taken from the training side (:func:`with_dev`) where a choice is made.
 
 A :class:`Split` is plain data (positions plus how they were made) so that every result can record
-exactly which queries it was trained and tested on (SPEC 7).
+exactly which queries it was trained, developed and tested on (SPEC 7).
 """
 
 from __future__ import annotations
@@ -22,17 +23,31 @@ if TYPE_CHECKING:
 TEST_NAMES = ("test", "validation", "val", "dev")
 
 
+def _no_rows() -> npt.NDArray[np.intp]:
+    return np.zeros(0, dtype=np.intp)
+
+
 @dataclass(frozen=True)
 class Split:
-    """Positions of the train and test queries, and the recipe that made them."""
+    """Positions of the train and test queries, and the recipe that made them; ``dev`` holds the positions of a
+    development part taken out of the training side (:func:`with_dev`), empty when there is none. ``train`` never
+    contains ``dev``: routers fit on ``train``, choices (thresholds, lambdas, checkpoints, epochs) are made on
+    ``dev``, and ``test`` only scores them."""
 
     train: npt.NDArray[np.intp]
     test: npt.NDArray[np.intp]
     kind: str
     seed: int | None = None
     params: dict[str, Any] = field(default_factory=dict)
+    dev: npt.NDArray[np.intp] = field(default_factory=_no_rows)
+
+    @property
+    def has_dev(self) -> bool:
+        return bool(self.dev.size)
 
     def describe(self) -> dict[str, Any]:
+        """The split as a run record states it: kind, seed, sizes, its recipe's parameters and, with a development
+        part, ``dev_fraction``, ``dev_seed`` and ``n_dev``."""
         return {"kind": self.kind, "seed": self.seed, "n_train": int(self.train.size),
                 "n_test": int(self.test.size), **self.params}
 
@@ -42,6 +57,21 @@ class Split:
         are 1.1 GiB, and an audit's sections, the protocols they call and their features all apply the
         audit's split (tables are never changed in place, so sharing them is safe)."""
         return _part(table, self.train), _part(table, self.test)
+
+    def apply_dev(self, table: RoutingTable) -> RoutingTable:
+        """The development part of ``table`` (a UsageError when the split has none)."""
+        if not self.has_dev:
+            raise UsageError("this split has no development part; make one with --dev F (dev = F in a file)")
+        return _part(table, self.dev)
+
+    def without_dev(self) -> Split:
+        """The split with its development part given back to training (the same train/test split a run without
+        ``--dev`` makes)."""
+        if not self.has_dev:
+            return self
+        params = {k: v for k, v in self.params.items() if k not in _DEV_KEYS}
+        return Split(np.sort(np.concatenate([self.train, self.dev])).astype(np.intp), self.test, self.kind,
+                     self.seed, params)
 
 
 _PARTS: weakref.WeakKeyDictionary[RoutingTable, dict[tuple[int, bytes], weakref.ref[RoutingTable]]] = (
@@ -122,6 +152,48 @@ def ood_split(table: RoutingTable, test_datasets: list[str]) -> Split:
                  {"test_datasets": sorted(test_datasets)})
 
 
+_DEV_KEYS = ("dev_fraction", "dev_seed", "n_dev")
+DEV_STREAM = 0x64657621
+"""Mixed into the seed of the development draw, so it is independent of a random split drawn with the same seed."""
+
+
+def check_dev_fraction(fraction: Any) -> float:
+    """A development fraction: a finite number in (0, 1) (the share of the training side held out)."""
+    try:
+        value = float(fraction)
+    except (TypeError, ValueError):
+        raise UsageError(f"the dev fraction must be a number in (0, 1), got {fraction!r}") from None
+    if isinstance(fraction, bool) or not 0.0 < value < 1.0:  # NaN fails the comparison too
+        raise UsageError(f"the dev fraction must be in (0, 1), got {fraction!r}")
+    return value
+
+
+def with_dev(table: RoutingTable, split: Split, fraction: float, seed: int = 0) -> Split:
+    """``split`` with a seeded ``fraction`` of its training side moved to a development part, stratified by dataset
+    (each dataset of the training side gives ``round(fraction * its size)`` queries, so every training domain is
+    developed on in its share). The test side is untouched. The record gains ``dev_fraction``, ``dev_seed`` and
+    ``n_dev``; an empty development or training part is a UsageError."""
+    fraction = check_dev_fraction(fraction)
+    if split.has_dev:
+        raise UsageError("this split already has a development part")
+    rng = np.random.default_rng([int(seed), DEV_STREAM])
+    train = np.asarray(split.train, dtype=np.intp)
+    groups = table.queries.dataset.astype(str)[train]
+    picked = []
+    for g in np.unique(groups):
+        rows = train[groups == g]
+        picked.append(rng.permutation(rows)[:round(fraction * rows.size)])
+    dev = np.sort(np.concatenate(picked)).astype(np.intp) if picked else _no_rows()
+    rest = np.setdiff1d(train, dev).astype(np.intp)
+    if dev.size == 0 or rest.size == 0:
+        raise UsageError(f"a dev fraction of {fraction:g} of {train.size} training queries leaves "
+                         f"{'no development' if dev.size == 0 else 'no training'} queries; "
+                         "choose a fraction that leaves both sides some")
+    keep = np.isin(split.train, dev, invert=True)  # the training side in its own order, less the dev rows
+    params = {**split.params, "dev_fraction": fraction, "dev_seed": int(seed), "n_dev": int(dev.size)}
+    return Split(np.asarray(split.train, dtype=np.intp)[keep], split.test, split.kind, split.seed, params, dev)
+
+
 def _split_parts(spec: str) -> tuple[str, Any]:
     """A split spec's kind and argument, its form checked: ``("given", NAME | None)``, ``("random", fraction)``
     or ``("ood", [datasets])``; any other form is a UsageError."""
@@ -141,20 +213,25 @@ def _split_parts(spec: str) -> tuple[str, Any]:
     raise UsageError(f"unknown split {spec!r}; use given, random[:F] or ood:DS1,DS2")
 
 
-def make_split(table: RoutingTable, spec: str = "given", seed: int = 0) -> Split:
-    """Parse a split spec: ``given``, ``given:val``, ``random``, ``random:0.3`` or ``ood:DS1,DS2``.
+def make_split(table: RoutingTable, spec: str = "given", seed: int = 0, dev: float | None = None) -> Split:
+    """Parse a split spec: ``given``, ``given:val``, ``random``, ``random:0.3`` or ``ood:DS1,DS2``; with ``dev``, a
+    seeded fraction of the training side becomes the development part (:func:`with_dev`, drawn with ``seed``).
 
-    On a table made by :func:`in_split_order`, the spec (and seed) it was ordered for gives the same queries as
-    on the original table, at their new positions."""
+    On a table made by :func:`in_split_order`, the spec (and seed and dev fraction) it was ordered for gives the
+    same queries as on the original table, at their new positions."""
     kind, arg = _split_parts(spec)
-    pinned = _PINNED.get(table, {}).get(_pin_key(kind, arg, seed))
+    fraction = None if dev is None else check_dev_fraction(dev)
+    pinned = _PINNED.get(table, {}).get(_pin_key(kind, arg, seed, fraction))
     if pinned is not None:
-        return Split(pinned.train.copy(), pinned.test.copy(), pinned.kind, pinned.seed, dict(pinned.params))
+        return Split(pinned.train.copy(), pinned.test.copy(), pinned.kind, pinned.seed, dict(pinned.params),
+                     pinned.dev.copy())
     if kind == "given":
-        return given_split(table, arg)
-    if kind == "random":
-        return random_split(table, arg, seed)
-    return ood_split(table, arg)
+        split = given_split(table, arg)
+    elif kind == "random":
+        split = random_split(table, arg, seed)
+    else:
+        split = ood_split(table, arg)
+    return split if fraction is None else with_dev(table, split, fraction, seed)
 
 
 def check_split_spec(spec: str) -> None:
@@ -165,13 +242,14 @@ def check_split_spec(spec: str) -> None:
         raise UsageError(f"bad split {spec!r}: the test fraction must be in (0, 1)")
 
 
-_PINNED: weakref.WeakKeyDictionary[RoutingTable, dict[tuple[str, str, int], Split]] = weakref.WeakKeyDictionary()
-"""Per table made by :func:`in_split_order`, the split it was ordered for, by (kind, argument, seed)."""
+_PINNED: weakref.WeakKeyDictionary[RoutingTable, dict[tuple[str, str, int, float | None], Split]] = (
+    weakref.WeakKeyDictionary())
+"""Per table made by :func:`in_split_order`, the split it was ordered for, by (kind, argument, seed, dev fraction)."""
 
 
-def _pin_key(kind: str, arg: Any, seed: int | None) -> tuple[str, str, int]:
-    """Only a random split depends on the seed."""
-    return kind, repr(arg), int(seed or 0) if kind == "random" else 0
+def _pin_key(kind: str, arg: Any, seed: int | None, dev: float | None = None) -> tuple[str, str, int, float | None]:
+    """Only a random split or a development part depends on the seed."""
+    return kind, repr(arg), int(seed or 0) if kind == "random" or dev is not None else 0, dev
 
 
 def split_spec(split: Split) -> str:
@@ -186,8 +264,8 @@ def split_spec(split: Split) -> str:
 
 
 def in_split_order(table: RoutingTable, split: Split) -> tuple[RoutingTable, Split]:
-    """``table`` stored in ``split``'s order (train rows, then test rows, then any others, each as the split lists
-    them) and ``split`` at its new positions, two row ranges.
+    """``table`` stored in ``split``'s order (train rows, then test rows, then development rows, then any others,
+    each as the split lists them) and ``split`` at its new positions, row ranges.
 
     Its parts (:meth:`Split.apply`) are then views of its matrices, not copies: a caller holding a RouterEval-scale
     table and both parts of its split holds the 1.1 GiB matrix once instead of twice. The parts hold the same
@@ -196,16 +274,19 @@ def in_split_order(table: RoutingTable, split: Split) -> tuple[RoutingTable, Spl
     moved split. Drop
     every reference to ``table`` afterwards, or nothing is saved."""
     n = table.n_queries
-    rest = np.setdiff1d(np.arange(n), np.concatenate([split.train, split.test]))
-    order = np.concatenate([split.train, split.test, rest]).astype(np.intp)
+    rest = np.setdiff1d(np.arange(n), np.concatenate([split.train, split.test, split.dev]))
+    order = np.concatenate([split.train, split.test, split.dev, rest]).astype(np.intp)
     if np.array_equal(order, np.arange(n)):  # already in this order (e.g. made by this function): no copy
         ordered = table
     else:
         ordered = table.select_queries(order)
         ordered.__dict__["content_hash"] = table.content_hash  # cached_property slot: the same data, reordered
-    n_train, n_test = split.train.size, split.test.size
+    n_train, n_test, n_dev = split.train.size, split.test.size, split.dev.size
     moved = Split(np.arange(n_train, dtype=np.intp), np.arange(n_train, n_train + n_test, dtype=np.intp),
-                  split.kind, split.seed, dict(split.params))
+                  split.kind, split.seed, dict(split.params),
+                  np.arange(n_train + n_test, n_train + n_test + n_dev, dtype=np.intp))
     kind, arg = _split_parts(split_spec(split))
-    _PINNED.setdefault(ordered, {})[_pin_key(kind, arg, split.seed)] = moved
+    fraction = split.params.get("dev_fraction") if split.has_dev else None
+    seed = split.params["dev_seed"] if split.has_dev else split.seed
+    _PINNED.setdefault(ordered, {})[_pin_key(kind, arg, seed, fraction)] = moved
     return ordered, moved

@@ -322,6 +322,13 @@ def check_split(value: str) -> str:
     return value
 
 
+def check_dev(value: float | None) -> float | None:
+    """A development fraction in (0, 1), or None (no development part)."""
+    from routerlab.data.splits import check_dev_fraction
+
+    return None if value is None else check_dev_fraction(value)
+
+
 def check_encoder(value: str) -> str:
     from routerlab.features.registry import get_encoder
 
@@ -334,6 +341,8 @@ def check_encoder(value: str) -> str:
 
 NBOOT = Interval(int, MIN_BOOT, MAX_BOOT)
 SPLIT_HELP = "train/test split: given, random[:F] (seeded) or ood:DS1,DS2"
+DEV_HELP = ("hold out a seeded fraction F of the training side (stratified by dataset) as a development part, on "
+            "which every choice is made; none = no development part")
 ENCODER_HELP = "query encoder: tfidf, minilm or precomputed:path=FILE"
 NBOOT_HELP = f"bootstrap resamples per 95% interval ({MIN_BOOT}..{MAX_BOOT:,})"
 COMPARE_HELP = ("paired bootstrap of every router against this router of the run; 'auto' = best-single when it "

@@ -1,0 +1,86 @@
+"""Operating points chosen on one set of queries and applied unchanged to another (issue 23's development part).
+
+A two-model router ranks queries by s(q), "the small model will do"; the lowest are sent to the large model.
+Reading a call rate off the *test* queries' own ranking (what a call-rate curve does) is a description, not a
+decision: a deployed router must fix its threshold before it sees the traffic. :func:`threshold_for_rate` fixes
+it on development queries and :func:`escalate` applies it to any others.
+
+Ties: a router with few distinct scores (kNN votes, a rounded probability) puts whole blocks of queries on one
+value, so a bare threshold could only reach the call rates between blocks. The threshold therefore carries
+``tie_share``, the share of the queries *at* the threshold value that go to the large model, decided per query
+by a seeded coin: a policy a deployed router can run, and one that reaches the target rate on the development
+queries exactly (in expectation over the coin). SPEC is silent on this; RouteLLM calibrates a bare threshold
+(its ``calibrate_threshold`` takes a quantile of scores on a calibration set), which is this rule with the coin
+left out.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from routerlab.errors import UsageError
+from routerlab.metrics._arrays import BoolArray, FloatArray
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """Send a query to the large model when ``s(q) < value``, and when ``s(q) == value`` with probability
+    ``tie_share``. ``rate`` is the call rate it was fitted for, ``n_fit`` the number of queries it was fitted on."""
+
+    value: float
+    tie_share: float
+    rate: float
+    n_fit: int
+
+    def to_dict(self) -> dict[str, float | int]:
+        """JSON-ready: ``value`` as a number (``inf`` written as None, which means "every query")."""
+        return {"threshold": self.value if math.isfinite(self.value) else None, "tie_share": self.tie_share,
+                "target_rate": self.rate, "n_fit": self.n_fit}
+
+
+def _scores(scores: npt.ArrayLike, what: str) -> FloatArray:
+    s = np.asarray(scores, dtype=np.float64)
+    if s.ndim != 1:
+        raise UsageError(f"{what}: expected one score per query, got shape {s.shape}")
+    bad = np.flatnonzero(~np.isfinite(s))
+    if bad.size:
+        raise UsageError(f"{what}: the router's s(q) is not a finite number for query {int(bad[0])} "
+                         f"({bad.size} such queries)")
+    return s
+
+
+def threshold_for_rate(dev_scores: npt.ArrayLike, rate: float) -> Threshold:
+    """The threshold that sends the share ``rate`` of ``dev_scores`` (one s(q) per development query) to the large
+    model: the lowest ``rate * n`` scores, the last tied block in part (``tie_share``)."""
+    if isinstance(rate, bool) or not 0.0 <= float(rate) <= 1.0:  # NaN fails too
+        raise UsageError(f"the call rate must be in [0, 1], got {rate!r}")
+    s = np.sort(_scores(dev_scores, "development queries"))
+    n = s.size
+    if n == 0:
+        raise UsageError("no development queries to choose a threshold on")
+    k = float(rate) * n  # how many queries the large model should get
+    if k >= n:
+        return Threshold(math.inf, 1.0, float(rate), n)
+    value = float(s[math.floor(k)])  # the lowest score not wholly escalated
+    below = int(np.searchsorted(s, value, side="left"))
+    at = int(np.searchsorted(s, value, side="right")) - below
+    share = min(1.0, max(0.0, (k - below) / at))
+    return Threshold(value, share, float(rate), n)
+
+
+def escalate(scores: npt.ArrayLike, threshold: Threshold, seed: int = 0) -> BoolArray:
+    """Which queries ``threshold`` sends to the large model (True), the coin at tied scores seeded by ``seed``."""
+    s = _scores(scores, "queries")
+    below = s < threshold.value
+    if threshold.tie_share <= 0.0:
+        return np.asarray(below)
+    tied = s == threshold.value
+    coin = np.random.default_rng(seed).random(s.size) < threshold.tie_share
+    return np.asarray(below | (tied & coin))
+
+
+__all__ = ["Threshold", "escalate", "threshold_for_rate"]
