@@ -36,7 +36,7 @@ class Threshold:
     rate: float
     n_fit: int
 
-    def to_dict(self) -> dict[str, float | int]:
+    def to_dict(self) -> dict[str, float | int | None]:
         """JSON-ready: ``value`` as a number (``inf`` written as None, which means "every query")."""
         return {"threshold": self.value if math.isfinite(self.value) else None, "tie_share": self.tie_share,
                 "target_rate": self.rate, "n_fit": self.n_fit}
