@@ -82,6 +82,10 @@ def test_shipped_demo_experiment_parses() -> None:
     (GOOD.replace("n_queries = 120", 'split = "random"\ntest_fraction = 1.5'), "[[tables]][1].test_fraction",
      "between 0 and 1"),
     (GOOD.replace("n_queries = 120", 'split = "ood"'), "[[tables]][1].split", "'given' or 'random'"),
+    (GOOD.replace("n_queries = 120", "dev = 1.0"), "[[tables]][1].dev", "between 0 and 1"),
+    (GOOD.replace("n_queries = 120", "dev = nan"), "[[tables]][1].dev", "must be a number"),
+    (GOOD.replace("n_queries = 120", 'dev = "0.2"'), "[[tables]][1].dev", "must be a number"),
+    (GOOD.replace('["full"]', '[{name = "full", dev = 0.2}]'), "protocols[1].dev", "[[tables]] dev"),
     (GOOD + '[[tables]]\npath = "demo"\n', "[[tables]][2].name", "names must be unique"),
     (GOOD.replace("[[tables]]", "[tables]"), "tables", "[[tables]]"),
     (GOOD + "[settings]\nn_boot = 10\n", "settings.n_boot", "between 40"),
@@ -93,6 +97,14 @@ def test_errors_name_the_key(tmp_path: Path, text: str, key: str, says: str) -> 
     message = _error(tmp_path, text)
     assert f": {key}: " in message, message
     assert says in message, message
+
+
+def test_a_table_dev_part_is_read_and_ignored_with_a_note_where_no_choice_is_made(tmp_path: Path) -> None:
+    exp = _load(tmp_path, GOOD.replace("n_queries = 120", "n_queries = 120\ndev = 0.25").replace(
+        '["full"]', '["full", "society"]'))
+    assert exp.tables[0].dev == 0.25
+    assert any("society" in n and "[[tables]] dev is ignored" in n for n in exp.notes), exp.notes
+    assert _load(tmp_path, GOOD).tables[0].dev is None
 
 
 def test_not_toml_and_missing_file(tmp_path: Path) -> None:

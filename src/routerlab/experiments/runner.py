@@ -75,6 +75,8 @@ def expand(exp: Experiment, hashes: dict[str, str], version: str) -> list[Cell]:
                 for p in exp.protocols:
                     proto = get_protocol(p.name)
                     settings = {k: v for k, v in grid.items() if k in proto.Settings.names()}
+                    if t.dev is not None and "dev" in proto.Settings.names():  # the table's development part
+                        settings["dev"] = t.dev
                     for r in (exp.routers if proto.uses_routers else [""]):
                         cid = cell_id(t, hashes[t.name], p, r, seed, settings, version)
                         if cid not in seen:
@@ -205,6 +207,11 @@ def load_tables(exp: Experiment) -> dict[str, Any]:
             make_split(out[t.name], t.split, exp.seeds[0])
         except RouterlabError as exc:
             raise UsageError(f"{exp.source}: [[tables]][{i}].split ({t.name}): {exc}") from None
+        if t.dev is not None:  # a fraction that leaves no development (or training) queries fails here too
+            try:
+                make_split(out[t.name], t.split, exp.seeds[0], dev=t.dev)
+            except RouterlabError as exc:
+                raise UsageError(f"{exp.source}: [[tables]][{i}].dev ({t.name}): {exc}") from None
     return out
 
 

@@ -25,13 +25,13 @@ from routerlab.protocols.base import MAX_BOOT, MIN_BOOT, SEED_MAX, get_protocol,
 DEMO = "demo"
 """``path = "demo"`` names the embedded demo benchmark (write ``"./demo"`` for a directory called demo)."""
 
-INJECTED = {"split": "[[tables]] split / test_fraction", "encoder": "[settings] encoder",
+INJECTED = {"split": "[[tables]] split / test_fraction", "dev": "[[tables]] dev", "encoder": "[settings] encoder",
             "n_boot": "[settings] n_boot", "skip_inapplicable": "[settings] skip_inapplicable",
             "compare_to": "nowhere: a cell's numbers must not depend on the other routers run beside it"}
 """Protocol settings an experiment sets in one place for every protocol, never in a protocol's own table: where
 each is set instead."""
 _TOP_KEYS = ("name", "description", "tables", "routers", "protocols", "seeds", "settings")
-_TABLE_KEYS = ("name", "path", "n_queries", "seed", "split", "test_fraction")
+_TABLE_KEYS = ("name", "path", "n_queries", "seed", "split", "test_fraction", "dev")
 _SETTING_KEYS = ("encoder", "n_boot", "skip_inapplicable")
 _SETTING_DEFAULTS: dict[str, Any] = {"encoder": "tfidf", "n_boot": 200, "skip_inapplicable": False}
 
@@ -39,12 +39,14 @@ _SETTING_DEFAULTS: dict[str, Any] = {"encoder": "tfidf", "n_boot": 200, "skip_in
 @dataclass(frozen=True)
 class TableSpec:
     """One table of the experiment: the embedded demo (``path == "demo"``, with ``demo_options``) or a
-    routerlab table directory, and the split its cells use (``given`` or ``random:F``)."""
+    routerlab table directory, the split its cells use (``given`` or ``random:F``) and the fraction of its training
+    side held out as a development part (``dev``; None = none), which every protocol that makes choices reads."""
 
     name: str
     path: Path | None
     demo_options: dict[str, int]
     split: str
+    dev: float | None = None
 
     def describe(self) -> dict[str, Any]:
         """What identifies this table's cells besides its content hash (name, source and split)."""
@@ -208,6 +210,12 @@ def parse_experiment(data: dict[str, Any], source: Path, digest: str = "", table
                                 '["oracle", "best-single", "knn"]')
     else:
         routers = []
+    if any(t.dev is not None for t in table_specs):
+        blind = [p.name for p in protocols if "dev" not in get_protocol(p.name).Settings.names()]
+        if blind:
+            notes.append(f"{', '.join(dict.fromkeys(blind))} make{'s' if len(set(blind)) == 1 else ''} no choice "
+                         "on a development part: [[tables]] dev is ignored for "
+                         f"{'it' if len(set(blind)) == 1 else 'them'}")
     seeds = _seeds(r, data["seeds"])
     grid = _settings(r, data.get("settings", {}))
     return Experiment(name=name, description=description, source=source, file_hash=digest, tables=table_specs,
@@ -263,7 +271,8 @@ def _tables(r: _Reader, value: Any, base: Path, overrides: dict[str, str]) -> li
         default_name = DEMO if table_path is None else table_path.name
         name = r.string(f"{where}.name", item["name"]) if "name" in item else default_name
         split = _split(r, where, item)
-        out.append(TableSpec(name=name, path=table_path, demo_options=demo_options, split=split))
+        dev = _dev(r, where, item)
+        out.append(TableSpec(name=name, path=table_path, demo_options=demo_options, split=split, dev=dev))
     seen: set[str] = set()
     for i, t in enumerate(out, start=1):
         if t.name in seen:
@@ -295,6 +304,18 @@ def _split(r: _Reader, where: str, item: dict[str, Any]) -> str:
     if not 0.0 < frac < 1.0:
         raise r.fail(f"{where}.test_fraction", f"must be between 0 and 1 (exclusive), got {frac}")
     return f"random:{float(frac)!r}"
+
+
+def _dev(r: _Reader, where: str, item: dict[str, Any]) -> float | None:
+    """``dev = F``: the share of the training side held out as a development part, a number in (0, 1)."""
+    if "dev" not in item:
+        return None
+    frac = item["dev"]
+    if isinstance(frac, bool) or not isinstance(frac, int | float) or not math.isfinite(frac):
+        raise r.fail(f"{where}.dev", f"must be a number, got {_kind(frac)}")
+    if not 0.0 < frac < 1.0:
+        raise r.fail(f"{where}.dev", f"must be between 0 and 1 (exclusive), got {frac}")
+    return float(frac)
 
 
 def _routers(r: _Reader, value: Any) -> list[str]:
