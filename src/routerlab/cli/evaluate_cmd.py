@@ -42,6 +42,13 @@ def _nboot_help() -> str:
     return f"Bootstrap resamples per 95% interval ({MIN_BOOT}..{MAX_BOOT:,})."
 
 
+def _by_help() -> str:
+    """``--by``'s help, the full protocol's setting's meaning (read when the command is built)."""
+    from routerlab.protocols.full import FullSettings
+
+    return option_help(FullSettings, "by")
+
+
 def _scaling(name: str) -> str:
     from routerlab.protocols.scaling import ScalingSettings
 
@@ -96,6 +103,7 @@ def evaluate_cmd(
         help="voyager: number of rounds T = chunks of the training split (>= 2; default 5).")] = None,
     order: Annotated[str | None, typer.Option(
         help="voyager: chunk the training split in its given order or a seeded shuffle (default given).")] = None,
+    by: Annotated[str | None, typer.Option("--by", help=_by_help())] = None,
     as_json: Annotated[bool, json_option()] = False,
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", help="Directory for the JSON record, per-query choices and plots.")] = None,
@@ -107,7 +115,7 @@ def evaluate_cmd(
     router routes the next chunk of the training split and learns only the outcomes it chose (SPEC 5)."""
     from routerlab.protocols.base import get_protocol
     from routerlab.protocols.full import resolve_compare_to
-    from routerlab.reports.evaluation import leaderboard_text, write_evaluation
+    from routerlab.reports.evaluation import by_dataset_text, leaderboard_text, write_evaluation
     from routerlab.reports.files import say_written
 
     if protocol not in EVALUATION_PROTOCOLS:
@@ -117,7 +125,8 @@ def evaluate_cmd(
     # one check of every setting, the same as from an experiment file or Python; an option of another
     # protocol is an error naming it, not silently ignored
     settings = proto.Settings.from_cli(split=split, encoder=encoder, n_boot=n_boot, sweep=sweep,
-                                       compare_to=compare_to, logging=logging, rounds=rounds, order=order)
+                                       compare_to=compare_to, logging=logging, rounds=rounds, order=order,
+                                       by=by)
     specs = router_specs(routers)
     resolve_compare_to(compare_to, specs, option="--compare-to")
     if output is not None:
@@ -141,6 +150,8 @@ def evaluate_cmd(
         typer.echo(leaderboard_text(ev))
         if protocol != "full":
             typer.echo(_protocol_text(ev))
+        if by_dataset_text(ev):
+            typer.echo(by_dataset_text(ev))
     say_written([output / f for f in written] if output is not None else [], to_stderr=as_json)
 
 

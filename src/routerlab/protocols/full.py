@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -34,6 +35,7 @@ from routerlab.errors import UsageError
 from routerlab.features.base import Features
 from routerlab.features.registry import Encoder
 from routerlab.metrics._arrays import row_blocks
+from routerlab.metrics.bootstrap import MIN_QUERIES, FewQueriesWarning
 from routerlab.metrics.bounds import best_single_actor
 from routerlab.metrics.latency import oracle_best_of_n
 from routerlab.metrics.registry import Policy, evaluate_choices
@@ -86,6 +88,9 @@ class RouterResult:
     # an exploring router's expected score on each test query, sum_a p(a|q) score(q, a) (mean = its mu_o); None
     # for an argmax router, whose per-query score is score[q, choice[q]]. Not in to_dict.
     deployed_score: npt.NDArray[np.float64] | None = field(default=None, repr=False)
+    # with ``by="dataset"``: every metric again on each dataset's evaluated test queries, name -> {n, metrics, ci}
+    # (:func:`dataset_breakdown`); None when the run was not broken down
+    by_dataset: dict[str, dict[str, Any]] | None = None
 
     def query_scores(self, score: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """The router's score on each test query as deployed (``score``: the test table's scores, in the order of
@@ -108,6 +113,10 @@ class RouterResult:
             out["paired"] = self.paired
         if self.feedback is not None:
             out["feedback"] = self.feedback
+        if self.by_dataset is not None:
+            out["by_dataset"] = {name: {"n": d["n"], "metrics": d["metrics"],
+                                        "ci": {k: list(v) for k, v in d["ci"].items()}}
+                                 for name, d in self.by_dataset.items()}
         return out
 
 
@@ -203,6 +212,7 @@ def evaluate(
     sweep: str | None = None,
     lambdas: npt.ArrayLike | None = None,
     compare_to: str | None = "auto",
+    by: str = "none",
 ) -> Evaluation:
     """Fit each router on the train split and evaluate it on the test split (full observability).
 
@@ -213,7 +223,8 @@ def evaluate(
     Every router is built and checked against the training split before any is trained, so a bad
     option or an inapplicable router costs no training time. ``compare_to`` names the router of the
     run the others are compared with (paired bootstrap); "auto" is best-single when it is in the run,
-    None switches the comparison off; it names a router by its label (:func:`router_label`).
+    None switches the comparison off; it names a router by its label (:func:`router_label`). ``by="dataset"``
+    also scores every router on each dataset's evaluated test queries (:func:`dataset_breakdown`).
 
     ``router_specs`` may mix spec strings and :class:`Router` instances. An instance is fitted in
     place (so it can be used after the run) and keeps its own seed when it was given one
@@ -228,24 +239,125 @@ def evaluate(
     compare_to = resolve_compare_to(compare_to, labels)
     if sweep is not None and sweep not in {"cost", "latency"}:
         raise UsageError(f"sweep must be 'cost' or 'latency', got {sweep!r}")
+    check_by(by)
     sp = split if isinstance(split, Split) else make_split(table, split, seed)
     train, test = sp.apply(table)
     record = Provenance.of(table, sp, seed=seed)  # what the run record needs of the whole table
     del table  # the split's two parts are all the run reads: a caller that keeps no reference frees the rest
+    split_counts = split_dataset_counts(test, by)  # before any training: a breakdown without labels is an error
     chosen, skipped = applicable_routers(router_specs, train, seed, skip_inapplicable)
     bench = make_bench(sp, train, test, encoder=encoder, cache_dir=cache_dir, features=features)
     del test  # the bench holds the evaluable test rows (a copy when some rows were incomplete)
     results, fair = run_routers(chosen, train, bench, "evaluate", skipped=skipped,
                                 skip_inapplicable=skip_inapplicable, from_objects=from_objects, seed=seed,
-                                n_boot=n_boot, sweep=sweep, lambdas=lambdas)
+                                n_boot=n_boot, sweep=sweep, lambdas=lambdas, by=by)
     with task("evaluate: paired bootstrap and Oracle best-of-N"):
         bon = compare_and_bound(results, fair, bench, compare_to, seed=seed, n_boot=n_boot)
+    breakdown, notes = breakdown_summary(split_counts, bench)
     return Evaluation(
         provenance=bench.provenance(record, seed),
         results=results, oracle_best_of_n=bon,
         test_ids=bench.test.queries.ids, actor_names=bench.test.actor_names, excluded_test_queries=bench.excluded,
-        extra={**({"notes": bench.notes} if bench.notes else {}), **({"skipped": skipped} if skipped else {})},
+        extra={**({"notes": bench.notes + notes} if bench.notes or notes else {}),
+               **({"skipped": skipped} if skipped else {}), **breakdown},
     )
+
+
+# -- the breakdown by dataset --------------------------------------------------------------------------------
+
+BY_OPTIONS = ("none", "dataset")
+"""What an evaluation can be broken down by: nothing, or the dataset label of each test query."""
+NO_DATASET = "(no dataset)"
+"""The group of test queries whose dataset label is empty, in a breakdown of a table where some queries have one."""
+
+
+def check_by(by: str) -> str:
+    """``by`` when it is one of :data:`BY_OPTIONS`, else a UsageError listing them."""
+    if by not in BY_OPTIONS:
+        raise UsageError(f"by must be one of {', '.join(BY_OPTIONS)}, got {by!r}")
+    return by
+
+
+def dataset_labels(table: RoutingTable) -> npt.NDArray[np.object_]:
+    """Each query's dataset label as a breakdown groups it: the label, or :data:`NO_DATASET` when it is empty."""
+    labels = table.queries.dataset.astype(str)
+    return np.where(labels == "", NO_DATASET, labels).astype(object)
+
+
+def split_dataset_counts(test: RoutingTable, by: str) -> dict[str, int] | None:
+    """The test split's queries per dataset (every test query, before those with an unobserved cell are left out)
+    when the run is broken down by dataset, else None. A test split none of whose queries has a dataset label is a
+    UsageError: there is nothing to break down (a table gets labels from its importer's dataset column)."""
+    if by != "dataset":
+        return None
+    labels = dataset_labels(test)
+    if labels.size and (labels == NO_DATASET).all():
+        raise UsageError("by dataset: no test query has a dataset label (the table has no dataset column), so "
+                         "there is nothing to break down; leave --by at none")
+    names, counts = np.unique(labels.astype(str), return_counts=True)
+    return {str(k): int(v) for k, v in zip(names, counts, strict=True)}
+
+
+def dataset_breakdown(bench: Bench, choice: npt.NDArray[np.intp], distribution: npt.ArrayLike | None,
+                      acting: npt.ArrayLike | None, policy: Policy, *, seed: int, n_boot: int
+                      ) -> dict[str, dict[str, Any]]:
+    """Every metric of a router's scoring pass again on each dataset's evaluated test queries (the bench's test
+    rows): dataset -> ``{"n", "metrics", "ci"}``, the metrics the same names as the overall result, computed the
+    same way (same policy, best single actor, seed and resamples). Below MIN_QUERIES queries a dataset's
+    intervals are unavailable (NaN, JSON null) and not warned about one by one: the summary says how many are.
+    The counts add up to the evaluated test queries, and a mean metric (mu_o) of the whole test split is the
+    count-weighted mean of the datasets' values."""
+    test = bench.test
+    labels = dataset_labels(test)
+    dist = None if distribution is None else np.asarray(distribution)
+    act = None if acting is None else np.asarray(acting)
+    out: dict[str, dict[str, Any]] = {}
+    for name in sorted(set(labels.tolist())):
+        rows = np.flatnonzero(labels == name)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FewQueriesWarning)
+            values = evaluate_choices(
+                test.score[rows], choice[rows],
+                latency=None if bench.latency is None else bench.latency[rows],
+                cost=None if bench.cost is None else bench.cost[rows],
+                distribution=None if dist is None else dist[rows], best_single=bench.best, seed=seed,
+                n_boot=n_boot, policy=policy, acting=None if act is None else act[rows])
+        out[name] = {"n": int(rows.size), "metrics": {k: float(v[0]) for k, v in values.items()},
+                     "ci": {k: interval(v[0], v[1], v[2]) for k, v in values.items()}}
+    return out
+
+
+def breakdown_summary(split_counts: dict[str, int] | None, bench: Bench) -> tuple[dict[str, Any], list[str]]:
+    """The run-level part of a breakdown by dataset (``{"breakdown": ...}``, empty when the run has none) and its
+    notes: per dataset the evaluated test queries and those left out for an unobserved cell, their totals (the
+    evaluated counts add up to the queries every metric was computed on), and a note when the test split holds a
+    single dataset or some datasets are below MIN_QUERIES (their intervals unavailable)."""
+    if split_counts is None:
+        return {}, []
+    labels = dataset_labels(bench.test)
+    names, counts = np.unique(labels.astype(str), return_counts=True)
+    evaluated = {str(k): int(v) for k, v in zip(names, counts, strict=True)}
+    datasets = {name: {"n": evaluated.get(name, 0), "excluded": total - evaluated.get(name, 0)}
+                for name, total in sorted(split_counts.items())}
+    n = int(bench.test.n_queries)
+    notes = []
+    if len(datasets) == 1:
+        notes.append(f"by dataset: the test split holds one dataset ({next(iter(datasets))}), so its row repeats "
+                     "the leaderboard")
+    few = [k for k, d in datasets.items() if 0 < d["n"] < MIN_QUERIES]
+    if few:
+        notes.append(f"by dataset: {len(few)} of {len(datasets)} datasets have fewer than {MIN_QUERIES} evaluated "
+                     f"test queries ({', '.join(few)}): their values are shown, their intervals are not")
+    empty = [k for k, d in datasets.items() if d["n"] == 0]
+    if empty:
+        notes.append(f"by dataset: every test query of {', '.join(empty)} has an unobserved cell: "
+                     "nothing is evaluated there")
+    summary = {"by": "dataset", "n_evaluated": n, "excluded_test_queries": int(bench.excluded),
+               "datasets": datasets,
+               "counts": "each dataset's n counts its evaluated test queries (every actor's score observed); they "
+                         "add up to n_evaluated, the queries every metric was computed on; excluded counts the "
+                         "dataset's test queries left out for an unobserved cell"}
+    return {"breakdown": summary}, notes
 
 
 @dataclass(frozen=True)
@@ -315,13 +427,15 @@ def fit_router(router: Router, train: RoutingTable | Feedback, ftrain: Features,
 
 def score_router(spec: str, router: Router, bench: Bench, *, fit_seconds: float, seed: int, n_boot: int,
                  sweep: str | None = None, lambdas: npt.ArrayLike | None = None,
-                 sweep_train: RoutingTable | None = None, router_class: str | None = None) -> RouterResult:
+                 sweep_train: RoutingTable | None = None, router_class: str | None = None,
+                 by: str = "none") -> RouterResult:
     """Route the bench's test queries with a fitted ``router`` in one scoring pass and score every metric with
     its bootstrap interval, the selection shares and the collapse flag (SPEC 4-5, 7): the step every protocol
     repeats per router (and per Voyager round), after :func:`fit_router`. The router is scored as deployed
     (module docstring): an exploring router by expectations under its distribution, its argmax values beside
     them as ``<metric>_greedy``, its shares the expected ones. ``sweep`` adds the cost- or latency-quality curve,
-    its penalty read from ``sweep_train`` (what the router was trained on)."""
+    its penalty read from ``sweep_train`` (what the router was trained on). ``by="dataset"`` adds every metric
+    per dataset (:func:`dataset_breakdown`)."""
     t1 = time.perf_counter()
     # one scoring pass: choices and the selection distribution (the metrics read no scores, so none are kept)
     choice, dist, acting = router.decisions(bench.ftest)
@@ -342,27 +456,31 @@ def score_router(spec: str, router: Router, bench: Bench, *, fit_seconds: float,
     curve = None
     if sweep is not None and not router.uses_test_labels:
         curve = _sweep(router, sweep_train, bench.ftest, test, sweep, lambdas)
+    by_dataset = None
+    if by == "dataset":
+        by_dataset = dataset_breakdown(bench, choice, dist, acting, policy, seed=seed, n_boot=n_boot)
     return RouterResult(
         router=router.name, spec=spec, params={**router.params, "seed": router.seed},
         metrics={k: float(v[0]) for k, v in values.items()},
         ci={k: interval(v[0], v[1], v[2]) for k, v in values.items()},
         selection={a: float(s) for a, s in zip(test.actor_names, shares, strict=True) if s > 0},
         collapsed=shares_collapsed(shares), choice=choice, fit_seconds=fit_seconds, score_seconds=t2 - t1,
-        sweep=curve, router_class=router_class, policy=policy, deployed_score=deployed,
+        sweep=curve, router_class=router_class, policy=policy, deployed_score=deployed, by_dataset=by_dataset,
     )
 
 
 def run_routers(chosen: list[tuple[str, Router]], train: RoutingTable | Feedback | Callable[[], Feedback],
                 bench: Bench, what: str, *, skipped: dict[str, str], skip_inapplicable: bool, from_objects: set[str],
-                seed: int, n_boot: int, sweep: str | None = None, lambdas: npt.ArrayLike | None = None
-                ) -> tuple[list[RouterResult], list[bool]]:
+                seed: int, n_boot: int, sweep: str | None = None, lambdas: npt.ArrayLike | None = None,
+                by: str = "none") -> tuple[list[RouterResult], list[bool]]:
     """Fit every router of ``chosen`` on ``train`` (full feedback, or a cold-start log) and score it on the
     bench: the loop the full and cold-start protocols share. A router that cannot be fitted stops the run, or
     with ``skip_inapplicable`` is recorded in ``skipped``. Returns the results and, per result, whether the
     router routes without test outcomes (what Oracle(Best-of-N) is taken over). ``chosen`` is emptied as the
     routers are run, so each is let go once scored (:func:`_drained`). ``train`` may be a function making the
     feedback: it is called once per router and its feedback let go once the router is fitted (unless a sweep
-    reads it), so a cold-start log's (queries x actors) table is not held while routers score."""
+    reads it), so a cold-start log's (queries x actors) table is not held while routers score. ``by`` is passed to
+    :func:`score_router` (a breakdown by dataset)."""
     results: list[RouterResult] = []
     fair: list[bool] = []
     kind = "full"
@@ -383,7 +501,7 @@ def run_routers(chosen: list[tuple[str, Router]], train: RoutingTable | Feedback
             feedback = None
         results.append(score_router(spec, router, bench, fit_seconds=fit_seconds, seed=seed, n_boot=n_boot,
                                     sweep=sweep, lambdas=lambdas, sweep_train=sweep_train,
-                                    router_class=_class_path(router) if spec in from_objects else None))
+                                    router_class=_class_path(router) if spec in from_objects else None, by=by))
         del sweep_train
         fair.append(not router.uses_test_labels)
     if not results:
@@ -541,11 +659,14 @@ class EvaluationSettings(ProtocolSettings):
 
 
 SWEEP_HELP = "also sweep lambda in score - lambda * penalty: cost or latency (none = off)"
+BY_HELP = ("also score every router on each dataset's test queries, each with its own 95% CI: none or dataset "
+           "(counts add up to the evaluated test queries)")
 
 
 @dataclass(frozen=True)
 class FullSettings(EvaluationSettings):
     sweep: str | None = setting(None, SWEEP_HELP, Options({"cost", "latency"}))
+    by: str = setting("none", BY_HELP, Options(set(BY_OPTIONS)))
 
 
 def router_records(results: Sequence[RouterResult | dict[str, Any]], bon: dict[str, float], slice: str = ""
@@ -567,9 +688,19 @@ def router_records(results: Sequence[RouterResult | dict[str, Any]], bon: dict[s
     return out
 
 
+def dataset_records(results: Sequence[RouterResult]) -> list[MetricRecord]:
+    """The records of a breakdown by dataset: every router's metrics on each dataset, slice ``dataset=NAME``."""
+    out: list[MetricRecord] = []
+    for r in results:
+        for dataset, d in (r.by_dataset or {}).items():
+            out += [MetricRecord.of(r.spec, name, value, d["ci"].get(name), f"dataset={dataset}")
+                    for name, value in d["metrics"].items()]
+    return out
+
+
 def evaluation_result(name: str, ev: Evaluation, settings: ProtocolSettings) -> Result:
     """A full / cold-start / Voyager :class:`Evaluation` as the protocol layer's :class:`Result`."""
-    records = router_records(ev.results, ev.oracle_best_of_n)
+    records = router_records(ev.results, ev.oracle_best_of_n) + dataset_records(ev.results)
     for rnd in ev.extra.get("rounds", []):
         records += router_records(rnd["results"], rnd["oracle_best_of_n"], f"round={rnd['round']}")
     n_train = int(ev.split.get("n_train", 0) or 0)
@@ -613,5 +744,5 @@ class FullObservability(Protocol):
         del table
         ev = evaluate(held.pop(), list(routers), split=sp, encoder=s.encoder, seed=seed, n_boot=s.n_boot,
                       features=features, skip_inapplicable=s.skip_inapplicable, sweep=s.sweep,
-                      compare_to=s.compare_to, cache_dir=context.cache_dir if context else None)
+                      compare_to=s.compare_to, cache_dir=context.cache_dir if context else None, by=s.by)
         return evaluation_result(self.name, ev, s)

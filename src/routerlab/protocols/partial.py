@@ -48,6 +48,8 @@ from routerlab.features.registry import Encoder
 from routerlab.progress import task, track
 from routerlab.protocols.base import Interval, Options, Protocol, Result, RunContext, register_protocol, setting
 from routerlab.protocols.full import (
+    BY_HELP,
+    BY_OPTIONS,
     Bench,
     Evaluation,
     EvaluationSettings,
@@ -55,6 +57,8 @@ from routerlab.protocols.full import (
     RouterResult,
     _class_path,
     applicable_routers,
+    breakdown_summary,
+    check_by,
     compare_and_bound,
     evaluation_result,
     fit_router,
@@ -64,6 +68,7 @@ from routerlab.protocols.full import (
     run_routers,
     score_router,
     shared_features,
+    split_dataset_counts,
 )
 from routerlab.protocols.policies import LoggingPolicy, parse_policy
 from routerlab.routers.base import Router
@@ -120,6 +125,7 @@ def cold_start(
     compare_to: str | None = "auto",
     sweep: str | None = None,
     lambdas: npt.ArrayLike | None = None,
+    by: str = "none",
 ) -> Evaluation:
     """Cold-start (SPEC 5, routerworld.txt 3.3): train every router on ONE seeded log of the training split drawn
     by the ``logging`` policy, evaluate it on the full test split as :func:`routerlab.protocols.full.evaluate`
@@ -129,8 +135,10 @@ def cold_start(
     error, or with ``skip_inapplicable`` listed under ``skipped`` with its reason. The result's extra fields
     say ``protocol: "cold-start"`` and describe the log (``logging``: policy, queries logged, share correct).
     A sweep reads each actor's expected cost or latency from the logged cells only (what the router saw).
+    ``by="dataset"`` breaks every metric down by dataset, as for ``evaluate``.
     """
     _, from_objects, reference = _check_run(router_specs, compare_to)
+    check_by(by)
     policy = parse_policy(logging)
     if sweep is not None and sweep not in {"cost", "latency"}:
         raise UsageError(f"sweep must be 'cost' or 'latency', got {sweep!r}")
@@ -138,6 +146,7 @@ def cold_start(
     train, test = sp.apply(table)
     record = Provenance.of(table, sp, seed=seed)
     del table  # as in evaluate: the split's parts are all the run reads
+    split_counts = split_dataset_counts(test, by)
     # the log is kept as its draws (actor, propensity per training query); its (queries x actors) table is made
     # for a check or a router's fit and let go after, so it is not held while routers score
     if policy.router is None:  # no features needed to log: check the routers before encoding
@@ -158,11 +167,12 @@ def cold_start(
         del feedback
     results, fair = run_routers(chosen, lambda: Feedback.logged(train, actor, propensity), bench, "cold-start",
                                 skipped=skipped, skip_inapplicable=skip_inapplicable, from_objects=from_objects,
-                                seed=seed, n_boot=n_boot, sweep=sweep, lambdas=lambdas)
+                                seed=seed, n_boot=n_boot, sweep=sweep, lambdas=lambdas, by=by)
     with task("cold-start: paired bootstrap and Oracle best-of-N"):
         bon = compare_and_bound(results, fair, bench, reference, seed=seed, n_boot=n_boot)
     extra: dict[str, Any] = {"protocol": "cold-start", "logging": {**policy.describe(), **summary}}
-    return _evaluation(record, bench, seed, results, bon, extra, skipped)
+    breakdown, notes = breakdown_summary(split_counts, bench)
+    return _evaluation(record, bench, seed, results, bon, {**extra, **breakdown}, skipped, notes)
 
 
 # -- voyager -------------------------------------------------------------------------------------------------
@@ -352,8 +362,8 @@ def _check_run(router_specs: Sequence[RouterLike], compare_to: str | None
 
 
 def _evaluation(record: Provenance, bench: Bench, seed: int, results: list[RouterResult], bon: dict[str, float],
-                extra: dict[str, Any], skipped: dict[str, str]) -> Evaluation:
-    notes = {"notes": bench.notes} if bench.notes else {}
+                extra: dict[str, Any], skipped: dict[str, str], more_notes: Sequence[str] = ()) -> Evaluation:
+    notes = {"notes": bench.notes + list(more_notes)} if bench.notes or more_notes else {}
     return Evaluation(
         provenance=bench.provenance(record, seed), results=results, oracle_best_of_n=bon,
         test_ids=bench.test.queries.ids, actor_names=bench.test.actor_names, excluded_test_queries=bench.excluded,
@@ -376,6 +386,7 @@ class ColdStartSettings(EvaluationSettings):
     logging: str = setting("uniform", LOGGING_HELP, check=_check_logging)
     sweep: str | None = setting(None, "also sweep lambda in score - lambda * penalty: cost or latency",
                                 Options({"cost", "latency"}))
+    by: str = setting("none", BY_HELP, Options(set(BY_OPTIONS)))
 
 
 @dataclass(frozen=True)
@@ -399,7 +410,8 @@ class ColdStart(Protocol):
         del table  # handed over, not kept: cold_start lets the whole table go once it is split
         ev = cold_start(held.pop(), list(routers), logging=s.logging, split=sp, encoder=s.encoder, seed=seed,
                         n_boot=s.n_boot, features=features, skip_inapplicable=s.skip_inapplicable,
-                        compare_to=s.compare_to, sweep=s.sweep, cache_dir=context.cache_dir if context else None)
+                        compare_to=s.compare_to, sweep=s.sweep, cache_dir=context.cache_dir if context else None,
+                        by=s.by)
         return evaluation_result(self.name, ev, s)
 
 

@@ -14,7 +14,8 @@ from routerlab.protocols.full import Evaluation, RouterResult
 from routerlab.reports.blocks import Table
 from routerlab.reports.files import save_figure, write_json, write_parquet
 
-__all__ = ["groups_text", "leaderboard_table", "leaderboard_text", "write_evaluation", "write_json"]
+__all__ = ["by_dataset_text", "groups_text", "leaderboard_table", "leaderboard_text", "write_evaluation",
+           "write_json"]
 
 def _fmt(v: float | None, key: str) -> str:
     return catalog.format_value(key, v)
@@ -100,6 +101,62 @@ def _extras(ev: Evaluation) -> list[str]:
     return out
 
 
+def has_breakdown(ev: Evaluation) -> bool:
+    """Whether the run was broken down by dataset (``by="dataset"``) and some router carries the breakdown."""
+    return "breakdown" in ev.extra and any(r.by_dataset for r in ev.results)
+
+
+def _mu_ci(mu: float, ci: tuple[float, float] | list[float] | None, n: int) -> str:
+    """``0.7123 [0.650, 0.770]``, or the value with ``n/a (n=9 < 30)`` below MIN_QUERIES, ``(no interval)`` when the
+    interval is undefined."""
+    if n < MIN_QUERIES:
+        return f"{mu:.4f} {unavailable(n)}"
+    lo, hi = ci if ci is not None else (float("nan"), float("nan"))
+    if lo is None or hi is None or lo != lo or hi != hi:
+        return f"{mu:.4f} (no interval)"
+    return f"{mu:.4f} [{lo:.3f}, {hi:.3f}]"
+
+
+def by_dataset_text(ev: Evaluation) -> str:
+    """The breakdown by dataset under the leaderboard: per dataset (its evaluated test queries ``n``) every router in
+    leaderboard order with mu_o and its 95% CI and the leaderboard's other columns, a line saying the counts add up
+    to the evaluated test queries (and how many were left out), and the legend. Empty when the run has none."""
+    if not has_breakdown(ev):
+        return ""
+    summary = ev.extra["breakdown"]
+    datasets: dict[str, dict[str, int]] = summary["datasets"]
+    cols = [c for c in _columns(ev) if c != "mu_o"]
+    left = any(d["excluded"] for d in datasets.values())
+    head = ["dataset", "n", *(["left out"] if left else []), "router", "mu_o [95% CI]", *cols]
+    rows: list[list[str]] = []
+    for name, counts in datasets.items():
+        first = True
+        for r in ranked(ev):
+            d = (r.by_dataset or {}).get(name)
+            if d is None:
+                continue
+            lead = [name, str(d["n"]), *([str(counts["excluded"])] if left else [])] if first else \
+                ["", "", *([""] if left else [])]
+            rows.append([*lead, r.spec, _mu_ci(d["metrics"]["mu_o"], d["ci"].get("mu_o"), int(d["n"])),
+                         *[_fmt(d["metrics"].get(c), c) for c in cols]])
+            first = False
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=True)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+    n, excluded = int(summary["n_evaluated"]), int(summary["excluded_test_queries"])
+    top = (f"by dataset: {n} evaluated test queries in {len(datasets)} datasets; the counts n add up to the "
+           f"{n} every metric above was computed on")
+    if excluded:
+        top += f" ({excluded} test queries with an unobserved cell left out: 'left out' per dataset)"
+    more = [f"n = the dataset's evaluated test queries; below {MIN_QUERIES} a dataset's value is shown, its interval "
+            "is not (n/a)"]
+    legend = f"legend  {catalog.legend(['mu_o', *cols])} (see routerlab metrics)"
+    return "\n".join([top, line(head), *(line(r) for r in rows), legend,
+                      *catalog.legend_line(["mu_o", *cols], *more)])
+
+
 def leaderboard_table(ev: Evaluation, id: str = "") -> Table:
     """The leaderboard as a sortable report table block (headings with units, each linked to its glossary
     entry), best router first; ``id`` is its anchor in the report."""
@@ -170,6 +227,9 @@ def plot_evaluation(ev: Evaluation, out_dir: Path, name: str | None = None) -> l
     save_figure(fig, out_dir / "selection.png")
     plt.close(fig)
     figures = ["leaderboard.png", "selection.png"]
+    if has_breakdown(ev) and len(ev.extra["breakdown"]["datasets"]) > 1:
+        plot_by_dataset(ev, out_dir / BY_DATASET_FIGURE, title)
+        figures.append(BY_DATASET_FIGURE)
     swept = [r for r in ev.results if r.sweep]
     if swept:
         by = swept[0].sweep["by"]  # type: ignore[index]
@@ -187,6 +247,59 @@ def plot_evaluation(ev: Evaluation, out_dir: Path, name: str | None = None) -> l
         plt.close(fig)
         figures.append(f"{by}_quality.png")
     return figures
+
+
+BY_DATASET_FIGURE = "by_dataset.png"
+MAX_HEATMAP_DATASETS = 40
+"""The router x dataset heatmap shows at most this many datasets: those with the most evaluated test queries."""
+
+
+def shown_datasets(ev: Evaluation, limit: int = MAX_HEATMAP_DATASETS) -> list[str]:
+    """The datasets of the router x dataset heatmap, in name order: every dataset with an evaluated test query, or
+    on more of them the ``limit`` largest."""
+    counts = {k: int(d["n"]) for k, d in ev.extra["breakdown"]["datasets"].items() if d["n"] > 0}
+    keep = set(sorted(counts, key=lambda k: -counts[k])[:limit])
+    return [k for k in counts if k in keep]
+
+
+def plot_by_dataset(ev: Evaluation, path: Path, title: str) -> None:
+    """by_dataset.png: mu_o of every router (rows, leaderboard order from the top) on each dataset's test queries
+    (columns, with their n), each cell written out when the grid is small enough to read; a dataset below
+    MIN_QUERIES queries is marked with an asterisk (its value has no interval)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    res = ranked(ev)
+    names = shown_datasets(ev)
+    counts = {k: int(d["n"]) for k, d in ev.extra["breakdown"]["datasets"].items()}
+    grid = np.array([[(r.by_dataset or {}).get(k, {}).get("metrics", {}).get("mu_o", np.nan) for k in names]
+                     for r in res], dtype=np.float64)
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.75 * len(names) + 3), 0.38 * len(res) + 2.2))
+    finite = grid[np.isfinite(grid)]
+    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    im = ax.imshow(grid, aspect="auto", cmap="viridis", vmin=lo, vmax=hi if hi > lo else lo + 1e-9)
+    labels = [f"{k}{'*' if counts[k] < MIN_QUERIES else ''}\n(n={counts[k]})" for k in names]
+    ax.set_xticks(range(len(names)), labels, rotation=45 if len(names) > 6 else 0,
+                  ha="right" if len(names) > 6 else "center", fontsize=7)
+    ax.set_yticks(range(len(res)), [r.spec for r in res], fontsize=8)
+    if grid.size <= 400:
+        mid = (lo + hi) / 2
+        for i in range(grid.shape[0]):
+            for j in range(grid.shape[1]):
+                if np.isfinite(grid[i, j]):
+                    ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=6,
+                            color="black" if grid[i, j] > mid else "white")
+    fig.colorbar(im, ax=ax, label="mu_o on the dataset's test queries")
+    shown = len(names) == sum(1 for d in ev.extra["breakdown"]["datasets"].values() if d["n"] > 0)
+    small = any(counts[k] < MIN_QUERIES for k in names)
+    xlabel = "dataset" if shown else f"dataset (the {len(names)} largest of {len(counts)})"
+    ax.set_xlabel(xlabel + (f"; * = fewer than {MIN_QUERIES} queries, no interval" if small else ""), fontsize=8)
+    ax.set_title(f"mu_o by dataset: {title}", fontsize=10)
+    fig.tight_layout()
+    save_figure(fig, path)
+    plt.close(fig)
 
 
 MAX_HEATMAP_ACTORS = 40

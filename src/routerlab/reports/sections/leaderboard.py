@@ -32,6 +32,7 @@ BOUNDS = {"oracle", "oracle-p", "random"}
 TABLE_ID = "leaderboard-table"
 FIGURE_ID = "leaderboard-figure"
 SELECTION_ID = "selection-figure"
+BY_DATASET_ID = "by-dataset-figure"
 NO_TEXT_ENCODER = "dataset-onehot"
 
 
@@ -157,12 +158,17 @@ def gain_finding(ev: Evaluation) -> tuple[Finding | None, dict[str, Any]]:
 @audit_section("leaderboard", order=30, depends=("quick", "routers", "encoder"))
 def leaderboard_section(table: RoutingTable, ctx: AuditContext) -> Section:
     specs = router_specs(ctx)
-    ev = run_protocol("full", table, evaluation_settings(ctx), ctx.seed, specs, ctx.run_context).native
+    # a router x dataset heatmap of mu_o when the test split holds several datasets (the protocol's breakdown)
+    several = len({str(d) for d in ctx.test.queries.dataset.tolist()} - {""}) > 1
+    settings = {**evaluation_settings(ctx), **({"by": "dataset"} if several else {})}
+    ev = run_protocol("full", table, settings, ctx.seed, specs, ctx.run_context).native
     encoder = ev.encoder
     ctx.shared["full_evaluation"] = ev  # the partial-observability and robustness sections compare with it
     files = plot_evaluation(ev, ctx.out_dir, display_name(table))
     captions = {"leaderboard.png": ("mu_o of every router with its 95% bootstrap interval", FIGURE_ID),
-                "selection.png": ("Share of test queries each router sends to each actor", SELECTION_ID)}
+                "selection.png": ("Share of test queries each router sends to each actor", SELECTION_ID),
+                "by_dataset.png": ("mu_o of every router on each dataset's test queries (* = fewer than "
+                                   f"{MIN_QUERIES} queries: no interval)", BY_DATASET_ID)}
     figures = [Figure(f, *captions.get(f, ("", f.rsplit(".", 1)[0] + "-figure"))) for f in files]
     best = max((r for r in ev.results if r.router not in {"oracle", "oracle-p"}), key=lambda r: r.metrics["mu_o"])
     oracle = next((r for r in ev.results if r.router == "oracle"), None)
@@ -216,6 +222,11 @@ def leaderboard_section(table: RoutingTable, ctx: AuditContext) -> Section:
             f"{len(collapsed)} learned {'router sends' if len(collapsed) == 1 else 'routers send'} at least 99% of "
             "the queries to one actor: " + ", ".join(f"`{k}` to `{v}`" for k, v in onto.items()) + ".",
             SELECTION_ID, {"n_collapsed": len(collapsed)}))
+    if "breakdown" in ev.extra:
+        bd = ev.extra["breakdown"]
+        sentences.append(f"The heatmap breaks mu_o down by the {len(bd['datasets'])} datasets of the test split; "
+                         f"their counts add up to the {bd['n_evaluated']} evaluated test queries, and the "
+                         "count-weighted mean of a router's per-dataset mu_o is its mu_o above.")
     for spec, why in ev.extra.get("skipped", {}).items():
         sentences.append(f"Skipped `{spec}`: {why}.")
     for note in ev.extra.get("notes", []):
