@@ -97,9 +97,9 @@ def evaluate_cmd(
     order: Annotated[str | None, typer.Option(
         help="voyager: chunk the training split in its given order or a seeded shuffle (default given).")] = None,
     dev: Annotated[str | None, typer.Option(
-        "--dev", help="voyager: hold out a seeded fraction F in (0, 1) of the training side as a development part; "
-                      "each round deploys the checkpoint with the highest mu_o on it (docs/partial-observability.md)."
-    )] = None,
+        "--dev", metavar="F",
+        help="voyager: hold out a seeded fraction F in (0, 1) of the training side as a development part; each "
+             "round deploys the checkpoint with the highest mu_o on it (docs/partial-observability.md).")] = None,
     as_json: Annotated[bool, json_option()] = False,
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", help="Directory for the JSON record, per-query choices and plots.")] = None,

@@ -145,8 +145,8 @@ def two_model_cmd(
     lpm_band: Annotated[str, typer.Option("--lpm-band", help=_help("lpm_band"))] = _default("lpm_band"),
     rp_band: Annotated[str, typer.Option("--rp-band", help=_help("rp_band"))] = _default("rp_band"),
     compare_to: Annotated[str | None, typer.Option("--compare-to", help=_help("compare_to"))] = None,
-    dev: Annotated[str | None, typer.Option("--dev", help=_help("dev"))] = None,
-    call_rate: Annotated[str | None, typer.Option("--call-rate", help=_help("call_rate"))] = None,
+    dev: Annotated[str | None, typer.Option("--dev", metavar="F", help=_help("dev"))] = None,
+    call_rate: Annotated[str | None, typer.Option("--call-rate", metavar="X", help=_help("call_rate"))] = None,
     as_json: Annotated[bool, json_option()] = False,
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", help="Directory for results.json, results.csv, tables.md and one call-rate plot per "
