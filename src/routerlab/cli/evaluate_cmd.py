@@ -104,6 +104,10 @@ def evaluate_cmd(
     order: Annotated[str | None, typer.Option(
         help="voyager: chunk the training split in its given order or a seeded shuffle (default given).")] = None,
     by: Annotated[str | None, typer.Option("--by", help=_by_help())] = None,
+    dev: Annotated[str | None, typer.Option(
+        "--dev", metavar="F",
+        help="voyager: hold out a seeded fraction F in (0, 1) of the training side as a development part; each "
+             "round deploys the checkpoint with the highest mu_o on it (docs/partial-observability.md).")] = None,
     as_json: Annotated[bool, json_option()] = False,
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", help="Directory for the JSON record, per-query choices and plots.")] = None,
@@ -126,7 +130,7 @@ def evaluate_cmd(
     # protocol is an error naming it, not silently ignored
     settings = proto.Settings.from_cli(split=split, encoder=encoder, n_boot=n_boot, sweep=sweep,
                                        compare_to=compare_to, logging=logging, rounds=rounds, order=order,
-                                       by=by)
+                                       by=by, dev=dev)
     specs = router_specs(routers)
     resolve_compare_to(compare_to, specs, option="--compare-to")
     if output is not None:

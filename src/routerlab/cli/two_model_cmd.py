@@ -77,7 +77,38 @@ def results_text(result: dict[str, Any], metrics: tuple[str, ...] = SHOWN_METRIC
                                                                                             strict=True)))
     lines.append("")  # one legend under the metrics' tables: they share their columns
     lines += legend_line([*(label(m) for m in metrics), "ID avg", *(["OOD avg"] if oods else [])])
-    return "\n".join(lines)
+    return "\n".join(lines + operating_point_lines(result))
+
+
+def operating_point_lines(result: dict[str, Any]) -> list[str]:
+    """With a development part: per router, the threshold fixed there for the target call rate, the rate it
+    realizes on the development queries, and on the in-domain (and out-of-domain) test queries the realized call
+    rate and Phi there with its interval; nothing without one."""
+    rows = [(r["router"], r["operating_point"]) for r in result["results"] if r.get("operating_point")]
+    if not rows:
+        return []
+    target = rows[0][1]["target_rate"]
+    n_dev = rows[0][1]["n_fit"]
+    head = ["router", "threshold", "dev rate", "ID rate", "ID Phi [95% CI]"]
+    if any("ood" in op["domains"] for _, op in rows):
+        head += ["OOD rate", "OOD Phi [95% CI]"]
+    body = []
+    for spec, op in rows:
+        value = op["threshold"]
+        cells = [spec, "all" if value is None else f"{value:.4g}", f"{op['dev_call_rate']:.3f}"]
+        for dom in ("id", "ood")[: (len(head) - 3) // 2]:
+            c = op["domains"][dom]
+            lo, hi = c["phi_at_call_rate_ci"]
+            ci = "" if lo is None or hi is None or math.isnan(lo) or math.isnan(hi) else f" [{lo:.3f}, {hi:.3f}]"
+            cells += [f"{c['call_rate']:.3f}", f"{_number(c['phi_at_call_rate'])}{ci}"]
+        body.append(cells)
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *body, strict=True)]
+    lines = ["", f"Call rate {target:g} with its threshold fixed on {int(n_dev)} development "
+                 f"quer{'y' if int(n_dev) == 1 else 'ies'} "
+                 "(bounds have none): realized rates on the test queries"]
+    lines += ["  ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+              for cells in [head, *body]]
+    return lines
 
 
 def _help(name: str) -> str:
@@ -114,6 +145,8 @@ def two_model_cmd(
     lpm_band: Annotated[str, typer.Option("--lpm-band", help=_help("lpm_band"))] = _default("lpm_band"),
     rp_band: Annotated[str, typer.Option("--rp-band", help=_help("rp_band"))] = _default("rp_band"),
     compare_to: Annotated[str | None, typer.Option("--compare-to", help=_help("compare_to"))] = None,
+    dev: Annotated[str | None, typer.Option("--dev", metavar="F", help=_help("dev"))] = None,
+    call_rate: Annotated[str | None, typer.Option("--call-rate", metavar="X", help=_help("call_rate"))] = None,
     as_json: Annotated[bool, json_option()] = False,
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", help="Directory for results.json, results.csv, tables.md and one call-rate plot per "
@@ -134,7 +167,7 @@ def two_model_cmd(
         id_datasets=dataset_list(id_datasets, "--id") if id_datasets is not None else None,
         ood_datasets=dataset_list(ood_datasets, "--ood") if ood_datasets is not None else None, split=split,
         encoder=encoder, n_boot=boot, convention=convention, lpm_band=lpm_band, rp_band=rp_band,
-        compare_to=compare_to)
+        compare_to=compare_to, dev=dev, call_rate=call_rate)
     if output is not None:
         check_output_dir(output)
         refuse_overwrite(output, force)

@@ -26,10 +26,16 @@ Choices where SPEC is silent (documented in docs/partial-observability.md):
   next chunk when they act in the stream; random and oracle-p act by drawing from their distribution.
 - V_B's best single actor is picked on the full training split, as in the full protocol: a metric reads the
   hidden full table (SPEC 1), so V_B means the same under every protocol.
+- With a development part (``dev``, routerworld.txt 3.3: "checkpoint selection on a held-out development set";
+  :func:`select_checkpoint`): the development queries leave the stream; a router's checkpoints are its fits of
+  rounds 1..t, and at round t the one with the highest mu_o on the development queries (ties: the later round) is
+  deployed: scored on the test split and routing chunk t+1. Bounds (``uses_test_labels``) are not selected.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,13 +46,24 @@ import numpy.typing as npt
 
 from routerlab.data.feedback import Feedback
 from routerlab.data.provenance import Provenance
-from routerlab.data.splits import Split, make_split
+from routerlab.data.splits import Split, make_split, with_dev
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.features.base import Features
 from routerlab.features.registry import Encoder
+from routerlab.metrics.selection import expected_per_query
 from routerlab.progress import task, track
-from routerlab.protocols.base import Interval, Options, Protocol, Result, RunContext, register_protocol, setting
+from routerlab.protocols.base import (
+    Interval,
+    MetricRecord,
+    Options,
+    Protocol,
+    Result,
+    RunContext,
+    check_dev,
+    register_protocol,
+    setting,
+)
 from routerlab.protocols.full import (
     BY_HELP,
     BY_OPTIONS,
@@ -60,7 +77,9 @@ from routerlab.protocols.full import (
     breakdown_summary,
     check_by,
     compare_and_bound,
+    complete_rows,
     evaluation_result,
+    featurize,
     fit_router,
     make_bench,
     resolve_compare_to,
@@ -190,6 +209,8 @@ def voyager(
     features: tuple[Features, Features] | None = None,
     skip_inapplicable: bool = False,
     compare_to: str | None = "auto",
+    dev: float | None = None,
+    dev_features: Features | None = None,
 ) -> Evaluation:
     """Voyager (SPEC 5, routerworld.txt 3.3 and 5.4): ``rounds`` = T contiguous chunks of the training split, in
     its given order or a seeded permutation (``order="shuffle"``); chunk 1 logged uniformly (seeded, the same for
@@ -201,6 +222,14 @@ def voyager(
     queries, share correct, share of its own choices correct, mean propensity). T must be in 2..number of training
     queries. A router that cannot be fitted in some round is an error, or with ``skip_inapplicable`` left out of
     every round and listed under ``skipped``.
+
+    With a development part (``dev`` = a fraction of the training side, or a ``split`` that has one,
+    :func:`routerlab.data.splits.with_dev`), the development queries leave the stream and the checkpoint deployed at
+    each round is selected on them (:func:`select_checkpoint`); each round's result then carries ``checkpoint``
+    (the round whose fit is deployed, its and every candidate's mu_o on the development queries) and
+    ``extra["voyager"]["dev"]`` describes the part. ``dev_features`` are the development queries' vectors when
+    ``features`` are given (both from one encoder); without ``features`` the encoder is fitted on the whole training
+    side (development texts included, never their outcomes), so the vectors are those of the run without ``dev``.
     """
     _, from_objects, reference = _check_run(router_specs, compare_to)
     if isinstance(rounds, bool) or not isinstance(rounds, int | np.integer) or rounds < 2:
@@ -208,8 +237,13 @@ def voyager(
                          "routed chunks)")
     if order not in ORDERS:
         raise UsageError(f"--order {order!r}: must be one of {', '.join(ORDERS)}")
-    sp = split if isinstance(split, Split) else make_split(table, split, seed)
+    sp = split if isinstance(split, Split) else make_split(table, split, seed, dev=dev)
+    if dev is not None and not sp.has_dev:
+        sp = with_dev(table, sp, dev, seed)
     train, test = sp.apply(table)
+    devpart = sp.apply_dev(table) if sp.has_dev else None
+    if devpart is not None:
+        features, dev_features = _dev_side_features(table, sp, test, features, dev_features, encoder, cache_dir)
     record = Provenance.of(table, sp, seed=seed)
     del table  # as in evaluate: the split's parts are all the run reads
     if rounds > train.n_queries:
@@ -220,8 +254,10 @@ def voyager(
     # checked on round 1's feedback, the smallest any round trains on
     chosen, skipped = applicable_routers(router_specs, first, seed, skip_inapplicable)
     bench = make_bench(sp, train, test, encoder=encoder, cache_dir=cache_dir, features=features)
+    judge = None if devpart is None else DevJudge.of(devpart, dev_features)
     books = {spec: LogBook.start(train, chunks[0], first) for spec, _ in chosen}
     per_router: dict[str, list[RouterResult]] = {spec: [] for spec, _ in chosen}
+    best: dict[str, Checkpoint] = {}
     active = list(chosen)
     for t in track(range(1, int(rounds) + 1), "voyager: round", unit="round", label=str):  # "voyager: round 3 (3/5)"
         seen = np.concatenate(chunks[:t])
@@ -235,12 +271,18 @@ def voyager(
                     raise
                 skipped[spec] = f"round {t}: {exc}" if t > 1 else str(exc)
                 continue
-            result = score_router(spec, router, bench, fit_seconds=fit_seconds, seed=seed, n_boot=n_boot,
+            deployed = router
+            if judge is not None:
+                best[spec] = select_checkpoint(best.get(spec), router, t, judge, keep=t < rounds)
+                deployed = best[spec].router
+            result = score_router(spec, deployed, bench, fit_seconds=fit_seconds, seed=seed, n_boot=n_boot,
                                   router_class=_class_path(router) if spec in from_objects else None)
             result.feedback = book.summary(seen, chunks[0].size)
+            if judge is not None:
+                result = StageResult.of(result, best[spec].describe())
             per_router[spec].append(result)
             if t < rounds:
-                book.act(router, train, bench, chunks[t], _act_rng(seed, t, spec))
+                book.act(deployed, train, bench, chunks[t], _act_rng(seed, t, spec))
             still.append((spec, router))
         active = still
     done = [spec for spec, _ in active]  # routers fitted in every round
@@ -259,10 +301,142 @@ def voyager(
     extra: dict[str, Any] = {
         "protocol": "voyager",
         "voyager": {"n_rounds": int(rounds), "order": order, "chunk_sizes": [int(c.size) for c in chunks],
-                    "first_chunk_logging": {**parse_policy("uniform").describe(), **log_summary(first)}},
+                    "first_chunk_logging": {**parse_policy("uniform").describe(), **log_summary(first)},
+                    **({"dev": judge.describe()} if judge is not None else {})},
         "rounds": history,
     }
     return _evaluation(record, bench, seed, final, bon, extra, skipped)  # bon: the last round's
+
+
+# -- checkpoint selection on the development part -------------------------------------------------------------
+DEV_METRIC = "mu_o"
+"""What a Voyager checkpoint is selected by on the development queries: the mean score of the answers it routes
+to (SPEC 4's mu_o, an exploring router's expected one), the quality every protocol reports first."""
+
+
+@dataclass
+class DevJudge:
+    """The development queries a Voyager run selects checkpoints on: those with every actor's score known (as the
+    test split's evaluable queries), their scores and vectors, and how many were left out."""
+
+    score: npt.NDArray[np.float64]
+    features: Features
+    n_dev: int
+    excluded: int
+
+    @classmethod
+    def of(cls, part: RoutingTable, features: Features | None) -> DevJudge:
+        if features is None or features.n != part.n_queries:
+            raise UsageError("the development queries need their vectors (dev_features, one per development query)")
+        keep = complete_rows(part)
+        if not keep.any():
+            raise UsageError(f"none of the {part.n_queries} development queries has every actor's score known: no "
+                             "checkpoint can be selected on them; choose a larger dev fraction")
+        rows = np.flatnonzero(keep)
+        return cls(part.score[rows].astype(np.float64), features.take(rows), int(part.n_queries),
+                   int(part.n_queries - rows.size))
+
+    def value(self, router: Router) -> float:
+        """A fitted router's mu_o on the development queries, as it would be deployed: at its argmax choice, or its
+        expected score under its acting distribution when it explores (as :func:`score_router` scores it)."""
+        choice, _, acting = router.decisions(self.features)
+        if router.explores:
+            return float(expected_per_query(self.score, acting, "score").mean())
+        return float(self.score[np.arange(self.score.shape[0]), choice].mean())
+
+    def describe(self) -> dict[str, Any]:
+        return {"n_dev": self.n_dev, "n_evaluated": int(self.score.shape[0]), "excluded": self.excluded,
+                "metric": DEV_METRIC, "ties": "later round"}
+
+
+@dataclass
+class Checkpoint:
+    """The checkpoint a router deploys: the fit of round ``round`` (``router``, a copy when the live router is
+    refitted later), its ``value`` on the development queries, and every candidate's value so far (round order);
+    ``None`` values for a bound, which is never selected."""
+
+    round: int
+    value: float | None
+    router: Router
+    candidates: list[float | None]
+
+    def describe(self) -> dict[str, Any]:
+        return {"round": self.round, f"dev_{DEV_METRIC}": self.value,
+                f"dev_{DEV_METRIC}_by_round": list(self.candidates)}
+
+
+def select_checkpoint(best: Checkpoint | None, router: Router, t: int, judge: DevJudge, *, keep: bool
+                      ) -> Checkpoint:
+    """Round t's checkpoint: the router just fitted on chunks 1..t, or ``best``, the one selected so far, whichever
+    has the higher mu_o on the development queries (the newer on a tie: trained on more). The selection over rounds
+    1..t is kept as one running best, so a run holds at most one extra copy per router. ``keep``: the live router
+    will be refitted, so a winning fit is stored as a copy. A bound (``uses_test_labels``) reads the outcomes of
+    what it routes: it is never selected, its current fit is deployed."""
+    if router.uses_test_labels:
+        return Checkpoint(t, None, router, [*(best.candidates if best else []), None])
+    value = judge.value(router)
+    candidates = [*(best.candidates if best else []), value]
+    if best is None or best.value is None or value >= best.value:
+        return Checkpoint(t, value, copy.deepcopy(router) if keep else router, candidates)
+    return Checkpoint(best.round, best.value, best.router, candidates)
+
+
+@dataclass
+class StageResult(RouterResult):
+    """A Voyager round's result with a development part: the router's result plus ``checkpoint``, the round whose
+    fit was deployed and the values it was selected by (:meth:`Checkpoint.describe`)."""
+
+    checkpoint: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, result: RouterResult, checkpoint: dict[str, Any]) -> StageResult:
+        fields = {f.name: getattr(result, f.name) for f in dataclasses.fields(RouterResult)}
+        return cls(**fields, checkpoint=checkpoint)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        if self.checkpoint is not None:
+            out["checkpoint"] = self.checkpoint
+        return out
+
+
+def _dev_side_features(table: RoutingTable, sp: Split, test: RoutingTable,
+                       features: tuple[Features, Features] | None, dev_features: Features | None,
+                       encoder: str | Encoder, cache_dir: str | None) -> tuple[tuple[Features, Features], Features]:
+    """(train, test) vectors and the development vectors of a split with a development part: as given, or encoded
+    with the encoder fitted on the whole training side (training and development texts, never outcomes), which is
+    the encoder of the same run without a development part."""
+    if features is not None:
+        if dev_features is None:
+            raise UsageError("features were given without dev_features: pass the development queries' vectors too")
+        return features, dev_features
+    side = sp.without_dev().train  # the training side as the run without a development part encodes it
+    fside, ftest = featurize(table.select_queries(side), test, encoder, cache_dir)
+    return (fside.take(_positions_in(side, sp.train)), ftest), fside.take(_positions_in(side, sp.dev))
+
+
+def _positions_in(side: npt.NDArray[np.intp], rows: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
+    """Where each of ``rows`` (table positions) sits in ``side`` (table positions holding every one of them)."""
+    order = np.argsort(side, kind="stable")
+    return np.asarray(order[np.searchsorted(side, rows, sorter=order)], dtype=np.intp)
+
+
+def checkpoint_records(ev: Evaluation) -> list[MetricRecord]:
+    """Per router and round (slice ``round=N``, and the last round unsliced as its results are): the round whose fit
+    was deployed (``checkpoint_round``) and its mu_o on the development queries (``dev_mu_o``); none without a
+    development part."""
+    out: list[MetricRecord] = []
+    rounds = ev.extra.get("rounds", [])
+    for i, rnd in enumerate(rounds):
+        for where in [f"round={rnd['round']}", *([""] if i == len(rounds) - 1 else [])]:
+            for r in rnd["results"]:
+                ck = r.get("checkpoint")
+                if ck is None:
+                    continue
+                out.append(MetricRecord.of(r["spec"], "checkpoint_round", ck["round"], None, where))
+                if ck[f"dev_{DEV_METRIC}"] is not None:  # a bound is not selected: it has no development value
+                    out.append(MetricRecord.of(r["spec"], f"dev_{DEV_METRIC}", ck[f"dev_{DEV_METRIC}"], None, where))
+    return out
 
 
 def chunk_positions(n: int, rounds: int, order: str, seed: int) -> list[npt.NDArray[np.intp]]:
@@ -389,11 +563,17 @@ class ColdStartSettings(EvaluationSettings):
     by: str = setting("none", BY_HELP, Options(set(BY_OPTIONS)))
 
 
+VOYAGER_DEV_HELP = ("hold out a seeded fraction F of the training side (stratified by dataset) as a development "
+                    "part, left out of the stream; each round deploys the checkpoint (the fit of a round so far) "
+                    "with the highest mu_o on it; none = the last fit, no development part")
+
+
 @dataclass(frozen=True)
 class VoyagerSettings(EvaluationSettings):
     rounds: int = setting(5, "number of rounds T = chunks of the training split (>= 2)", Interval(int, 2, None))
     order: str = setting("given", "chunk the training split in its given order or a seeded shuffle",
                          Options(set(ORDERS)))
+    dev: float | None = setting(None, VOYAGER_DEV_HELP, check=check_dev)
 
 
 @register_protocol("cold-start")
@@ -425,9 +605,27 @@ class Voyager(Protocol):
             context: RunContext | None = None) -> Result:
         s: VoyagerSettings = settings
         sp, features = shared_features(table, s, seed, context)
+        dev_features = None
+        if s.dev is not None:
+            sp, features, dev_features = _with_dev_features(table, sp, features, s.dev, seed)
         held = [table]
         del table  # handed over, not kept: voyager lets the whole table go once it is split
         ev = voyager(held.pop(), list(routers), rounds=s.rounds, order=s.order, split=sp, encoder=s.encoder, seed=seed,
                      n_boot=s.n_boot, features=features, skip_inapplicable=s.skip_inapplicable,
-                     compare_to=s.compare_to, cache_dir=context.cache_dir if context else None)
-        return evaluation_result(self.name, ev, s)
+                     compare_to=s.compare_to, cache_dir=context.cache_dir if context else None,
+                     dev_features=dev_features)
+        result = evaluation_result(self.name, ev, s)
+        result.records += checkpoint_records(ev)
+        return result
+
+
+def _with_dev_features(table: RoutingTable, base: Split, features: tuple[Features, Features] | None, fraction: float,
+                       seed: int) -> tuple[Split, tuple[Features, Features] | None, Features | None]:
+    """The run's split with a development part drawn from its training side (:func:`with_dev`), and, when a caller
+    shared the features of the split without it, those vectors cut into training and development rows (so the
+    vectors are the same with and without ``dev``; None: :func:`voyager` encodes them the same way)."""
+    sp = with_dev(table, base, fraction, seed)
+    if features is None:
+        return sp, None, None
+    ftrain, ftest = features
+    return sp, (ftrain.take(_positions_in(base.train, sp.train)), ftest), ftrain.take(_positions_in(base.train, sp.dev))

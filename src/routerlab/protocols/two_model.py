@@ -17,6 +17,14 @@ each evaluated dataset, ``domain=id`` and ``domain=ood`` for the means over the 
 datasets; the run has no pooled whole-test number, so no record has the slice ``''``. Beside them, the
 artifacts ``curves`` (each router's Phi per dataset) and ``per_query`` (:class:`TwoModelScores`: every
 evaluated query's s(q) per router, from which any call rate's per-query decisions follow).
+
+The curve metrics describe a router's *ranking* of the test queries: every call rate is read off that ranking.
+A decision at one call rate is another thing: with a development part (``dev``, issue 23) a seeded share of the
+in-domain training queries is held out, each router's threshold for the target ``call_rate`` is fixed on its s(q)
+there (:func:`routerlab.metrics.operating_points.threshold_for_rate`) and applied unchanged to every evaluated
+query (:func:`~routerlab.metrics.operating_points.escalate`); each router's ``operating_point`` reports the
+realized call rate next to the target and Phi there, per dataset and pooled over each domain's queries (records
+``call_rate`` and ``phi_at_call_rate``). Bounds (they read the outcomes of what they route) get none.
 """
 
 from __future__ import annotations
@@ -35,13 +43,14 @@ import numpy.typing as npt
 
 from routerlab._words import plural, verb
 from routerlab.data.provenance import Provenance
-from routerlab.data.splits import Split, make_split
+from routerlab.data.splits import Split, make_split, with_dev
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.features.base import Features
 from routerlab.features.registry import Encoder
 from routerlab.metrics import curves as C
 from routerlab.metrics.bootstrap import enough_queries, percentile_interval, resample_indices, warn_few_queries
+from routerlab.metrics.operating_points import escalate, threshold_for_rate
 from routerlab.progress import task, track
 from routerlab.protocols.base import (
     ENCODER_HELP,
@@ -53,6 +62,7 @@ from routerlab.protocols.base import (
     Result,
     RunContext,
     SettingError,
+    check_dev,
     check_encoder,
     check_split,
     none_word,
@@ -86,12 +96,16 @@ class TwoModelRouterResult:
     curves: dict[str, dict[str, list[float]]]
     fit_seconds: float = 0.0
     versus: dict[str, Any] | None = None  # paired differences against the run's reference router (compare_to)
+    # with a development part: the threshold for the target call rate fixed on it and what it does on test
+    operating_point: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {"router": self.spec, "datasets": self.datasets, "id_mean": self.id_mean, "ood_mean": self.ood_mean,
                "fit_seconds": round(self.fit_seconds, 4)}
         if self.versus is not None:
             out["versus"] = self.versus
+        if self.operating_point is not None:
+            out["operating_point"] = self.operating_point
         return out
 
 
@@ -239,6 +253,16 @@ def _checked(name: str, check: Any, value: Any) -> Any:
 
 
 PAIR_HELP = "(default: the pair the table designates, set by routerlab join --small A --large B)"
+DEFAULT_CALL_RATE = 0.30
+"""The target call rate of the operating point fixed on the development part when none is named (the top of the
+default LPM band, the audit's call rate)."""
+
+
+def check_call_rate(rate: Any) -> float:
+    """A target call rate: a number in [0, 1]."""
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0.0 <= float(rate) <= 1.0:
+        raise UsageError(f"must be a number in [0, 1], got {rate!r}")
+    return float(rate)
 BAND_TYPE = "pair of float"
 
 
@@ -270,6 +294,14 @@ class TwoModelSettings(ProtocolSettings):
     compare_to: str | None = setting(
         None, "a router of the run: every other router gets its paired differences from it (each metric's "
               "difference with a 95% interval from the same resamples); none = off", check=none_word)
+    dev: float | None = setting(
+        None, "hold out a seeded fraction F of the in-domain training queries (stratified by dataset) as a "
+              "development part, on which each router's threshold for call_rate is fixed; none = no development "
+              "part", check=check_dev)
+    call_rate: float | None = setting(
+        None, f"with dev: the target share of queries sent to the large model (default {DEFAULT_CALL_RATE:g}); its "
+              "threshold is fixed on the development part and applied unchanged to the test queries",
+        check=lambda v: None if v is None else check_call_rate(v))
 
     def validate(self) -> None:
         if (self.small is None) != (self.large is None):
@@ -281,6 +313,9 @@ class TwoModelSettings(ProtocolSettings):
         both = [d for d in self.id_datasets or () if d in (self.ood_datasets or ())]
         if both:
             raise SettingError("ood_datasets", f"dataset {both[0]!r} is named both in-domain and out-of-domain")
+        if self.call_rate is not None and self.dev is None:
+            raise SettingError("call_rate", "needs dev (--dev F): the threshold for a call rate is fixed on a "
+                                            "development part, never on the test queries it is scored on")
 
     @classmethod
     def describe(cls) -> list[dict[str, Any]]:
@@ -355,6 +390,8 @@ def run_two_model(
     rp_band: tuple[float, float] = (0.85, 0.95),
     compare_to: str | None = None,
     cache_dir: str | None = None,
+    dev: float | None = None,
+    call_rate: float | None = None,
 ) -> TwoModelResult:
     """Train ``routers`` on the in-domain train part and score each in-domain test part and each out-of-domain
     dataset (module docstring; SPEC 6). ``signals`` (an extract directory or an ``.npz``) adds the small
@@ -365,7 +402,9 @@ def run_two_model(
     resamples, per dataset and for the ID / OOD means. ``cache_dir`` caches the encoded texts (as evaluate's).
     The arguments go through the same checks as :class:`TwoModelSettings` (the protocol's door, which also takes
     the pair a table designates); here ``n_boot`` may be any count >= 1. Same inputs and seed give the same
-    numbers; the result's ``per_query`` holds every evaluated query's s(q) per router."""
+    numbers; the result's ``per_query`` holds every evaluated query's s(q) per router. ``dev`` (or a ``split``
+    with a development part) holds out that share of the in-domain training queries, on which each router's
+    threshold for ``call_rate`` (default 0.30) is fixed (module docstring); without it nothing changes."""
     convention = _checked("convention", check_convention, convention)
     lpm_band, rp_band = _checked("lpm_band", check_band, lpm_band), _checked("rp_band", check_band, rp_band)
     if int(n_boot) < 1:
@@ -397,6 +436,13 @@ def run_two_model(
 
     id_rows = np.flatnonzero(np.isin(datasets, id_names))
     sp = split if isinstance(split, Split) else _split(pair.select_queries(id_rows), split, seed)
+    if dev is not None and not sp.has_dev:
+        sp = with_dev(pair.select_queries(id_rows), sp, _checked("dev", check_dev, dev), seed)
+    if call_rate is not None and not sp.has_dev:
+        raise UsageError("call_rate needs dev (--dev F): the threshold for a call rate is fixed on a development "
+                         "part, never on the test queries it is scored on")
+    rate = DEFAULT_CALL_RATE if call_rate is None else _checked("call_rate", check_call_rate, call_rate)
+    dev_rows = id_rows[sp.dev]
     train_rows = id_rows[sp.train]
     eval_rows = np.sort(np.concatenate([id_rows[sp.test], np.flatnonzero(np.isin(datasets, ood_names))]))
     train, evaluation = pair.select_queries(train_rows), pair.select_queries(eval_rows)
@@ -407,19 +453,30 @@ def run_two_model(
                          "use a larger test fraction or fewer datasets")
 
     chosen, _ = applicable_routers(list(routers), train, seed)  # every router checked before any is trained
-    ftrain, feval = featurize(train, evaluation, encoder or "tfidf", cache_dir)
+    n_eval = eval_rows.size
+    fdev: Features | None = None
+    if dev_rows.size:  # the development queries encoded beside the evaluated ones (the encoder fitted on train)
+        eval_rows = np.concatenate([eval_rows, dev_rows])
+    ftrain, feval = featurize(train, pair.select_queries(eval_rows) if dev_rows.size else evaluation,
+                              encoder or "tfidf", cache_dir)
     summary = None
     if signals is not None:
         ftrain, feval, summary = _attach_signals(Path(signals), pair, train_rows, eval_rows, ftrain, feval)
+    if dev_rows.size:
+        fdev, feval = feval.take(np.arange(n_eval, eval_rows.size)), feval.take(np.arange(n_eval))
+        eval_rows = eval_rows[:n_eval]
     _check_signals(chosen, ftrain)
 
     scores: dict[str, FloatArray] = {}
+    dev_scores: dict[str, FloatArray] = {}
     seconds: dict[str, float] = {}
     for spec, router in track(chosen, "two-model: router", unit="router", label=lambda item: item[0]):
         t0 = time.perf_counter()
         router.fit(train, ftrain)
         if router.uses_test_labels:  # a bound: the only routers handed the test outcomes
             router.reveal(evaluation)
+        elif fdev is not None:  # a bound reads the outcomes of what it routes: no threshold fixed on dev for it
+            dev_scores[spec] = _two_model_scores(router, fdev)
         scores[spec] = _two_model_scores(router, feval)
         seconds[spec] = time.perf_counter() - t0
 
@@ -445,8 +502,45 @@ def run_two_model(
             fit_seconds=seconds[spec],
             versus=(_versus(per, cells[compare_to], compare_to, id_names, ood_names)
                     if compare_to is not None and compare_to in cells and spec != compare_to else None),
+            operating_point=(operating_point(spec, dev_scores[spec], scores[spec], evaluation, id_names, ood_names,
+                                             rate, int(n_boot), int(seed)) if spec in dev_scores else None),
         ))
     return result
+
+
+def operating_point(spec: str, dev_s: FloatArray, eval_s: FloatArray, evaluation: RoutingTable,
+                    id_names: Sequence[str], ood_names: Sequence[str], rate: float, n_boot: int, seed: int
+                    ) -> dict[str, Any]:
+    """Router ``spec``'s threshold for call rate ``rate`` fixed on its development s(q) (``dev_s``) and applied
+    unchanged to the evaluated queries (``eval_s``, one seeded coin per router for tied scores): the threshold, the
+    call rate it realizes on the development queries, and per dataset and pooled over each domain's queries
+    (``id``: the in-domain test queries; ``ood``) the realized call rate, Phi there (the mean score of the answers,
+    with a 95% bootstrap interval) and its share of Perf_L."""
+    from routerlab.metrics.bootstrap import bootstrap_ci
+
+    threshold = threshold_for_rate(dev_s, rate)
+    coin = _dataset_seed(seed, f"operating point {spec}")
+    sent = escalate(eval_s, threshold, seed=coin)
+    datasets = evaluation.queries.dataset.astype(str)
+    small = evaluation.score[:, 0].astype(np.float64)
+    large = evaluation.score[:, 1].astype(np.float64)
+    answered = np.where(sent, large, small)
+
+    def cell(mask: npt.NDArray[np.bool_], name: str) -> dict[str, Any]:
+        n = int(mask.sum())
+        est = bootstrap_ci(answered[mask], n_boot=n_boot, seed=_dataset_seed(seed, name))
+        perf_l = float(large[mask].mean())
+        return {"n": n, "call_rate": float(sent[mask].mean()), "phi_at_call_rate": est.value,
+                "phi_at_call_rate_ci": list(interval(est.value, est.lo, est.hi)),
+                "share_of_large": est.value / perf_l if perf_l > 0 else math.nan,
+                "perf_small": float(small[mask].mean()), "perf_large": perf_l}
+
+    domains = {"id": cell(np.isin(datasets, id_names), "domain=id")}
+    if ood_names:
+        domains["ood"] = cell(np.isin(datasets, ood_names), "domain=ood")
+    dev_rate = float(escalate(dev_s, threshold, seed=_dataset_seed(seed, f"operating point {spec} on dev")).mean())
+    return {**threshold.to_dict(), "dev_call_rate": dev_rate, "domains": domains,
+            "datasets": {d: cell(datasets == d, d) for d in [*id_names, *ood_names]}}
 
 
 def _versus(per: Mapping[str, _Cell], ref: Mapping[str, _Cell], reference: str, id_names: Sequence[str],
@@ -626,6 +720,16 @@ def two_model_records(result: TwoModelResult) -> list[MetricRecord]:
             for where, cell in parts:
                 out += [MetricRecord.of(r.spec, m + suffix, cell[m + suffix], cell.get(f"{m}{suffix}_ci"), where)
                         for m in metrics]
+        op = r.operating_point
+        if op is not None:  # the decision fixed on the development part, as it fell on the test queries
+            parts = [*((f"dataset={d}", op["datasets"][d]) for d in result.id_datasets),
+                     ("domain=id", op["domains"]["id"]),
+                     *((f"dataset={d}", op["datasets"][d]) for d in result.ood_datasets),
+                     *((("domain=ood", op["domains"]["ood"]),) if "ood" in op["domains"] else ())]
+            for where, cell in parts:
+                out.append(MetricRecord.of(r.spec, "call_rate", cell["call_rate"], None, where))
+                out.append(MetricRecord.of(r.spec, "phi_at_call_rate", cell["phi_at_call_rate"],
+                                           cell["phi_at_call_rate_ci"], where))
     return out
 
 
@@ -660,5 +764,5 @@ class TwoModel(Protocol):
             table, small, large, list(routers), signals=s.features, id_datasets=s.id_datasets,
             ood_datasets=s.ood_datasets or (), split=s.split, seed=seed, encoder=s.encoder, n_boot=s.n_boot,
             convention=s.convention, lpm_band=s.lpm_band, rp_band=s.rp_band, compare_to=s.compare_to,
-            cache_dir=context.cache_dir if context is not None else None)
+            cache_dir=context.cache_dir if context is not None else None, dev=s.dev, call_rate=s.call_rate)
         return two_model_result(native, s)

@@ -45,6 +45,9 @@ def curve_rows(ev: Evaluation) -> list[dict[str, Any]]:
             row["collapsed"] = bool(r["collapsed"])
             row["correct_share"] = fb.get("correct_share")
             row["own_correct_share"] = fb.get("own_correct_share")
+            if r.get("checkpoint") is not None:  # with a development part: the deployed fit and its value there
+                row["checkpoint_round"] = r["checkpoint"]["round"]
+                row["dev_mu_o"] = r["checkpoint"]["dev_mu_o"]
             rows.append(row)
     return rows
 
@@ -74,7 +77,28 @@ def rounds_text(ev: Evaluation) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip() for cells in [head, *body]]
     sizes = ", ".join(str(rd["n_train"]) for rd in rounds)
     return "\n".join([f"Voyager {label(key)} per round (training queries logged: {sizes}; * = collapsed)",
-                      *lines, *legend_line([label(key)], f"r1..r{len(rounds)} = rounds 1 to {len(rounds)}")])
+                      *lines, *checkpoint_lines(ev),
+                      *legend_line([label(key)], f"r1..r{len(rounds)} = rounds 1 to {len(rounds)}")])
+
+
+def checkpoint_lines(ev: Evaluation) -> list[str]:
+    """With a development part: per router and round, the round whose fit was deployed (selected by mu_o on the
+    development queries; a bound is never selected); nothing without one."""
+    rounds = _rounds(ev)
+    table: dict[str, list[str]] = {}
+    for rd in rounds:
+        for r in rd["results"]:
+            ck = r.get("checkpoint")
+            if ck is None:
+                return []
+            table.setdefault(r["spec"], []).append(f"r{ck['round']}")
+    dev = ev.extra.get("voyager", {}).get("dev", {})
+    head = ["router", *[f"r{rd['round']}" for rd in rounds]]
+    body = [[spec, *cells] for spec, cells in table.items()]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *body, strict=True)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip() for cells in [head, *body]]
+    return [f"Checkpoint deployed per round (rN = the fit of round N), selected by mu_o on "
+            f"{dev.get('n_evaluated', '?')} development queries; a bound is never selected:", *lines]
 
 
 def write_curves(ev: Evaluation, out_dir: Path) -> list[str]:

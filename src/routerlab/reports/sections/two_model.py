@@ -13,8 +13,9 @@ the section says in one line why it is skipped.
 
 Per-query decisions at the call rate ``CALL_RATE`` (the top of the default LPM band): each router escalates to the
 large model the share ``CALL_RATE`` of the test queries it trusts least (lowest s(q), ties in query order), one
-threshold over all test queries as a deployment would use; they come from the run's per-query scores (its
-``per_query`` artifact), so the routers are fitted once.
+threshold over all test queries read off their own ranking (a description of the ranking at that rate: a threshold
+fixed before the test is what ``routerlab two-model --dev F --call-rate X`` reports); they come from the run's
+per-query scores (its ``per_query`` artifact), so the routers are fitted once.
 """
 
 from __future__ import annotations
