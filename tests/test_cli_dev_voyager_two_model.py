@@ -113,12 +113,13 @@ def test_experiment_file_reaches_dev(tmp_path: Path) -> None:
     path.write_text("""name = "v"
 routers = ["best-single", "knn"]
 seeds = [3]
-protocols = [{ name = "voyager", rounds = 2, dev = 0.2 }]
+protocols = [{ name = "voyager", rounds = 2 }]
 [settings]
 n_boot = 40
 [[tables]]
 path = "demo"
 n_queries = 200
+dev = 0.2
 """, encoding="utf-8")
     store = tmp_path / "store"
     run_experiment(load_experiment(path), store)
