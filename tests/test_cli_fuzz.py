@@ -203,6 +203,18 @@ def test_two_model(table_dir: str, field: str, value: str, band: str) -> None:
     run_cli(["two-model", table_dir, *options(TWO_MODEL, field, fuzzed), "--json"])
 
 
+POWER = {"--routers": "best-single,knn:k=3", "--delta": "0.05", "--alpha": "0.05", "--power": "0.8", "--seed": "0",
+         "--n-boot": "40", "--split": "random:0.25"}
+
+
+@FUZZ
+@given(field=st.sampled_from([*sorted(POWER), "--versus"]), value=number_text)
+def test_power(table_dir: str, field: str, value: str) -> None:
+    fuzzed = {"--routers": f"best-single,knn:k={value}", "--split": f"random:{value}",
+              "--versus": f"knn:k={value}"}.get(field, value)
+    run_cli(["power", table_dir, *options(POWER, field, fuzzed), "--json"])
+
+
 def test_output_paths_fuzz_free_cases(tmp_path: Path) -> None:
     """The -o cases of the issue, through the same contract check."""
     (tmp_path / "f").write_text("x")

@@ -30,7 +30,7 @@ def test_json_and_protocol_filter(capsys: pytest.CaptureFixture[str]) -> None:
     assert [m["name"] for m in listed] == [m.name for m in all_metrics()]
     assert set(listed[0]) == {"name", "label", "unit", "direction", "spec", "source", "protocols", "meaning"}
     assert (listed[0]["spec"], listed[0]["source"]) == ("4", "RouterEval, sections 3, 4.2 and 5.1")
-    assert {p for m in listed for p in m["protocols"]} == set(PROTOCOLS)  # all nine produce something
+    assert {p for m in listed for p in m["protocols"]} == set(PROTOCOLS)  # all ten produce something
     assert main(["metrics", "--protocol", "robustness", "--json"]) == 0
     rob = json.loads(capsys.readouterr().out)
     assert rob[0]["name"] == "rho" and all("robustness" in m["protocols"] for m in rob)

@@ -65,6 +65,7 @@ ROLES: dict[tuple[str, str], str] = {
     ("robustness", "outcomes"): INPUT, ("run", "experiment"): INPUT, ("serve", "table_dir"): INPUT,
     ("society", "table_dir"): INPUT, ("two-model", "table_dir"): INPUT, ("two-model", "features"): INPUT,
     ("results query", "store"): INPUT, ("results show", "store"): INPUT,
+    ("power", "table_dir"): INPUT,
 }
 
 # a parameter (not a flag) named like an output must be declared even when it is not typed as a path

@@ -150,3 +150,14 @@ def test_society(table: RoutingTable) -> None:
     names |= {k for point in core["curve"] for k in point if k != "size"}
     names |= {r.metric for r in result.records}
     assert names == catalogued("society")
+
+
+def test_power(table: RoutingTable) -> None:
+    from routerlab.protocols.base import run_protocol
+
+    result = run_protocol("power", table, {"delta": 0.05, "n_boot": N_BOOT}, routers=["knn", "best-single"])
+    (comparison,) = result.native.to_dict()["comparisons"]
+    # every number of a comparison but its description (who, the sizes asked for, why a size is missing)
+    settings_and_labels = {"router", "versus", "n_test", "ci", "delta", "alpha", "power", "reason"}
+    names = set(comparison) - settings_and_labels
+    assert names == catalogued("power") == {r.metric for r in result.records}

@@ -34,7 +34,7 @@ Direction = Literal["higher", "lower", "none"]
 DIRECTIONS: tuple[str, ...] = get_args(Direction)
 
 PROTOCOLS: tuple[str, ...] = ("full", "cold-start", "voyager", "ope", "robustness", "two-model", "scaling",
-                              "groups", "society")
+                              "groups", "society", "power")
 """The built-in protocols, by the names ``routerlab protocols`` lists."""
 
 
@@ -125,7 +125,7 @@ _BASE: tuple[Metric, ...] = (
            "mean score of the actors a router chose, over the test queries; scores are in [0, 1], higher is better "
            f"({cite('4')}). A router is scored as deployed: one that samples its selection distribution (random, "
            "r_o(p), the bandits) by its expected score under that distribution, as every other choice metric of such a "
-           "router", (*_EVAL_OPE, "scaling"), title="mean score of the chosen actors"),
+           "router", (*_EVAL_OPE, "scaling", "power"), title="mean score of the chosen actors"),
     Metric("v_b", "V_B", "ratio", "higher", "4",
            "mu_o divided by the best single actor's mean score on the same test queries (that actor picked on "
            f"train), a ratio without unit; above 1 beats always calling it ({cite('4')})", _EVAL,
@@ -160,12 +160,35 @@ _BASE: tuple[Metric, ...] = (
            "TTFT + (output tokens - 1) * ITL when derived from tokens, its equation 1)", _EVAL_OPE, symbol="s"),
     Metric("mu_o_difference", "paired difference", "score points in [-1, 1]", "higher", "7",
            "a router's mu_o minus the reference router's (the best single actor unless --compare-to names "
-           "another) on the same test queries, in score points (-1 to 1), with a paired bootstrap 95% interval; a "
-           f"router 'beats' the reference only when the whole interval is above 0 ({cite('7')})", _EVAL),
+           "another; in power, the second router or --versus) on the same test queries, in score points (-1 to 1), "
+           "with a paired bootstrap 95% interval; a router 'beats' the reference only when the whole interval is "
+           f"above 0 ({cite('7')})", (*_EVAL, "power")),
     Metric("p_value", "p", "probability in [0, 1]", "none", "7",
            "two-sided paired bootstrap p-value of 'no difference' between a router's mu_o and the reference "
            f"router's, a probability in [0, 1]; its smallest value is about 1 / resamples ({cite('7')})", _EVAL,
            digits=".3f", title="paired bootstrap p-value"),
+    # SPEC 7: how many test queries a paired comparison needs (routerlab power; docs/power.md)
+    Metric("sd_difference", "sd of differences", "score points in [0, 1]", "none", "7",
+           "standard deviation of a router's per-query score minus the reference router's on the same test "
+           f"queries, in score points: what the test queries a comparison needs grow with, squared ({cite('7')})",
+           ("power",), title="sd of the paired per-query differences"),
+    Metric("n_needed", "queries needed", "test queries", "lower", "7",
+           "test queries a two-sided paired test at level alpha needs to detect a difference of delta in mu_o "
+           "with the requested power, ((z_(1-alpha/2) + z_power) * sd / delta)^2 rounded up, at least 30 (normal "
+           f"approximation; docs/power.md) ({cite('7')})", ("power",), digits="d",
+           title="test queries needed to detect delta"),
+    Metric("power_at_n", "power now", "probability in [0, 1]", "higher", "7",
+           "the probability that a two-sided paired test at level alpha on the current test queries detects a "
+           f"difference of delta in mu_o (normal approximation with the observed sd; docs/power.md) ({cite('7')})",
+           ("power",), digits=".3f", title="power of the current test split for delta"),
+    Metric("n_needed_observed", "queries needed (observed)", "test queries", "none", "7",
+           "test queries the same test needs to detect the observed difference in mu_o, at least 30; empty when "
+           f"the observed difference is 0 ({cite('7')})", ("power",), digits="d",
+           title="test queries needed to detect the observed difference"),
+    Metric("power_observed", "power now (observed)", "probability in [0, 1]", "none", "7",
+           "the power of the current test queries for the observed difference taken as true ('observed power'): a "
+           f"function of the observed difference's p-value, no evidence of its own (docs/power.md) ({cite('7')})",
+           ("power",), digits=".3f", title="power of the current test split for the observed difference"),
     Metric("aiq", "AIQ", "score in [0, 1]", "higher", "6",
            "average improvement in quality of a lambda sweep (score - lambda * cost or latency): the area under "
            "the router's non-decreasing convex quality-vs-cost hull divided by the largest cost, in score units "
