@@ -215,6 +215,21 @@ def test_power(table_dir: str, field: str, value: str) -> None:
     run_cli(["power", table_dir, *options(POWER, field, fuzzed), "--json"])
 
 
+CHOOSE = {"--routers": "best-single,knn:k=3", "--seed": "0", "--split": "random:0.25", "--dev": "0.3",
+          "--call-rate": "0.3", "--small": "tiny-2b", "--large": "frontier-235b"}
+BUDGETS = ("--max-cost", "--max-latency", "--min-quality")
+
+
+@FUZZ
+@given(field=st.sampled_from(["--call-rate", *BUDGETS, "--dev", "--split", "--seed", "--small", "--routers"]),
+       value=number_text)
+def test_choose(table_dir: str, field: str, value: str) -> None:
+    fuzzed = {"--split": f"random:{value}", "--routers": f"best-single,knn:k={value}"}.get(field, value)
+    valid = {k: v for k, v in CHOOSE.items()
+             if field not in BUDGETS or k not in ("--call-rate", "--small", "--large")}
+    run_cli(["choose", table_dir, *options(valid, field, fuzzed), "--json"])
+
+
 def test_output_paths_fuzz_free_cases(tmp_path: Path) -> None:
     """The -o cases of the issue, through the same contract check."""
     (tmp_path / "f").write_text("x")

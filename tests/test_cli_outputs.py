@@ -49,7 +49,7 @@ ROLES: dict[tuple[str, str], str] = {
     ("audit", "output"): OUTPUT, ("evaluate", "output"): OUTPUT, ("groups", "output"): OUTPUT,
     ("log", "output"): OUTPUT, ("ope", "output"): OUTPUT, ("perturb", "output"): OUTPUT,
     ("robustness", "output"): OUTPUT, ("scaling", "output"): OUTPUT, ("society", "output"): OUTPUT,
-    ("two-model", "output"): OUTPUT,
+    ("two-model", "output"): OUTPUT, ("choose", "output"): OUTPUT,
     ("collect", "output"): TABLE, ("import", "output"): TABLE, ("join", "output"): TABLE,
     ("run", "store"): RESUMED,  # the results store: a rerun reuses the cells it holds
     ("extract", "output"): RESUMED,  # the signals directory: a rerun extracts only the questions not there yet
@@ -63,7 +63,8 @@ ROLES: dict[tuple[str, str], str] = {
     ("ope", "table_dir"): INPUT, ("ope", "logs"): INPUT, ("ope", "train_logs"): INPUT,
     ("perturb", "table_dir"): INPUT, ("robustness", "table_dir"): INPUT, ("robustness", "variants_file"): INPUT,
     ("robustness", "outcomes"): INPUT, ("run", "experiment"): INPUT, ("serve", "table_dir"): INPUT,
-    ("society", "table_dir"): INPUT, ("two-model", "table_dir"): INPUT, ("two-model", "features"): INPUT,
+    ("society", "table_dir"): INPUT, ("two-model", "table_dir"): INPUT,
+    ("choose", "table_dir"): INPUT, ("two-model", "features"): INPUT,
     ("results query", "store"): INPUT, ("results show", "store"): INPUT,
     ("power", "table_dir"): INPUT,
 }
@@ -110,7 +111,7 @@ def test_every_path_parameter_is_declared() -> None:
     stale = sorted(set(ROLES) - set(PATHS))
     assert not undeclared, f"declare these path parameters in ROLES (and give outputs a recipe): {undeclared}"
     assert not stale, f"ROLES names parameters no command has: {stale}"
-    assert len(WRITTEN) == 13
+    assert len(WRITTEN) == 14
 
 
 def test_every_command_that_writes_has_force() -> None:
@@ -178,6 +179,8 @@ RECIPES: dict[tuple[str, str], tuple[str, Callable[[Inputs], list[str]]]] = {
     ("society", "output"): ("society", lambda i: ["society", str(i.table)]),
     ("two-model", "output"): ("tm", lambda i: ["two-model", str(i.pair), "--small", "S", "--large", "L",
                                                "--routers", "oracle", "--split", "given", "--boot", "40"]),
+    ("choose", "output"): ("choice", lambda i: ["choose", str(i.table), "--routers", "best-single", "--call-rate",
+                                                "0.3", "--small", "tiny-2b", "--large", "frontier-235b"]),
     ("collect", "output"): ("collected", lambda i: ["collect", str(i.questions), "-a", f"x={i.backend}:m",
                                                     "--cache-dir", str(i.cache)]),
     ("import", "output"): ("imported", lambda i: ["import", "long", str(i.long_csv)]),

@@ -34,7 +34,7 @@ Direction = Literal["higher", "lower", "none"]
 DIRECTIONS: tuple[str, ...] = get_args(Direction)
 
 PROTOCOLS: tuple[str, ...] = ("full", "cold-start", "voyager", "ope", "robustness", "two-model", "scaling",
-                              "groups", "society", "power")
+                              "groups", "society", "power", "choose")
 """The built-in protocols, by the names ``routerlab protocols`` lists."""
 
 
@@ -125,7 +125,7 @@ _BASE: tuple[Metric, ...] = (
            "mean score of the actors a router chose, over the test queries; scores are in [0, 1], higher is better "
            f"({cite('4')}). A router is scored as deployed: one that samples its selection distribution (random, "
            "r_o(p), the bandits) by its expected score under that distribution, as every other choice metric of such a "
-           "router", (*_EVAL_OPE, "scaling", "power"), title="mean score of the chosen actors"),
+           "router", (*_EVAL_OPE, "scaling", "power", "choose"), title="mean score of the chosen actors"),
     Metric("v_b", "V_B", "ratio", "higher", "4",
            "mu_o divided by the best single actor's mean score on the same test queries (that actor picked on "
            f"train), a ratio without unit; above 1 beats always calling it ({cite('4')})", _EVAL,
@@ -153,11 +153,13 @@ _BASE: tuple[Metric, ...] = (
            f"scores 1; mean over test queries, in [0, 1] ({cite('5')})", _EVAL_OPE,
            title="DCG x fastest / chosen latency"),
     Metric("mean_cost", "mean cost", "USD per query", "lower", "1",
-           f"mean cost of the chosen actors' answers, in USD per query ({cite('1')})", _EVAL_OPE, symbol="USD/query",
+           f"mean cost of the chosen actors' answers, in USD per query ({cite('1')})", (*_EVAL_OPE, "choose"),
+           symbol="USD/query",
            digits=".2e"),
     Metric("mean_latency", "mean latency", "seconds per query", "lower", "1",
            f"mean latency of the chosen actors' answers, in seconds per query ({cite('1')}; "
-           "TTFT + (output tokens - 1) * ITL when derived from tokens, its equation 1)", _EVAL_OPE, symbol="s"),
+           "TTFT + (output tokens - 1) * ITL when derived from tokens, its equation 1)", (*_EVAL_OPE, "choose"),
+           symbol="s"),
     Metric("mu_o_difference", "paired difference", "score points in [-1, 1]", "higher", "7",
            "a router's mu_o minus the reference router's (the best single actor unless --compare-to names "
            "another; in power, the second router or --versus) on the same test queries, in score points (-1 to 1), "
@@ -290,6 +292,9 @@ _BASE: tuple[Metric, ...] = (
            "high-band call rate: 1 - mean call rate over the points where Phi reaches relative performance "
            "[0.85, 0.95] of the gap from Perf_S to Perf_L, in [0, 1]; higher = the target is reached calling the "
            f"large model less ({cite('6')})", ("two-model",), title="high-band call rate"),
+    Metric("call_rate", "call rate", "share in [0, 1]", "none", "6",
+           "share of the queries a two-model router sends to the large model at a threshold fixed on development "
+           f"queries (routerlab choose; {cite('6')})", ("choose",), title="share sent to the large model"),
     Metric("auc", "AUC", "score in [0, 1]", "higher", "6",
            f"area under the call-rate curve Phi over call rates 0 to 1, in score units [0, 1] ({cite('6')})",
            ("two-model",), title="area under Phi"),
