@@ -179,7 +179,7 @@ def test_each_constraint_on_the_demo(demo_dir: Path, constraint: list[str], caps
     assert rec["inside"] == (pred["quality_ci"][0] <= real["quality"] <= pred["quality_ci"][1])
     kind = rec["constraint"]["kind"]
     if kind == "call_rate":
-        assert set(rec["choice"]["operating_point"]) == {"threshold", "tie_share"}
+        assert set(rec["choice"]["operating_point"]) == {"threshold", "tie_share", "pace_band"}
         assert "call_rate" in pred and "call_rate" in real and "call_rate_noise" in rec
     else:
         assert set(rec["choice"]["operating_point"]) == {"lambda", "by"}
@@ -229,10 +229,22 @@ def test_nothing_feasible_is_one_line_and_json_with_choice_null(demo_dir: Path,
 
 
 def test_small_sizes_warn_about_the_call_rate(demo_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["choose", str(demo_dir), "--routers", "best-single", "--call-rate", "0.3", "--small", "tiny-2b",
-                 "--large", "frontier-235b"]) == 0
+    argv = ["choose", str(demo_dir), "--routers", "best-single", "--call-rate", "0.3", "--small", "tiny-2b",
+            "--large", "frontier-235b"]
+    assert main([*argv, "--pace-band", "none"]) == 0  # a bare threshold
     err = capsys.readouterr().err
     assert "routerlab: warning: with 240 development and 239 test queries" in err and "needs about 1793" in err
+    assert main([*argv, "--json"]) == 0  # paced (the default): held within 0.02 + 1/239, no warning
+    captured = capsys.readouterr()
+    assert "warning" not in captured.err
+    rec = json.loads(captured.out)
+    assert abs(rec["realized"]["call_rate_gap"]) <= 0.02 + 1 / 239 + 1e-12
+    assert rec["call_rate_noise"]["paced_bound"] == pytest.approx(0.02 + 1 / 239)
+    assert 0.0 <= rec["realized"]["call_rate_unpaced"] <= 1.0
+    assert main([*argv, "--pace-band", "0.05"]) == 0
+    assert "warning: the rate controller holds the test call rate within +-0.05" in capsys.readouterr().err
+    assert main(["choose", str(demo_dir), "--routers", "best-single", "--max-cost", "1", "--pace-band", "0.1"]) == 2
+    assert "--pace-band: paces a call-rate threshold; it does not apply to max_cost" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("argv", "message"), [

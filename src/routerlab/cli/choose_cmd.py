@@ -109,9 +109,14 @@ def choose_text(record: dict[str, Any]) -> str:
     noise = record.get("call_rate_noise")
     if noise is not None:
         gap = real["call_rate_gap"]
-        lines.append(f"call rate: realized gap {gap:+.3f} from the target; even a perfect threshold's gap has sd "
-                     f"{noise['sd']:.3f} here (+-{noise['half_width_95']:.3f} at 95%; +-{noise['tolerance']} needs "
-                     f"about {noise['queries_needed_each']} development and test queries each)")
+        if noise.get("paced_bound") is not None:
+            lines.append(f"call rate: realized gap {gap:+.3f} from the target, paced (held within "
+                         f"+-{noise['paced_bound']:.3f}); the bare threshold would have sent "
+                         f"{real['call_rate_unpaced']:.3f} (a fixed threshold's gap has sd {noise['sd']:.3f} here)")
+        else:
+            lines.append(f"call rate: realized gap {gap:+.3f} from the target; even a perfect threshold's gap has sd "
+                         f"{noise['sd']:.3f} here (+-{noise['half_width_95']:.3f} at 95%; +-{noise['tolerance']} "
+                         f"needs about {noise['queries_needed_each']} development and test queries each)")
     listed = {r["router"] for r in record["routers"]}
     lines += [f"left out: {k} ({v})" for k, v in record.get("skipped", {}).items() if k not in listed]
     lines += [f"note: {n}" for n in record.get("notes", [])]
@@ -166,6 +171,11 @@ def decision_card(record: dict[str, Any]) -> str:
                       f"gap has standard deviation sqrt(p(1-p)(1/n_dev + 1/n_test)) = {noise['sd']:.3f} here, "
                       f"however good the router; staying within +-{noise['tolerance']} at 95% needs about "
                       f"{noise['queries_needed_each']} development and test queries each."]
+        band = (record["choice"]["operating_point"] or {}).get("pace_band")
+        if band is not None:
+            lines[-1] += (f" The threshold ran with a rate controller (band +-{band:g} + 1/t over the queries as "
+                          f"they arrived, test in a seeded order), which holds the gap within that band; the bare "
+                          f"threshold would have sent {real['call_rate_unpaced']:.3f} of the test queries.")
     up = record.get("runner_up")
     lines += ["", "## Runner-up", ""]
     if up is None:
@@ -199,6 +209,7 @@ def choose_cmd(
     min_quality: Annotated[float | None, typer.Option("--min-quality", help=_h("min_quality"))] = None,
     split: Annotated[str | None, typer.Option(help=_h("split"))] = None,
     dev: Annotated[float | None, typer.Option("--dev", help=_h("dev"))] = None,
+    pace_band: Annotated[str | None, typer.Option("--pace-band", metavar="BAND", help=_h("pace_band"))] = None,
     encoder: Annotated[str | None, typer.Option(help=_h("encoder"))] = None,
     seed: Annotated[int, seed_option()] = 0,
     as_json: Annotated[bool, json_option()] = False,
@@ -215,6 +226,7 @@ def choose_cmd(
 
     settings = ChooseSettings.from_cli(call_rate=call_rate, small=small, large=large, max_cost=max_cost,
                                        max_latency=max_latency, min_quality=min_quality, split=split, dev=dev,
+                                       pace_band=pace_band,
                                        encoder=encoder)
     specs = router_specs(routers)
     if output is not None:

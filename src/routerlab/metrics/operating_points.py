@@ -83,4 +83,35 @@ def escalate(scores: npt.ArrayLike, threshold: Threshold, seed: int = 0) -> Bool
     return np.asarray(below | (tied & coin))
 
 
-__all__ = ["Threshold", "escalate", "threshold_for_rate"]
+PACE_BAND = 0.02
+"""The pacing band: a paced threshold keeps the running call rate within ``rate +- (band + 1/t)`` after every
+query t, so the realized rate over n queries is within ``band + 1/n`` of the target (0.03 from 100 queries on)."""
+
+
+def paced_escalate(scores: npt.ArrayLike, threshold: Threshold, seed: int = 0, band: float = PACE_BAND
+                   ) -> BoolArray:
+    """:func:`escalate` with a rate controller, for queries in the order they arrive.
+
+    A threshold fixed on development queries meets its call rate on new traffic only up to sampling noise (sd
+    ``sqrt(p (1 - p) (1/n_dev + 1/n_new))``, and more when the traffic drifts: what RouteLLM's users report in its
+    issue #36). Pacing bounds the gap: each query gets the threshold's own decision unless that would take the count
+    of escalated queries so far, c_t, out of ``rate * t +- (band * t + 1)``; then the decision is the one that keeps
+    it inside. Only the router's own past decisions are read (no outcome, no later query), so a deployed router can
+    run it as it is; with ``band >= 1`` it is :func:`escalate`."""
+    if isinstance(band, bool) or not float(band) >= 0.0:  # NaN fails too
+        raise UsageError(f"the pacing band must be a number >= 0, got {band!r}")
+    natural = escalate(scores, threshold, seed)
+    out = np.empty_like(natural)
+    rate, count = threshold.rate, 0
+    for t, wanted in enumerate(natural.tolist(), start=1):
+        slack = band * t + 1.0
+        if count + wanted < rate * t - slack:
+            wanted = True
+        elif count + wanted > rate * t + slack:
+            wanted = False
+        out[t - 1] = wanted
+        count += wanted
+    return out
+
+
+__all__ = ["PACE_BAND", "Threshold", "escalate", "paced_escalate", "threshold_for_rate"]

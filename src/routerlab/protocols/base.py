@@ -162,6 +162,8 @@ def coerce_setting(value: Any, tp: Any, info: Setting | None) -> Any:
     """One setting's value converted to its declared type and checked against its rule and check function: the
     one place every source of settings goes through. A list accepts a list, a tuple or comma-separated text."""
     kind, optional, many = _base_type(tp)
+    if optional and isinstance(value, str) and value.strip().lower() == "none":
+        value = None  # the word for no value, as a command line or a file writes it
     if value is None:
         if optional:
             return None

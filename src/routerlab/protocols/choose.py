@@ -45,7 +45,7 @@ from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.features.base import Features
 from routerlab.metrics.bootstrap import MIN_QUERIES, resample_indices, warn_few_queries
-from routerlab.metrics.operating_points import Threshold, escalate, threshold_for_rate
+from routerlab.metrics.operating_points import PACE_BAND, Threshold, escalate, paced_escalate, threshold_for_rate
 from routerlab.progress import track
 from routerlab.protocols.base import (
     DEV_HELP,
@@ -81,6 +81,8 @@ RATE_TOLERANCE = 0.03
 """The call-rate gap the run warns about when the sizes cannot keep a perfect threshold within it (95%)."""
 COIN_STREAM = 0x636F696E
 """Mixed into the seed of the coin at tied scores on the test queries."""
+ARRIVAL_STREAM = 0x61727276
+"""Mixed into the seed of the order in which the test queries arrive (the rate controller's stream)."""
 MEASURES = ("quality", "call_rate", "cost", "latency")
 METRIC_OF = {"quality": "mu_o", "call_rate": "call_rate", "cost": "mean_cost", "latency": "mean_latency"}
 """The metric-catalog name of each measure (records)."""
@@ -113,6 +115,10 @@ class ChooseSettings(ProtocolSettings):
                                               "cheapest candidate whose one-sided 95% lower bound on the development "
                                               "queries reaches it", Interval(float, 0, 1))
     split: str = setting("random:0.2", SPLIT_HELP, check=check_split)
+    pace_band: float | None = setting(
+        PACE_BAND, "call_rate: the threshold runs with a rate controller that keeps the running call rate within "
+                   "target +- (band + 1/t) as queries arrive (in a seeded order on test); none = the bare threshold",
+        Interval(float, 0, 1))
     dev: float = setting(0.25, DEV_HELP.replace("; none = no development part", "") +
                          " (choose always needs one)", check=check_dev)
     encoder: str = setting("tfidf", ENCODER_HELP, check=check_encoder)
@@ -142,6 +148,9 @@ class ChooseSettings(ProtocolSettings):
             if getattr(self, role) is not None and kind != "call_rate":
                 raise SettingError(role, f"names the call-rate pair; it does not apply to {kind} "
                                          f"({option_name(kind)})")
+        if kind != "call_rate" and self.pace_band != PACE_BAND:
+            raise SettingError("pace_band", f"paces a call-rate threshold; it does not apply to {kind} "
+                                            f"({option_name(kind)})")
         if (self.small is None) != (self.large is None):
             have, missing = ("small", "large") if self.small is not None else ("large", "small")
             raise SettingError(missing, f"must be given with {have}: the pair is a small and a large actor")
@@ -434,6 +443,8 @@ def choose(table: RoutingTable, routers: Sequence[RouterLike], settings: ChooseS
     dv, tv = _Part(), _Part()
     candidates: list[Candidate] = []
     coin_seed = int(np.random.SeedSequence([int(seed), COIN_STREAM]).generate_state(1)[0])
+    arrival = np.random.default_rng([int(seed), ARRIVAL_STREAM]).permutation(n_test)  # the test traffic's order
+    unpaced: dict[str, float] = {}
     cost_of = {"cost": "cost_usd", "latency": "latency_s"}
     for label, router in track(runnable, "choose: router", unit="router", label=lambda item: item[0]):
         router.fit(train, ftrain)
@@ -441,7 +452,13 @@ def choose(table: RoutingTable, routers: Sequence[RouterLike], settings: ChooseS
             s_dev, s_test = _two_model_s(router, fdev), _two_model_s(router, ftest)
             thr = threshold_for_rate(s_dev, target)
             p = (s_dev < thr.value) + (s_dev == thr.value) * thr.tie_share
-            esc = escalate(s_test, thr, coin_seed)
+            bare = escalate(s_test, thr, coin_seed)
+            if s.pace_band is None:
+                esc = bare
+            else:  # the controller sees the queries as they arrive; its decisions go back to table order
+                esc = np.empty_like(bare)
+                esc[arrival] = paced_escalate(s_test[arrival], thr, coin_seed, band=s.pace_band)
+            unpaced[label] = float(bare.mean())
             for measure, d_matrix, t_matrix in (("quality", dev.score, test.score),
                                                 *((m, getattr(dev, cost_of[m]), getattr(test, cost_of[m]))
                                                   for m in ("cost", "latency") if cost_of[m] in extras)):
@@ -450,7 +467,7 @@ def choose(table: RoutingTable, routers: Sequence[RouterLike], settings: ChooseS
                 tv.add(measure, np.where(esc, t_matrix[:, 1], t_matrix[:, 0]))
             dv.add("call_rate", p, p * (1 - p))
             tv.add("call_rate", esc.astype(np.float64))
-            candidates.append(Candidate(label, _threshold_point(thr)))
+            candidates.append(Candidate(label, {**_threshold_point(thr), "pace_band": s.pace_band}))
         else:
             from routerlab.routers.utility import expected_penalty, lambda_sweep
 
@@ -500,8 +517,14 @@ def choose(table: RoutingTable, routers: Sequence[RouterLike], settings: ChooseS
         sd = call_rate_sd(target, n_dev, n_test)
         need = queries_for_rate(target)
         noise = {"sd": sd, "half_width_95": 1.959964 * sd, "tolerance": RATE_TOLERANCE,
-                 "queries_needed_each": need}
-        if 1.959964 * sd > RATE_TOLERANCE:
+                 "queries_needed_each": need,
+                 "paced_bound": None if s.pace_band is None else s.pace_band + 1.0 / n_test}
+        if s.pace_band is not None:
+            if s.pace_band + 1.0 / n_test > RATE_TOLERANCE:
+                warnings.warn(f"the rate controller holds the test call rate within +-{s.pace_band:g} + 1/{n_test} "
+                              f"= {s.pace_band + 1.0 / n_test:.3f} of {target:g}, wider than +-{RATE_TOLERANCE}",
+                              ChooseWarning, stacklevel=2)
+        elif 1.959964 * sd > RATE_TOLERANCE:
             warnings.warn(f"with {n_dev} development and {n_test} test queries even a perfect threshold's realized "
                           f"call rate varies by +-{1.959964 * sd:.3f} (95%) around {target:g}; staying within "
                           f"+-{RATE_TOLERANCE} needs about {need} of each", ChooseWarning, stacklevel=2)
@@ -530,6 +553,7 @@ def choose(table: RoutingTable, routers: Sequence[RouterLike], settings: ChooseS
     realized = {m: float(tv.values[m][:, pick].mean()) for m in MEASURES if m in tv.values}
     if kind == "call_rate":
         realized["call_rate_gap"] = realized["call_rate"] - target
+        realized["call_rate_unpaced"] = unpaced[candidates[pick].router]  # the bare threshold's rate, for comparison
     ci = predicted["quality_ci"]
     result.choice = {"router": candidates[pick].router, "operating_point": candidates[pick].operating_point}
     result.predicted, result.realized = predicted, realized
