@@ -96,6 +96,10 @@ def evaluate_cmd(
         help="voyager: number of rounds T = chunks of the training split (>= 2; default 5).")] = None,
     order: Annotated[str | None, typer.Option(
         help="voyager: chunk the training split in its given order or a seeded shuffle (default given).")] = None,
+    dev: Annotated[str | None, typer.Option(
+        "--dev", metavar="F", help="full: hold out a seeded fraction F in (0, 1) of the training side (stratified by "
+                                   "dataset) as a development part; mlp, barp and the probes stop training on it "
+                                   "(the epoch kept is shown).")] = None,
     as_json: Annotated[bool, json_option()] = False,
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", help="Directory for the JSON record, per-query choices and plots.")] = None,
@@ -117,7 +121,8 @@ def evaluate_cmd(
     # one check of every setting, the same as from an experiment file or Python; an option of another
     # protocol is an error naming it, not silently ignored
     settings = proto.Settings.from_cli(split=split, encoder=encoder, n_boot=n_boot, sweep=sweep,
-                                       compare_to=compare_to, logging=logging, rounds=rounds, order=order)
+                                       compare_to=compare_to, logging=logging, rounds=rounds, order=order,
+                                       dev=dev)
     specs = router_specs(routers)
     resolve_compare_to(compare_to, specs, option="--compare-to")
     if output is not None:
