@@ -96,6 +96,13 @@ def test_evaluate(table_dir: str, field: str, value: str, compare: str) -> None:
     run_cli(["evaluate", table_dir, *options(EVALUATE, field, fuzzed), "--json"])
 
 
+@FUZZ
+@given(value=number_text | st.sampled_from(["0.2", "0.5", "0.99", "1e-9"]),
+       protocol=st.sampled_from(["full", "cold-start"]))
+def test_evaluate_dev(table_dir: str, value: str, protocol: str) -> None:
+    run_cli(["evaluate", table_dir, *options(EVALUATE, "--dev", value), "--protocol", protocol, "--json"])
+
+
 SCALING = {"--m": "2,3", "--p": "0,0.5,1", "--samples": "3", "--seed": "0"}
 
 

@@ -85,7 +85,7 @@ def test_shipped_demo_experiment_parses() -> None:
     (GOOD.replace("n_queries = 120", "dev = 1.0"), "[[tables]][1].dev", "between 0 and 1"),
     (GOOD.replace("n_queries = 120", "dev = nan"), "[[tables]][1].dev", "must be a number"),
     (GOOD.replace("n_queries = 120", 'dev = "0.2"'), "[[tables]][1].dev", "must be a number"),
-    (GOOD.replace('["full"]', '[{name = "full", dev = 0.2}]'), "protocols[1].dev", "[[tables]] dev"),
+    (GOOD.replace('["full"]', '[{name = "full", dev = 1.2}]'), "protocols[1].dev", "must be in (0, 1)"),
     (GOOD + '[[tables]]\npath = "demo"\n', "[[tables]][2].name", "names must be unique"),
     (GOOD.replace("[[tables]]", "[tables]"), "tables", "[[tables]]"),
     (GOOD + "[settings]\nn_boot = 10\n", "settings.n_boot", "between 40"),

@@ -106,8 +106,10 @@ def evaluate_cmd(
     by: Annotated[str | None, typer.Option("--by", help=_by_help())] = None,
     dev: Annotated[str | None, typer.Option(
         "--dev", metavar="F",
-        help="voyager: hold out a seeded fraction F in (0, 1) of the training side as a development part; each "
-             "round deploys the checkpoint with the highest mu_o on it (docs/partial-observability.md).")] = None,
+        help="hold out a seeded fraction F in (0, 1) of the training side (stratified by dataset) as a development "
+             "part: full: mlp, barp and the probes stop training on it (the epoch kept is shown); voyager: each "
+             "round deploys the checkpoint with the highest mu_o on it (docs/early-stopping.md, "
+             "docs/partial-observability.md).")] = None,
     as_json: Annotated[bool, json_option()] = False,
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", help="Directory for the JSON record, per-query choices and plots.")] = None,

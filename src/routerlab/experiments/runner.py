@@ -75,8 +75,8 @@ def expand(exp: Experiment, hashes: dict[str, str], version: str) -> list[Cell]:
                 for p in exp.protocols:
                     proto = get_protocol(p.name)
                     settings = {k: v for k, v in grid.items() if k in proto.Settings.names()}
-                    if t.dev is not None and "dev" in proto.Settings.names():  # the table's development part
-                        settings["dev"] = t.dev
+                    if t.dev is not None and "dev" in proto.Settings.names() and "dev" not in p.options:
+                        settings["dev"] = t.dev  # the table's development part (a protocol's own dev wins)
                     for r in (exp.routers if proto.uses_routers else [""]):
                         cid = cell_id(t, hashes[t.name], p, r, seed, settings, version)
                         if cid not in seen:

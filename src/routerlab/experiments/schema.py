@@ -25,7 +25,7 @@ from routerlab.protocols.base import MAX_BOOT, MIN_BOOT, SEED_MAX, get_protocol,
 DEMO = "demo"
 """``path = "demo"`` names the embedded demo benchmark (write ``"./demo"`` for a directory called demo)."""
 
-INJECTED = {"split": "[[tables]] split / test_fraction", "dev": "[[tables]] dev", "encoder": "[settings] encoder",
+INJECTED = {"split": "[[tables]] split / test_fraction", "encoder": "[settings] encoder",
             "n_boot": "[settings] n_boot", "skip_inapplicable": "[settings] skip_inapplicable",
             "compare_to": "nowhere: a cell's numbers must not depend on the other routers run beside it"}
 """Protocol settings an experiment sets in one place for every protocol, never in a protocol's own table: where

@@ -243,7 +243,8 @@ class ProtocolSettings:
                 owner = f"protocol {cls.protocol_name}" if cls.protocol_name else cls.__name__
                 others = [n for n, p in PROTOCOLS.items() if key in p.Settings.names()]
                 if others:
-                    raise UsageError(f"{loc(key)}: applies to protocol {' and '.join(others)} only, not to "
+                    names = " and ".join(others) if len(others) < 3 else f"{', '.join(others[:-1])} and {others[-1]}"
+                    raise UsageError(f"{loc(key)}: applies to protocol {names} only, not to "
                                      f"{owner.removeprefix('protocol ')}")
                 close = difflib.get_close_matches(key, known, n=1)
                 hint = f"did you mean {close[0]!r}?" if close else f"its settings: {', '.join(known) or 'none'}"

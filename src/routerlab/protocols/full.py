@@ -8,6 +8,12 @@ selection shares are then the expected shares. Test queries with an unobserved c
 counted), since no metric can score a choice whose outcome is unknown. The result records the router and its
 settings, the data name and hash, the split, the seed and the routerlab version.
 
+With a development part (``dev=F``: a seeded fraction of the training side, ``Split.dev``), routers fit on the rest
+of the training side, and the routers that train by epochs (``Router.uses_dev``: ``mlp``, ``barp``, the probes) stop
+on the development queries; each result then records the epoch kept (``early_stopping``) and the run record the
+part's fraction, seed and size. The development features come from the encoder fitted on the training texts only;
+the test queries choose nothing.
+
 Routers may be given as spec strings (``"knn:k=5"``) or as :class:`Router` instances, mixed in one
 list, so a router class written in a notebook is evaluated without registering it; the encoder may be
 a spec or an :class:`Encoder` instance. A spec string is recorded as written; an instance as its
@@ -29,7 +35,7 @@ import numpy.typing as npt
 
 from routerlab.data.feedback import Feedback, as_feedback
 from routerlab.data.provenance import Provenance
-from routerlab.data.splits import Split, make_split
+from routerlab.data.splits import Split, make_split, with_dev
 from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.features.base import Features
@@ -43,6 +49,7 @@ from routerlab.metrics.selection import expected_per_query, expected_shares, sel
 from routerlab.progress import task, track
 from routerlab.protocols.base import (
     COMPARE_HELP,
+    DEV_HELP,
     ENCODER_HELP,
     NBOOT,
     NBOOT_HELP,
@@ -54,12 +61,13 @@ from routerlab.protocols.base import (
     ProtocolSettings,
     Result,
     RunContext,
+    check_dev,
     check_encoder,
     check_split,
     register_protocol,
     setting,
 )
-from routerlab.routers.base import Router, get_router
+from routerlab.routers.base import DevPart, Router, get_router
 
 
 @dataclass
@@ -91,6 +99,9 @@ class RouterResult:
     # with ``by="dataset"``: every metric again on each dataset's evaluated test queries, name -> {n, metrics, ci}
     # (:func:`dataset_breakdown`); None when the run was not broken down
     by_dataset: dict[str, dict[str, Any]] | None = None
+    # what a router that trains by epochs chose on the development part (``Router.early_stopping``: the epoch kept,
+    # the epochs run, the development curve); None without a development part or for other routers
+    early_stopping: dict[str, Any] | None = None
 
     def query_scores(self, score: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """The router's score on each test query as deployed (``score``: the test table's scores, in the order of
@@ -117,6 +128,8 @@ class RouterResult:
             out["by_dataset"] = {name: {"n": d["n"], "metrics": d["metrics"],
                                         "ci": {k: list(v) for k, v in d["ci"].items()}}
                                  for name, d in self.by_dataset.items()}
+        if self.early_stopping is not None:
+            out["early_stopping"] = self.early_stopping
         return out
 
 
@@ -198,6 +211,18 @@ def featurize(train: RoutingTable, test: RoutingTable, encoder: str | Encoder, c
     return encode_pair(train, test, encoder, cache_dir=cache_dir)
 
 
+def featurize_dev(train: RoutingTable, dev: RoutingTable, encoder: str | Encoder, cache_dir: str | None = None,
+                  test: RoutingTable | None = None) -> tuple[Features, ...]:
+    """Features of the development queries from one encoder fitted on the training texts only (as the test
+    features are): ``(fdev,)``, or with ``test`` the three parts ``(ftrain, ftest, fdev)`` from one fit."""
+    from routerlab.features import encode, get_encoder
+
+    enc = get_encoder(encoder)
+    fit_on = train if enc.needs_fit else None
+    parts = (dev,) if test is None else (train, test, dev)
+    return tuple(encode(part, enc, cache_dir, fit_on=fit_on) for part in parts)
+
+
 def evaluate(
     table: RoutingTable,
     router_specs: Sequence[RouterLike],
@@ -213,8 +238,15 @@ def evaluate(
     lambdas: npt.ArrayLike | None = None,
     compare_to: str | None = "auto",
     by: str = "none",
+    dev: float | None = None,
+    dev_features: Features | None = None,
 ) -> Evaluation:
     """Fit each router on the train split and evaluate it on the test split (full observability).
+
+    ``dev`` (a fraction in (0, 1)) moves a seeded share of the training side to a development part (or the
+    ``split`` given as a :class:`Split` has one): routers fit on the rest, and those that train by epochs stop on
+    it (module docstring). ``dev_features`` may carry its precomputed vectors (encoder fitted on the training
+    texts), as ``features`` carries the train and test ones.
 
     ``features`` may carry precomputed (train, test) vectors for the split's train and test queries
     (before incomplete test rows are dropped), so that several evaluations share one encoding pass.
@@ -240,17 +272,26 @@ def evaluate(
     if sweep is not None and sweep not in {"cost", "latency"}:
         raise UsageError(f"sweep must be 'cost' or 'latency', got {sweep!r}")
     check_by(by)
-    sp = split if isinstance(split, Split) else make_split(table, split, seed)
+    sp = split_with_dev(table, split, seed, dev)
     train, test = sp.apply(table)
+    dev_table = sp.apply_dev(table) if sp.has_dev else None
     record = Provenance.of(table, sp, seed=seed)  # what the run record needs of the whole table
-    del table  # the split's two parts are all the run reads: a caller that keeps no reference frees the rest
+    del table  # the split's parts are all the run reads: a caller that keeps no reference frees the rest
     split_counts = split_dataset_counts(test, by)  # before any training: a breakdown without labels is an error
     chosen, skipped = applicable_routers(router_specs, train, seed, skip_inapplicable)
+    part = None
+    if dev_table is not None:
+        if features is None:  # the three parts from one encoder fitted on the training texts
+            ftrain, ftest, dev_features = featurize_dev(train, dev_table, encoder, cache_dir, test=test)
+            features = (ftrain, ftest)
+        elif dev_features is None:
+            (dev_features,) = featurize_dev(train, dev_table, encoder, cache_dir)
+        part = DevPart(dev_table, Features(dev_features.X, dev_table, dev_features.encoder))
     bench = make_bench(sp, train, test, encoder=encoder, cache_dir=cache_dir, features=features)
     del test  # the bench holds the evaluable test rows (a copy when some rows were incomplete)
     results, fair = run_routers(chosen, train, bench, "evaluate", skipped=skipped,
                                 skip_inapplicable=skip_inapplicable, from_objects=from_objects, seed=seed,
-                                n_boot=n_boot, sweep=sweep, lambdas=lambdas, by=by)
+                                n_boot=n_boot, sweep=sweep, lambdas=lambdas, by=by, dev=part)
     with task("evaluate: paired bootstrap and Oracle best-of-N"):
         bon = compare_and_bound(results, fair, bench, compare_to, seed=seed, n_boot=n_boot)
     breakdown, notes = breakdown_summary(split_counts, bench)
@@ -413,13 +454,34 @@ def make_bench(sp: Split, train: RoutingTable, test: RoutingTable, *, encoder: s
                      omitted)
 
 
-def fit_router(router: Router, train: RoutingTable | Feedback, ftrain: Features, bench: Bench) -> float:
+def split_with_dev(table: RoutingTable, split: str | Split, seed: int, dev: float | None) -> Split:
+    """The run's split: ``split`` as it is (a :class:`Split`) or made from its spec, with a development part of
+    fraction ``dev`` when one is asked for (drawn with ``seed``); a :class:`Split` that already has another one is
+    a UsageError."""
+    if not isinstance(split, Split):
+        return make_split(table, split, seed, dev=dev)
+    if dev is None:
+        return split
+    if split.has_dev:
+        if float(split.params.get("dev_fraction", math.nan)) != check_dev(dev):
+            raise UsageError(f"the split already has a development part of fraction "
+                             f"{split.params.get('dev_fraction')}; dev={dev!r} asks for another")
+        return split
+    return with_dev(table, split, dev, seed)
+
+
+def fit_router(router: Router, train: RoutingTable | Feedback, ftrain: Features, bench: Bench,
+               dev: DevPart | None = None) -> float:
     """Fit ``router`` on ``train`` (the training table = full feedback, or a logged :class:`Feedback`) with
-    ``ftrain``, the features of its queries, and hand a bound (``uses_test_labels``) the bench's test outcomes;
-    returns the seconds it took. A UsageError (a router that cannot learn from this feedback) propagates, for
-    the protocol to stop or skip the router."""
+    ``ftrain``, the features of its queries, and ``dev``, a development part when the run has one (handed to the
+    routers that use one, ``uses_dev``: they stop training there), and hand a bound (``uses_test_labels``) the
+    bench's test outcomes; returns the seconds it took. A UsageError (a router that cannot learn from this
+    feedback) propagates, for the protocol to stop or skip the router."""
     t0 = time.perf_counter()
-    router.fit(train, ftrain)
+    if dev is None or not router.uses_dev:  # a class overriding fit with the two-argument signature still works
+        router.fit(train, ftrain)
+    else:
+        router.fit(train, ftrain, dev=dev)
     if router.uses_test_labels:  # a bound (the oracle): the only routers handed the test outcomes
         router.reveal(bench.test)
     return time.perf_counter() - t0
@@ -466,17 +528,19 @@ def score_router(spec: str, router: Router, bench: Bench, *, fit_seconds: float,
         selection={a: float(s) for a, s in zip(test.actor_names, shares, strict=True) if s > 0},
         collapsed=shares_collapsed(shares), choice=choice, fit_seconds=fit_seconds, score_seconds=t2 - t1,
         sweep=curve, router_class=router_class, policy=policy, deployed_score=deployed, by_dataset=by_dataset,
+        early_stopping=router.early_stopping,
     )
 
 
 def run_routers(chosen: list[tuple[str, Router]], train: RoutingTable | Feedback | Callable[[], Feedback],
                 bench: Bench, what: str, *, skipped: dict[str, str], skip_inapplicable: bool, from_objects: set[str],
                 seed: int, n_boot: int, sweep: str | None = None, lambdas: npt.ArrayLike | None = None,
-                by: str = "none") -> tuple[list[RouterResult], list[bool]]:
-    """Fit every router of ``chosen`` on ``train`` (full feedback, or a cold-start log) and score it on the
-    bench: the loop the full and cold-start protocols share. A router that cannot be fitted stops the run, or
-    with ``skip_inapplicable`` is recorded in ``skipped``. Returns the results and, per result, whether the
-    router routes without test outcomes (what Oracle(Best-of-N) is taken over). ``chosen`` is emptied as the
+                by: str = "none", dev: DevPart | None = None) -> tuple[list[RouterResult], list[bool]]:
+    """Fit every router of ``chosen`` on ``train`` (full feedback, or a cold-start log; ``dev``: the development
+    part, when the run has one) and score it on the bench: the loop the full and cold-start protocols share. A
+    router that cannot be fitted stops the run, or with ``skip_inapplicable`` is recorded in ``skipped``. Returns
+    the results and, per result, whether the router routes without test outcomes (what Oracle(Best-of-N) is taken
+    over). ``chosen`` is emptied as the
     routers are run, so each is let go once scored (:func:`_drained`). ``train`` may be a function making the
     feedback: it is called once per router and its feedback let go once the router is fitted (unless a sweep
     reads it), so a cold-start log's (queries x actors) table is not held while routers score. ``by`` is passed to
@@ -490,7 +554,7 @@ def run_routers(chosen: list[tuple[str, Router]], train: RoutingTable | Feedback
         assert feedback is not None
         kind = feedback.kind
         try:
-            fit_seconds = fit_router(router, feedback, bench.ftrain, bench)
+            fit_seconds = fit_router(router, feedback, bench.ftrain, bench, dev)
         except UsageError as exc:
             if not skip_inapplicable:
                 raise
@@ -667,6 +731,7 @@ BY_HELP = ("also score every router on each dataset's test queries, each with it
 class FullSettings(EvaluationSettings):
     sweep: str | None = setting(None, SWEEP_HELP, Options({"cost", "latency"}))
     by: str = setting("none", BY_HELP, Options(set(BY_OPTIONS)))
+    dev: float | None = setting(None, DEV_HELP, check=check_dev)
 
 
 def router_records(results: Sequence[RouterResult | dict[str, Any]], bon: dict[str, float], slice: str = ""
@@ -712,19 +777,38 @@ def evaluation_result(name: str, ev: Evaluation, settings: ProtocolSettings) -> 
 
 def shared_features(table: RoutingTable, settings: EvaluationSettings, seed: int, context: RunContext | None
                     ) -> tuple[Split, tuple[Features, Features] | None]:
-    """The split and, when a caller shares a :class:`RunContext`, the features encoded once for every protocol
-    run on the same table, split, encoder and seed."""
-    sp = make_split(table, settings.split, seed)
+    """The split (with a development part when the settings have ``dev``) and, when a caller shares a
+    :class:`RunContext`, the features encoded once for every protocol run on the same table, split, development
+    part, encoder and seed."""
+    sp, features, _ = shared_parts(table, settings, seed, context)
+    return sp, features
+
+
+def shared_parts(table: RoutingTable, settings: EvaluationSettings, seed: int, context: RunContext | None
+                 ) -> tuple[Split, tuple[Features, Features] | None, Features | None]:
+    """:func:`shared_features` and the development part's features (None without a context or a development
+    part). The context's keys hold the development fraction: a training side with its development part taken out
+    is another training side (another encoder fit), never the one of a run without it."""
+    dev = getattr(settings, "dev", None)
+    sp = make_split(table, settings.split, seed, dev=dev)
     if context is None:
-        return sp, None
-    key = (settings.split, settings.encoder, seed)
-    if key not in context.features:
+        return sp, None, None
+    split_key = settings.split if dev is None else f"{settings.split} dev={dev!r}"
+    key = (split_key, settings.encoder, seed)
+    dev_key = (f"{split_key} development part", settings.encoder, seed)
+    if key not in context.features or (sp.has_dev and dev_key not in context.features):
         train, test = sp.apply(table)
         if context.encode is not None:
             context.features[key] = context.encode(train, test, settings.encoder)
+            if sp.has_dev:
+                context.features[dev_key] = context.encode(train, sp.apply_dev(table), settings.encoder)[1]
+        elif sp.has_dev:
+            ftrain, ftest, fdev = featurize_dev(train, sp.apply_dev(table), settings.encoder, context.cache_dir,
+                                                test=test)
+            context.features[key], context.features[dev_key] = (ftrain, ftest), fdev
         else:
             context.features[key] = featurize(train, test, settings.encoder, context.cache_dir)
-    return sp, context.features[key]
+    return sp, context.features[key], context.features.get(dev_key) if sp.has_dev else None
 
 
 @register_protocol("full")
@@ -736,7 +820,7 @@ class FullObservability(Protocol):
     def run(self, table: RoutingTable, settings: Any, seed: int = 0, routers: Sequence[Any] = (),
             context: RunContext | None = None) -> Result:
         s: FullSettings = settings
-        sp, features = shared_features(table, s, seed, context)
+        sp, features, dev_features = shared_parts(table, s, seed, context)
         held = [table]
         # handed over, not kept: evaluate lets the whole table go once it is split. The three evaluation protocols
         # spell this call out instead of sharing a helper that forwards **options: a call with ** packs the
@@ -744,5 +828,6 @@ class FullObservability(Protocol):
         del table
         ev = evaluate(held.pop(), list(routers), split=sp, encoder=s.encoder, seed=seed, n_boot=s.n_boot,
                       features=features, skip_inapplicable=s.skip_inapplicable, sweep=s.sweep,
-                      compare_to=s.compare_to, cache_dir=context.cache_dir if context else None, by=s.by)
+                      compare_to=s.compare_to, cache_dir=context.cache_dir if context else None, by=s.by,
+                      dev_features=dev_features)
         return evaluation_result(self.name, ev, s)

@@ -604,7 +604,9 @@ class Voyager(Protocol):
     def run(self, table: RoutingTable, settings: Any, seed: int = 0, routers: Sequence[Any] = (),
             context: RunContext | None = None) -> Result:
         s: VoyagerSettings = settings
-        sp, features = shared_features(table, s, seed, context)
+        # the split and shared vectors without the development part: voyager cuts its own out of them below, so
+        # its vectors are those of a run without one
+        sp, features = shared_features(table, dataclasses.replace(s, dev=None), seed, context)
         dev_features = None
         if s.dev is not None:
             sp, features, dev_features = _with_dev_features(table, sp, features, s.dev, seed)

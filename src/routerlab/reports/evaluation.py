@@ -73,8 +73,9 @@ def leaderboard_text(ev: Evaluation) -> str:
         return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True))
 
     sp = ev.split
+    dev = f" / {sp['n_dev']} dev" if sp.get("n_dev") else ""
     top = (f"{ev.data['name']} (hash {ev.data['content_hash'][:12]}), split {sp['kind']} "
-           f"{sp['n_train']} train / {sp['n_test']} test, encoder {ev.encoder}, seed {ev.seed}")
+           f"{sp['n_train']} train{dev} / {sp['n_test']} test, encoder {ev.encoder}, seed {ev.seed}")
     if ev.excluded_test_queries:
         top += f"; {ev.excluded_test_queries} test queries with unobserved cells left out"
     legend = f"legend  {catalog.legend(_columns(ev))} (see routerlab metrics)"
@@ -96,6 +97,7 @@ def _extras(ev: Evaluation) -> list[str]:
         if r.sweep:
             out.append(f"sweep   {r.spec}: AIQ {r.sweep['aiq']:.4f} over {len(r.sweep['lambdas'])} lambdas "
                        f"({r.sweep['by']}), {len(r.sweep['pareto'])} Pareto points")
+    out += [early_stopping_line(r.spec, r.early_stopping) for r in ev.results if r.early_stopping]
     out += [f"skipped {k}: {v}" for k, v in ev.extra.get("skipped", {}).items()]
     out += [f"note    {n}" for n in ev.extra.get("notes", [])]
     return out
@@ -155,6 +157,16 @@ def by_dataset_text(ev: Evaluation) -> str:
     legend = f"legend  {catalog.legend(['mu_o', *cols])} (see routerlab metrics)"
     return "\n".join([top, line(head), *(line(r) for r in rows), legend,
                       *catalog.legend_line(["mu_o", *cols], *more)])
+
+
+def early_stopping_line(spec: str, es: dict[str, Any]) -> str:
+    """One line saying which epoch a router kept on the development part, and why (its best development value)."""
+    best = es.get("best_value")
+    value = "n/a" if best is None else f"{best:.4f}"
+    how = (f"stopped after {es['epochs_run']} of {es['max_epochs']} epochs (patience {es['patience']})"
+           if es.get("stopped_early") else f"ran all {es['epochs_run']} epochs")
+    return (f"stopped {spec}: epoch {es['best_epoch']} kept, best {es['metric']} {value} ({es['direction']}) on "
+            f"{es['n_dev']} dev queries; {how}")
 
 
 def leaderboard_table(ev: Evaluation, id: str = "") -> Table:

@@ -16,7 +16,7 @@ rare TF-IDF terms are not blown up as per-feature z-scores would).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -74,9 +74,13 @@ class MaskedMLP:
     def _prep(self, X: npt.ArrayLike) -> F32:
         return np.asarray((np.asarray(X, dtype=np.float32) - self._mean) / self._scale, dtype=np.float32)
 
-    def fit(self, X: npt.ArrayLike, Y: npt.ArrayLike, mask: npt.ArrayLike | None = None) -> MaskedMLP:
+    def fit(self, X: npt.ArrayLike, Y: npt.ArrayLike, mask: npt.ArrayLike | None = None,
+            on_epoch: Callable[[int], bool] | None = None) -> MaskedMLP:
         """Train on rows of ``X`` (n, d) against ``Y`` (n, m); ``mask`` (n, m) marks the cells that
-        count (all when None). Rows with no counted cell are skipped."""
+        count (all when None). Rows with no counted cell are skipped. ``on_epoch(k)``, when given, is called
+        before training (k = 0) and after each epoch k (the network then holds that epoch's parameters); True
+        stops training there. It draws nothing from the training stream, so the epochs run are those of a fit
+        without it."""
         x = np.asarray(X, dtype=np.float32)
         y = np.asarray(Y, dtype=np.float32)
         msk = np.ones(y.shape, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
@@ -98,10 +102,11 @@ class MaskedMLP:
             rate = np.clip(rate, 1e-3, 1 - 1e-3)
             self.biases[-1] = np.log(rate / (1 - rate)).astype(np.float32)
         with threadpool_limits(limits=1, user_api="blas"):
-            self._train(x, y, msk, rng)
+            self._train(x, y, msk, rng, on_epoch)
         return self
 
-    def _train(self, x: F32, y: F32, msk: npt.NDArray[np.bool_], rng: np.random.Generator) -> None:
+    def _train(self, x: F32, y: F32, msk: npt.NDArray[np.bool_], rng: np.random.Generator,
+               on_epoch: Callable[[int], bool] | None = None) -> None:
         """Mini-batch AdamW. One BLAS thread: small matrices gain nothing from threads, and on a
         shared machine OpenBLAS threads spinning for cores make each step many times slower."""
         params = [*self.weights, *self.biases]
@@ -110,7 +115,9 @@ class MaskedMLP:
         b1, b2, eps = 0.9, 0.999, 1e-8
         step = 0
         n = x.shape[0]
-        for _ in range(self.epochs):
+        if on_epoch is not None and on_epoch(0):
+            return
+        for epoch in range(1, self.epochs + 1):
             perm = rng.permutation(n)
             for start in range(0, n, self.batch_size):
                 rows = perm[start : start + self.batch_size]
@@ -123,6 +130,8 @@ class MaskedMLP:
                     m1[i] = b1 * m1[i] + (1 - b1) * g
                     m2[i] = b2 * m2[i] + (1 - b2) * g * g
                     p -= (lr_t * m1[i] / (np.sqrt(m2[i]) + eps)).astype(np.float32)
+            if on_epoch is not None and on_epoch(epoch):
+                return
 
     def _forward(self, x: F32) -> tuple[list[F32], F32]:
         acts = [x]

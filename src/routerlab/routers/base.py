@@ -11,6 +11,10 @@ feedback with ``logged_recipe`` (routerworld appendix G: ``correct-only`` or ``m
 the logged table and propensities itself; None when it cannot); routers with a recipe take the option ``logged``
 (``paper``, ``correct-only``, ``masked``, ``iw``, ``dr``; see :mod:`routerlab.routers.logged`).
 
+A development part (:class:`DevPart`: outcomes and features of queries held out of training, ``Split.dev``) may
+be handed to ``fit`` beside the training feedback. Routers that make a choice of their own while training
+(``uses_dev``: the epoch to stop at) make it there and record it in ``early_stopping``; the others ignore it.
+
 Routers register with ``@register``; third-party routers join through the ``routerlab.routers``
 entry-point group. ``routerlab routers`` lists them.
 """
@@ -41,6 +45,27 @@ FloatMatrix = npt.NDArray[np.float64]
 LOGGED_RECIPES = ("correct-only", "masked", "native")
 # Values of the universal option ``logged`` of the routers whose recipe is correct-only or masked.
 LOGGED_OPTION = Options({"paper", "correct-only", "masked", "iw", "dr"})
+
+
+@dataclass(frozen=True)
+class DevPart:
+    """A development part handed to :meth:`Router.fit` beside the training feedback: the full outcomes of queries
+    held out of training (``Split.dev``) and their features, from the encoder fitted on the training texts only.
+    A router that chooses something while training (the epoch to stop at) chooses it on these queries; the test
+    queries never choose anything."""
+
+    table: RoutingTable
+    features: Features
+
+    @classmethod
+    def of(cls, dev: DevPart | tuple[RoutingTable, Features]) -> DevPart:
+        """A :class:`DevPart` from itself or a ``(table, features)`` pair; anything else is a UsageError."""
+        if isinstance(dev, DevPart):
+            return dev
+        if isinstance(dev, tuple) and len(dev) == 2 and isinstance(dev[0], RoutingTable) \
+                and isinstance(dev[1], Features):
+            return cls(dev[0], dev[1])
+        raise UsageError(f"dev must be a DevPart or a (table, features) pair, got {type(dev).__name__}")
 
 
 @dataclass(frozen=True)
@@ -82,6 +107,9 @@ class Router(ABC):
     # "native" (the logged table and ``self.propensity`` reach ``_fit`` as they are: bandits, and routers that
     # learn nothing from training outcomes), or None: it cannot, and fitting it on logged feedback is an error.
     logged_recipe: ClassVar[str | None] = None
+    # True for routers that use a development part handed to ``fit`` (early stopping: they implement ``_fit_dev``);
+    # the others fit as they would without it
+    uses_dev: ClassVar[bool] = False
     defaults: ClassVar[dict[str, Any]] = {}
     # The allowed range of every option in ``defaults`` (scikit-learn's ``_parameter_constraints``):
     # checked once here, so a router body can trust its options. Every option must have one.
@@ -125,11 +153,19 @@ class Router(ABC):
         self.propensity: npt.NDArray[np.float64] | None = None
         # how the last fit turned logged feedback into its training table (None: full feedback or native)
         self.recipe: str | None = None
+        # what the last fit chose on its development part (``uses_dev`` routers fitted with one; None otherwise):
+        # the metric, the epoch kept, the epochs run, the patience and the development curve
+        self.early_stopping: dict[str, Any] | None = None
 
     # -- template methods ------------------------------------------------------------
-    def fit(self, train: RoutingTable | Feedback, features: Features) -> Self:
+    def fit(self, train: RoutingTable | Feedback, features: Features,
+            dev: DevPart | tuple[RoutingTable, Features] | None = None) -> Self:
         """Learn from training feedback (a training table is full feedback; :class:`Feedback` may also be logged:
         one observed actor per query with its propensity, kept as ``self.propensity``) and the query features.
+
+        ``dev`` (a :class:`DevPart`, or a ``(table, features)`` pair) is a development part of full outcomes,
+        disjoint from the training queries: a router with ``uses_dev`` stops its training there (the epoch kept is
+        in ``early_stopping``); any other router fits exactly as without it. It is checked in either case.
 
         Logged feedback reaches ``_fit`` through the router's recipe (option ``logged``, default its appendix-G
         ``logged_recipe``): :func:`routerlab.routers.logged.training_table` builds the table (and the matching
@@ -144,19 +180,42 @@ class Router(ABC):
             raise UsageError(f"{features.n} feature rows for {table.n_queries} training queries")
         if table.n_queries == 0:
             raise UsageError(f"router {self.name!r} cannot fit on an empty training set")
+        part = None if dev is None else self._checked_dev(DevPart.of(dev), table)
         self.check_applicable(feedback)
         self.feedback_kind = feedback.kind
         self.propensity = feedback.propensity
         self.recipe = self.recipe_for(feedback)
         self.actor_names = table.actor_names
+        self.early_stopping = None
         if self.recipe is not None:
             from routerlab.routers.logged import training_table
 
             table, features = training_table(feedback, features, self.recipe, self.seed,
                                              threshold=self._threshold(), router=self.name)
-        self._fit(table, features)
+        if part is not None and self.uses_dev:
+            self._fit_dev(table, features, part)
+        else:
+            self._fit(table, features)
         self._fitted = True
         return self
+
+    def _checked_dev(self, dev: DevPart, train: RoutingTable) -> DevPart:
+        """``dev`` with its hidden query columns dropped (as training's are), checked to be a non-empty part with a
+        feature row per query, the training actors, and no training query (a UsageError otherwise)."""
+        table = dev.table.visible_only() if dev.table.queries.hidden else dev.table
+        if table.n_queries == 0:
+            raise UsageError(f"router {self.name!r}: the development part is empty")
+        if dev.features.n != table.n_queries or not np.array_equal(dev.features.queries.ids, table.queries.ids):
+            raise UsageError(f"router {self.name!r}: the development features are not those of the development "
+                             f"queries ({dev.features.n} feature rows for {table.n_queries} queries)")
+        if table.actor_names != train.actor_names:
+            raise UsageError(f"router {self.name!r}: the development part has actors {table.actor_names}, the "
+                             f"training feedback {train.actor_names}")
+        shared = set(table.queries.ids.tolist()) & set(train.queries.ids.tolist())
+        if shared:
+            raise UsageError(f"router {self.name!r}: {len(shared)} development queries are also training queries "
+                             f"(first: {sorted(map(str, shared))[0]!r}); the development part must be held out")
+        return DevPart(table, dev.features)
 
     def recipe_for(self, feedback: RoutingTable | Feedback) -> str | None:
         """The recipe that turns ``feedback`` into this router's training table: None for full feedback and for
@@ -291,6 +350,11 @@ class Router(ABC):
     @abstractmethod
     def _scores(self, features: Features) -> npt.ArrayLike: ...
 
+    def _fit_dev(self, train: RoutingTable, features: Features, dev: DevPart) -> None:
+        """``_fit`` with a development part (checked by ``fit``): routers with ``uses_dev`` override it to stop
+        their training on ``dev`` and set ``early_stopping``. Default: ``_fit``, the part unused."""
+        self._fit(train, features)
+
     def _distribution(self, features: Features, scores: FloatMatrix) -> npt.ArrayLike:
         """The selection distribution given this pass's ``scores`` (default: their softmax, SPEC 4); a router
         with a distribution of its own (cluster membership, the oracle's) overrides it."""
@@ -342,7 +406,10 @@ class Router(ABC):
         return revealed
 
     def describe(self) -> dict[str, Any]:
-        return {"router": self.name, "params": dict(self.params), "seed": self.seed}
+        out = {"router": self.name, "params": dict(self.params), "seed": self.seed}
+        if self.early_stopping is not None:
+            out["early_stopping"] = self.early_stopping
+        return out
 
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={v!r}" for k, v in self.params.items())

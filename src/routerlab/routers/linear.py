@@ -22,8 +22,9 @@ from routerlab.features.base import Features
 from routerlab.metrics._arrays import column_blocks
 from routerlab.metrics.selection import oracle_choice, selection_vector
 from routerlab.routers._common import UNKNOWN_SCORE, FloatMatrix, observed_rows, prior_means
+from routerlab.routers._early_stopping import EarlyStopping
 from routerlab.routers._masked_mlp import NETWORK_CONSTRAINTS, MaskedMLP, network_from_options
-from routerlab.routers.base import Router, register
+from routerlab.routers.base import DevPart, Router, register
 
 
 def masked_ridge(
@@ -120,15 +121,21 @@ class MLPRouter(Router):
     observed cells (a numpy MLP: sklearn's MLPRegressor cannot mask unobserved targets). Options:
     ``hidden`` (default 128; RouterEval 256; RouterWorld ``1024/512/256/128``), ``epochs`` (20),
     ``lr`` (1e-3, Adam), ``batch_size`` (64), ``weight_decay`` (1e-4). Choice: RouterWorld's MLP is
-    a cross-entropy classifier; here it is the multi-output regressor with RouterWorld's sizes."""
+    a cross-entropy classifier; here it is the multi-output regressor with RouterWorld's sizes.
+
+    Early stopping (only when ``fit`` is given a development part): after each epoch the router routes the
+    development queries whose every actor is observed and measures the mean score of its choices (``dev_mu_o``,
+    what it is scored by on test); it keeps the best epoch (ties: the earlier) and stops after ``patience`` (5)
+    epochs without improvement. Without a development part it trains all ``epochs``, as before."""
 
     name = "mlp"
     logged_recipe = "correct-only"  # routerworld G.1 MLP: the correct_only subset
+    uses_dev = True
     summary = "RouterEval MLPR: MLP predicting each actor's score (hidden=128; RouterWorld 1024/512/256/128)"
     defaults: ClassVar[dict[str, Any]] = {
-        "hidden": (128,), "epochs": 20, "lr": 1e-3, "batch_size": 64, "weight_decay": 1e-4,
+        "hidden": (128,), "epochs": 20, "lr": 1e-3, "batch_size": 64, "weight_decay": 1e-4, "patience": 5,
     }
-    constraints: ClassVar[dict[str, Constraint]] = NETWORK_CONSTRAINTS
+    constraints: ClassVar[dict[str, Constraint]] = {**NETWORK_CONSTRAINTS, "patience": Interval(int, 1, None)}
 
     _net: MaskedMLP
 
@@ -136,8 +143,37 @@ class MLPRouter(Router):
         p = self.params
         self._net = network_from_options(p, "bce", self.seed).fit(features.X, train.score, train.observed)
 
+    def _fit_dev(self, train: RoutingTable, features: Features, dev: DevPart) -> None:
+        score, x_dev = dev_scored_rows(self, dev)
+        net = network_from_options(self.params, "bce", self.seed)
+        stopper = EarlyStopping("dev_mu_o", higher_is_better=True, patience=int(self.params["patience"]))
+        kept: list[list[npt.NDArray[np.float32]]] = []
+
+        def on_epoch(epoch: int) -> bool:
+            choice = net.predict(x_dev).argmax(axis=1)  # the router's argmax over its scores, as on test
+            improved, stop = stopper.update(float(score[np.arange(score.shape[0]), choice].mean()))
+            if improved:
+                kept[:] = [[w.copy() for w in net.weights], [b.copy() for b in net.biases]]
+            return stop
+
+        net.fit(features.X, train.score, train.observed, on_epoch=on_epoch)
+        net.weights, net.biases = kept
+        self._net = net
+        self.early_stopping = stopper.describe(score.shape[0], int(self.params["epochs"]))
+
     def _scores(self, features: Features) -> npt.ArrayLike:
         return self._net.predict(features.X)
+
+
+def dev_scored_rows(router: Router, dev: DevPart) -> tuple[npt.NDArray[np.float64], npt.NDArray[Any]]:
+    """The development queries a router's choices can be scored on (every actor observed, as on test): their
+    scores (n, m) and feature rows; none is a UsageError naming the router."""
+    score = np.asarray(dev.table.score, dtype=np.float64)
+    complete = ~np.isnan(score).any(axis=1)
+    if not complete.any():
+        raise UsageError(f"router {router.name!r}: no development query has every actor observed, so no epoch "
+                         "can be scored on the development part")
+    return score[complete], np.asarray(dev.features.X)[complete]
 
 
 @register

@@ -28,7 +28,8 @@ from routerlab._threads import torch_threads
 from routerlab.data.table import RoutingTable
 from routerlab.errors import DataError, UsageError
 from routerlab.features.base import Features
-from routerlab.routers.base import register
+from routerlab.routers._early_stopping import EarlyStopping
+from routerlab.routers.base import DevPart, register
 from routerlab.routers.two_model import TwoModelRouter, small_good_enough_labels
 
 if TYPE_CHECKING:
@@ -41,10 +42,11 @@ INSTALL_HINT = "pip install torch==2.13.0"
 CHUNK_ROWS = 256  # rows cast to float32 at a time (256 x 29 x 1536 floats = 46 MB)
 
 PROBE_DEFAULTS: dict[str, Any] = {
-    "epochs": 50, "lr": 1e-4, "batch_size": 32, "weight_decay": 0.0, "standardize": False,
+    "epochs": 50, "lr": 1e-4, "batch_size": 32, "weight_decay": 0.0, "standardize": False, "patience": 5,
 }
 PROBE_CONSTRAINTS: dict[str, Constraint] = {
     "epochs": Interval(int, 1, None),
+    "patience": Interval(int, 1, None),
     "lr": Interval(float, 0, None, closed="neither"),
     "batch_size": Interval(int, 1, None),
     "weight_decay": Interval(float, 0, None),
@@ -111,9 +113,17 @@ def layer_statistics(hidden: npt.NDArray[Any], first: int, ids: npt.NDArray[np.o
 
 class HiddenStateProbe(TwoModelRouter):
     """A linear head on a weighted sum of the small model's per-layer hidden states (module docstring). Subclasses
-    say which layers (``_first_layer``) and how they are weighted (``_train``)."""
+    say which layers (``_first_layer``) and how they are weighted (``_train``).
+
+    Early stopping (only when ``fit`` is given a development part, whose queries need both models' outcomes): after
+    each epoch the probe scores the development queries with its inference weights and measures its training loss
+    there (``dev_bce``: binary cross-entropy of s against "the small model is good enough"; the probe's score is
+    read at every threshold, so its loss, not one threshold's routing, is what it is for); it keeps the epoch of
+    the lowest loss and stops after ``patience`` (5) epochs without improvement. Without one it trains all
+    ``epochs``, as before."""
 
     summary = "two-model probe on the small model's hidden states (base)"
+    uses_dev = True
     reads_signals = ("hidden",)
     defaults: ClassVar[dict[str, Any]] = dict(PROBE_DEFAULTS)
     constraints: ClassVar[dict[str, Constraint]] = dict(PROBE_CONSTRAINTS)
@@ -125,6 +135,10 @@ class HiddenStateProbe(TwoModelRouter):
     _weights: F64  # inference layer weights over the used layers
     _first: int  # the first used layer
     _shape: tuple[int, int]  # (layers, dim) of the training signal
+    _dev: DevPart | None = None  # the development part while a fit with one runs
+    _dev_labels: F64  # its "small good enough" labels (0/1)
+    _stopping: tuple[EarlyStopping, dict[str, Any]]  # the running fit's curve and best parameters
+    _state_names: ClassVar[tuple[str, ...]] = ("head_weight", "head_bias", "_weights")  # what an epoch's fit is
 
     def _first_layer(self, n_layers: int) -> int:
         """The first layer the probe reads (it reads every layer from there to the last)."""
@@ -161,6 +175,50 @@ class HiddenStateProbe(TwoModelRouter):
             raise UsageError(f"router {self.name!r}: training diverged (non-finite parameters); lower lr "
                              f"(now {self.params['lr']}) or set standardize=true")
 
+    def _fit_dev(self, train: RoutingTable, features: Features, dev: DevPart) -> None:
+        labels = small_good_enough_labels(dev.table)
+        hidden_signal(dev.features, self.name)  # the development queries carry the signal (one line if not)
+        self._dev, self._dev_labels = dev, labels.astype(np.float64)
+        try:
+            self._fit(train, features)
+        finally:
+            self._dev = None
+
+    def _epoch_hook(self, capture: Callable[[], None]) -> Callable[[int], bool] | None:
+        """With a development part, what :func:`_descend` calls before training and after each epoch: ``capture``
+        writes the current tensors into the probe's inference parameters, the development loss is measured, the
+        best epoch's parameters kept (:meth:`_finish_training` restores them); True = patience has run out."""
+        dev = self._dev
+        if dev is None:
+            return None
+        stopper = EarlyStopping("dev_bce", higher_is_better=False, patience=int(self.params["patience"]))
+        y = self._dev_labels
+        kept: dict[str, Any] = {}
+
+        def hook(epoch: int) -> bool:
+            capture()
+            state = {k: np.copy(getattr(self, k)) for k in self._state_names}
+            finite = all(np.isfinite(v).all() for v in state.values())
+            s = self._small_score(dev.features) if finite else None
+            loss = float(np.mean(np.logaddexp(0.0, s) - y * s)) if s is not None else float("nan")
+            improved, stop = stopper.update(loss)
+            if improved:
+                kept.clear()
+                kept.update(state)
+            return stop
+
+        self._stopping = (stopper, kept)
+        return hook
+
+    def _finish_training(self) -> None:
+        """After a fit with a development part: the best epoch's parameters back, and the record of the choice."""
+        if self._dev is None:
+            return
+        stopper, kept = self._stopping
+        for k, v in kept.items():
+            setattr(self, k, v.item() if v.ndim == 0 else v)
+        self.early_stopping = stopper.describe(int(self._dev_labels.shape[0]), int(self.params["epochs"]))
+
     def _train(self, torch: Any, hidden: npt.NDArray[Any], labels: npt.NDArray[np.bool_],
                generator: torch.Generator) -> None:
         """Fixed layer weights (``_fixed_weights``): fuse each row once, chunk by chunk, then fit the head."""
@@ -169,8 +227,10 @@ class HiddenStateProbe(TwoModelRouter):
         x = torch.from_numpy(fused)
         head, bias = _new_head(torch, fused.shape[1])
         optimizer = self._optimizer(torch, head, bias, [])
-        _descend(torch, self.params, labels, generator, optimizer, lambda rows: x[rows] @ head + bias)
+        _descend(torch, self.params, labels, generator, optimizer, lambda rows: x[rows] @ head + bias,
+                 self._epoch_hook(lambda: self._keep_head(head, bias)))
         self._keep_head(head, bias)
+        self._finish_training()
 
     def _fixed_weights(self, used: int) -> F64:
         """The fixed inference (and training) weights over the ``used`` layers; probes that learn them override
@@ -243,12 +303,17 @@ def _new_head(torch: Any, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _descend(torch: Any, params: dict[str, Any], labels: npt.NDArray[np.bool_], generator: torch.Generator,
-             optimizer: Any, logits: Callable[[torch.Tensor], torch.Tensor]) -> None:
-    """``epochs`` passes of mini-batch BCE-with-logits descent over the rows, shuffled by ``generator``."""
+             optimizer: Any, logits: Callable[[torch.Tensor], torch.Tensor],
+             on_epoch: Callable[[int], bool] | None = None) -> None:
+    """``epochs`` passes of mini-batch BCE-with-logits descent over the rows, shuffled by ``generator``;
+    ``on_epoch(k)`` (before training, k = 0, and after each epoch k) returning True stops there. It draws from
+    no torch generator, so the epochs run are those of a descent without it."""
     n = labels.shape[0]
     y = torch.from_numpy(labels.astype(np.float32))
     size = int(params["batch_size"])
-    for _ in range(int(params["epochs"])):
+    if on_epoch is not None and on_epoch(0):
+        return
+    for epoch in range(1, int(params["epochs"]) + 1):
         order = torch.randperm(n, generator=generator)
         for start in range(0, n, size):
             rows = order[start:start + size].sort().values  # a batch is read in row order (memory locality)
@@ -256,6 +321,8 @@ def _descend(torch: Any, params: dict[str, Any], labels: npt.NDArray[np.bool_], 
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
+        if on_epoch is not None and on_epoch(epoch):
+            return
 
 
 @register
@@ -272,6 +339,7 @@ class ProbeDirichlet(HiddenStateProbe):
 
     log_concentration: float  # the learned b0: sum(alpha) = exp(b0)
     _theta: F64
+    _state_names: ClassVar[tuple[str, ...]] = ("head_weight", "head_bias", "_weights", "log_concentration", "_theta")
 
     def _train(self, torch: Any, hidden: npt.NDArray[Any], labels: npt.NDArray[np.bool_],
                generator: torch.Generator) -> None:
@@ -293,12 +361,16 @@ class ProbeDirichlet(HiddenStateProbe):
             w = torch.distributions.Dirichlet(alpha.expand(x.shape[0], used)).rsample()
             return (w * per_layer).sum(dim=1) + bias
 
-        _descend(torch, self.params, labels, generator, optimizer, logits)
-        self._keep_head(head, bias)
-        self.log_concentration = float(b0.detach())
-        self._theta = theta.detach().numpy().astype(np.float64)
-        alpha = self.concentration()
-        self._weights = alpha / alpha.sum()
+        def capture() -> None:  # the inference parameters of the tensors as they stand (eq. 15's mean weights)
+            self._keep_head(head, bias)
+            self.log_concentration = float(b0.detach())
+            self._theta = theta.detach().numpy().astype(np.float64)
+            alpha = self.concentration()
+            self._weights = alpha / alpha.sum()
+
+        _descend(torch, self.params, labels, generator, optimizer, logits, self._epoch_hook(capture))
+        capture()
+        self._finish_training()
 
     def concentration(self) -> F64:
         """alpha = exp(b0) softmax(theta) over the used layers (from layer 0 with layers=all, else from layer 1)."""
