@@ -62,6 +62,11 @@ def test_cold_start_and_voyager(table: RoutingTable) -> None:
     names = evaluation_names(vg)
     for round_ in vg["rounds"]:
         names |= evaluation_names(round_)
+    # with a development part, the checkpoint each round deploys is recorded too
+    from routerlab.protocols.base import run_protocol
+
+    names |= {r.metric for r in run_protocol("voyager", table, {"rounds": 2, "n_boot": N_BOOT, "dev": 0.2},
+                                             routers=ROUTERS).records}
     assert names == catalogued("voyager") - {"aiq"} and "aiq" in catalogued("cold-start")  # voyager has no sweep
 
 
@@ -136,6 +141,12 @@ def test_two_model() -> None:
         if r.get("versus"):
             v = r["versus"]
             names |= _cell_names([*v["datasets"].values(), v["id_mean"], v["ood_mean"]])
+    # with a development part, the operating point fixed on it for a call rate
+    from routerlab.protocols.base import run_protocol
+
+    names |= {r.metric for r in run_protocol(
+        "two-model", synthetic(), {"small": "S", "large": "L", "ood_datasets": ["c"], "split": "given", "dev": 0.25,
+                                   "call_rate": 0.3, "n_boot": N_BOOT}, routers=["best-single", "knn:k=5"]).records}
     assert names == catalogued("two-model")
 
 

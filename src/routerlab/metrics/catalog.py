@@ -294,7 +294,18 @@ _BASE: tuple[Metric, ...] = (
            f"large model less ({cite('6')})", ("two-model",), title="high-band call rate"),
     Metric("call_rate", "call rate", "share in [0, 1]", "none", "6",
            "share of the queries a two-model router sends to the large model at a threshold fixed on development "
-           f"queries (routerlab choose; {cite('6')})", ("choose",), title="share sent to the large model"),
+           f"queries (routerlab choose, two-model --dev; {cite('6')})", ("choose", "two-model"),
+           title="share sent to the large model"),
+    Metric("phi_at_call_rate", "Phi@rate", "score in [0, 1]", "higher", "6",
+           "mean score of the answers a two-model router gives on the test queries when its threshold is fixed on "
+           f"development queries for the target call rate (two-model --dev --call-rate; {cite('6')})",
+           ("two-model",), title="Phi at the call rate fixed on dev"),
+    Metric("checkpoint_round", "checkpoint", "round", "none", "5",
+           "the Voyager round whose fit a router deploys at this round: the one with the highest mu_o on the "
+           f"development queries (voyager --dev; {cite('5')})", ("voyager",), title="round of the chosen checkpoint"),
+    Metric("dev_mu_o", "dev mu_o", "score in [0, 1]", "higher", "5",
+           "mu_o of the deployed checkpoint on the development queries, on which Voyager chose it (voyager --dev; "
+           f"{cite('5')})", ("voyager",), title="mu_o on the development part"),
     Metric("auc", "AUC", "score in [0, 1]", "higher", "6",
            f"area under the call-rate curve Phi over call rates 0 to 1, in score units [0, 1] ({cite('6')})",
            ("two-model",), title="area under Phi"),
