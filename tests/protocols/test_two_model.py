@@ -346,3 +346,16 @@ def test_datasets_with_too_few_queries_get_no_interval() -> None:
     knn = next(r for r in result["results"] if r["router"] == "knn:k=5")
     assert all(math.isnan(x) for x in knn["versus"]["datasets"]["a"]["lpm_diff_ci"])
     assert not math.isnan(knn["versus"]["datasets"]["c"]["lpm_diff_ci"][0])
+
+
+def test_probes_stop_on_the_development_part_with_their_signals(table: RoutingTable, tmp_path: Path) -> None:
+    """two-model --dev: the probes (and every router that trains by epochs) get the development queries, their
+    hidden states attached, and report the epoch they kept; the other routers fit as without it."""
+    npz = _write_signals(tmp_path / "signals.npz", table)
+    result = run_two_model(table, "S", "L", ["probe-final:lr=0.01,epochs=30", "best-single"], signals=npz,
+                           ood_datasets=["c"], split="given", n_boot=50, dev=0.3, call_rate=0.3)
+    d = {r["router"]: r for r in result.to_dict()["results"]}
+    es = d["probe-final:lr=0.01,epochs=30"]["early_stopping"]
+    assert es["n_dev"] == result.to_dict()["split"]["n_dev"] and 0 <= es["best_epoch"] <= es["epochs_run"] <= 30
+    assert "early_stopping" not in d["best-single"]
+    assert result.result("probe-final:lr=0.01,epochs=30").id_mean["auroc"] > 0.75

@@ -77,7 +77,16 @@ def results_text(result: dict[str, Any], metrics: tuple[str, ...] = SHOWN_METRIC
                                                                                             strict=True)))
     lines.append("")  # one legend under the metrics' tables: they share their columns
     lines += legend_line([*(label(m) for m in metrics), "ID avg", *(["OOD avg"] if oods else [])])
-    return "\n".join(lines + operating_point_lines(result))
+    return "\n".join(lines + operating_point_lines(result) + early_stopping_lines(result))
+
+
+def early_stopping_lines(result: dict[str, Any]) -> list[str]:
+    """With a development part: one line per router that trained by epochs, the epoch it kept there."""
+    from routerlab.reports.evaluation import early_stopping_line
+
+    found = [early_stopping_line(r["router"], r["early_stopping"]) for r in result["results"]
+             if r.get("early_stopping")]
+    return ["", *found] if found else []
 
 
 def operating_point_lines(result: dict[str, Any]) -> list[str]:

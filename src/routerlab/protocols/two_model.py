@@ -70,7 +70,7 @@ from routerlab.protocols.base import (
     setting,
 )
 from routerlab.protocols.full import RouterLike, applicable_routers, featurize, interval, router_label
-from routerlab.routers.base import Router
+from routerlab.routers.base import DevPart, Router
 from routerlab.routers.two_model import TwoModelRouter, two_model_score
 
 FloatArray = npt.NDArray[np.float64]
@@ -98,6 +98,8 @@ class TwoModelRouterResult:
     versus: dict[str, Any] | None = None  # paired differences against the run's reference router (compare_to)
     # with a development part: the threshold for the target call rate fixed on it and what it does on test
     operating_point: dict[str, Any] | None = None
+    # with a development part, for a router that trains by epochs (the probes, mlp, barp): the epoch it kept there
+    early_stopping: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {"router": self.spec, "datasets": self.datasets, "id_mean": self.id_mean, "ood_mean": self.ood_mean,
@@ -106,6 +108,8 @@ class TwoModelRouterResult:
             out["versus"] = self.versus
         if self.operating_point is not None:
             out["operating_point"] = self.operating_point
+        if self.early_stopping is not None:
+            out["early_stopping"] = self.early_stopping
         return out
 
 
@@ -470,9 +474,17 @@ def run_two_model(
     scores: dict[str, FloatArray] = {}
     dev_scores: dict[str, FloatArray] = {}
     seconds: dict[str, float] = {}
+    stopped: dict[str, dict[str, Any]] = {}
+    # routers that train by epochs (the probes, mlp, barp) stop on the development part (its signals attached too)
+    dev_part = None if fdev is None else DevPart(pair.select_queries(dev_rows), fdev)
     for spec, router in track(chosen, "two-model: router", unit="router", label=lambda item: item[0]):
         t0 = time.perf_counter()
-        router.fit(train, ftrain)
+        if dev_part is not None and router.uses_dev:
+            router.fit(train, ftrain, dev=dev_part)
+            if router.early_stopping is not None:
+                stopped[spec] = router.early_stopping
+        else:
+            router.fit(train, ftrain)
         if router.uses_test_labels:  # a bound: the only routers handed the test outcomes
             router.reveal(evaluation)
         elif fdev is not None:  # a bound reads the outcomes of what it routes: no threshold fixed on dev for it
@@ -504,6 +516,7 @@ def run_two_model(
                     if compare_to is not None and compare_to in cells and spec != compare_to else None),
             operating_point=(operating_point(spec, dev_scores[spec], scores[spec], evaluation, id_names, ood_names,
                                              rate, int(n_boot), int(seed)) if spec in dev_scores else None),
+            early_stopping=stopped.get(spec),
         ))
     return result
 
