@@ -550,6 +550,9 @@ def choose(table: RoutingTable, routers: Sequence[RouterLike], settings: ChooseS
         predicted[f"{m}_sd"] = _sd(dv, m, pick)
         predicted[f"{m}_ci"] = (list(prediction_interval(value, predicted[f"{m}_sd"], n_dev, n_test))
                                 if enough else None)
+    if kind == "call_rate" and s.pace_band is not None and enough:  # the controller bounds the rate, not chance
+        bound_ = s.pace_band + 1.0 / n_test
+        predicted["call_rate_ci"] = [max(0.0, target - bound_), min(1.0, target + bound_)]
     realized = {m: float(tv.values[m][:, pick].mean()) for m in MEASURES if m in tv.values}
     if kind == "call_rate":
         realized["call_rate_gap"] = realized["call_rate"] - target
@@ -590,7 +593,9 @@ def describe_point(point: dict[str, Any] | None) -> str:
         t = point["threshold"]
         text = "every query to the large model" if t is None else f"threshold {t:.4g}"
         share = point.get("tie_share", 0.0)
-        return text + (f" (tie share {share:.2f})" if share and 0 < share < 1 else "")
+        text += f" (tie share {share:.2f})" if share and 0 < share < 1 else ""
+        band = point.get("pace_band")
+        return text + (f", paced +-{band:g}" if band is not None else "")
     return f"lambda {point['lambda']:.4g} on {point['by']}"
 
 
