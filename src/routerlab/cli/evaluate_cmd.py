@@ -42,6 +42,12 @@ def _nboot_help() -> str:
     return f"Bootstrap resamples per 95% interval ({MIN_BOOT}..{MAX_BOOT:,})."
 
 
+def _full(name: str) -> str:
+    from routerlab.protocols.full import FullSettings
+
+    return option_help(FullSettings, name)
+
+
 def _scaling(name: str) -> str:
     from routerlab.protocols.scaling import ScalingSettings
 
@@ -96,6 +102,9 @@ def evaluate_cmd(
         help="voyager: number of rounds T = chunks of the training split (>= 2; default 5).")] = None,
     order: Annotated[str | None, typer.Option(
         help="voyager: chunk the training split in its given order or a seeded shuffle (default given).")] = None,
+    answerable_only: Annotated[bool, typer.Option(
+        "--answerable-only", metavar="", help=_full("answerable_only"))] = False,
+    reference: Annotated[str | None, typer.Option(metavar="ACTOR|PERF", help=_full("reference"))] = None,
     as_json: Annotated[bool, json_option()] = False,
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", help="Directory for the JSON record, per-query choices and plots.")] = None,
@@ -117,7 +126,8 @@ def evaluate_cmd(
     # one check of every setting, the same as from an experiment file or Python; an option of another
     # protocol is an error naming it, not silently ignored
     settings = proto.Settings.from_cli(split=split, encoder=encoder, n_boot=n_boot, sweep=sweep,
-                                       compare_to=compare_to, logging=logging, rounds=rounds, order=order)
+                                       compare_to=compare_to, logging=logging, rounds=rounds, order=order,
+                                       answerable_only=answerable_only or None, reference=reference)
     specs = router_specs(routers)
     resolve_compare_to(compare_to, specs, option="--compare-to")
     if output is not None:

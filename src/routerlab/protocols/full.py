@@ -35,7 +35,7 @@ from routerlab.features.base import Features
 from routerlab.features.registry import Encoder
 from routerlab.metrics._arrays import row_blocks
 from routerlab.metrics.bounds import best_single_actor
-from routerlab.metrics.latency import oracle_best_of_n
+from routerlab.metrics.latency import answerable, oracle_best_of_n
 from routerlab.metrics.registry import Policy, evaluate_choices
 from routerlab.metrics.selection import expected_per_query, expected_shares, selection_shares, shares_collapsed
 from routerlab.progress import task, track
@@ -203,6 +203,8 @@ def evaluate(
     sweep: str | None = None,
     lambdas: npt.ArrayLike | None = None,
     compare_to: str | None = "auto",
+    answerable_only: bool = False,
+    reference: str | float | None = None,
 ) -> Evaluation:
     """Fit each router on the train split and evaluate it on the test split (full observability).
 
@@ -214,6 +216,10 @@ def evaluate(
     option or an inapplicable router costs no training time. ``compare_to`` names the router of the
     run the others are compared with (paired bootstrap); "auto" is best-single when it is in the run,
     None switches the comparison off; it names a router by its label (:func:`router_label`).
+    ``answerable_only`` scores only the test queries some actor answers correctly (SPEC 5's answerable view; the
+    others are counted in ``extra["answerable_only"]``); ``reference`` adds V_R (SPEC 4): an actor of the table
+    (Perf = its mean on the evaluated test queries) or a number (a published Perf(reference)), see
+    :func:`resolve_reference`.
 
     ``router_specs`` may mix spec strings and :class:`Router` instances. An instance is fitted in
     place (so it can be used after the run) and keeps its own seed when it was given one
@@ -235,6 +241,7 @@ def evaluate(
     chosen, skipped = applicable_routers(router_specs, train, seed, skip_inapplicable)
     bench = make_bench(sp, train, test, encoder=encoder, cache_dir=cache_dir, features=features)
     del test  # the bench holds the evaluable test rows (a copy when some rows were incomplete)
+    bench, views = with_views(bench, answerable_only, reference)
     results, fair = run_routers(chosen, train, bench, "evaluate", skipped=skipped,
                                 skip_inapplicable=skip_inapplicable, from_objects=from_objects, seed=seed,
                                 n_boot=n_boot, sweep=sweep, lambdas=lambdas)
@@ -244,7 +251,8 @@ def evaluate(
         provenance=bench.provenance(record, seed),
         results=results, oracle_best_of_n=bon,
         test_ids=bench.test.queries.ids, actor_names=bench.test.actor_names, excluded_test_queries=bench.excluded,
-        extra={**({"notes": bench.notes} if bench.notes else {}), **({"skipped": skipped} if skipped else {})},
+        extra={**({"notes": bench.notes} if bench.notes else {}), **({"skipped": skipped} if skipped else {}),
+               **views},
     )
 
 
@@ -268,6 +276,10 @@ class Bench:
     best: int
     excluded: int
     notes: list[str]
+    # V_R's reference (SPEC 4; :func:`with_views`): an actor's index (Perf = its mean on the evaluated queries,
+    # resampled with the router's), or a given number Perf(reference); both None = no V_R
+    reference_actor: int | None = None
+    reference_value: float | None = None
 
     def provenance(self, table: RoutingTable | Provenance, seed: int) -> Provenance:
         """The run record of an evaluation on this bench (SPEC 7). ``table`` is the split table, or a record
@@ -301,6 +313,70 @@ def make_bench(sp: Split, train: RoutingTable, test: RoutingTable, *, encoder: s
                      omitted)
 
 
+ANSWERABLE_THRESHOLD = 0.5
+"""SPEC 5's correctness threshold: a query is answerable when some actor scores at least this on it."""
+
+
+def with_views(bench: Bench, answerable_only: bool = False, reference: str | float | None = None
+               ) -> tuple[Bench, dict[str, Any]]:
+    """The bench cut to its answerable test queries (``answerable_only``: some actor scores >= 0.5, SPEC 5) and
+    given V_R's reference (SPEC 4; :func:`resolve_reference`), with what the run record says of both:
+    ``{"answerable_only": {"threshold", "answerable", "unanswerable"}, "reference": {...}}``. Routers then route,
+    and every metric, paired comparison and Oracle(Best-of-N) is taken on, the same queries."""
+    views: dict[str, Any] = {}
+    if answerable_only:
+        keep = answerable(bench.test.score, ANSWERABLE_THRESHOLD)
+        n_keep = int(keep.sum())
+        views["answerable_only"] = {"threshold": ANSWERABLE_THRESHOLD, "answerable": n_keep,
+                                    "unanswerable": int(keep.size - n_keep)}
+        if n_keep == 0:
+            raise UsageError(f"answerable-only: no evaluated test query has an actor scoring >= "
+                             f"{ANSWERABLE_THRESHOLD:g}; nothing is left to evaluate")
+        if n_keep < keep.size:
+            test = bench.test.select_queries(keep)
+            bench = replace(bench, test=test, ftest=Features(bench.ftest.X[keep], test, bench.ftest.encoder),
+                            latency=None if bench.latency is None else bench.latency[keep],
+                            cost=None if bench.cost is None else bench.cost[keep])
+    if reference is not None:
+        actor, value = resolve_reference(reference, bench.test.actor_names)
+        if actor is not None:
+            perf = float(np.mean(bench.test.score[:, actor], dtype=np.float64))
+            if perf == 0:
+                raise UsageError(f"reference {bench.test.actor_names[actor]!r}: its mean score on the evaluated "
+                                 "test queries is 0, so V_R = mu_o / Perf(reference) is undefined")
+            views["reference"] = {"actor": bench.test.actor_names[actor], "perf": perf}
+        else:
+            views["reference"] = {"value": value, "perf": value}
+        bench = replace(bench, reference_actor=actor, reference_value=value)
+    return bench, views
+
+
+def resolve_reference(reference: str | float, actors: Sequence[str]) -> tuple[int | None, float | None]:
+    """V_R's reference (SPEC 4) as (actor index, None) or (None, number): an actor's name of the table (an exact
+    name wins), else a finite non-zero number, Perf(reference) as a paper reports it (RouterEval's GPT-4 row); any
+    other text is a UsageError naming it and listing the actors."""
+    if isinstance(reference, str):
+        text = reference.strip()
+        if text in actors:
+            return list(actors).index(text), None
+        try:
+            value = float(text)
+        except ValueError:
+            import difflib
+
+            close = difflib.get_close_matches(text, list(actors), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            shown = ", ".join(actors[:20]) + ("" if len(actors) <= 20 else f", ... ({len(actors)} in all)")
+            raise UsageError(f"reference {text!r} is neither an actor of this table nor a number; {hint}its "
+                             f"actors: {shown}") from None
+    else:
+        value = float(reference)
+    if not math.isfinite(value) or value == 0:
+        raise UsageError(f"reference {reference!r}: Perf(reference) must be a finite, non-zero number (V_R = mu_o "
+                         "/ Perf(reference))")
+    return None, value
+
+
 def fit_router(router: Router, train: RoutingTable | Feedback, ftrain: Features, bench: Bench) -> float:
     """Fit ``router`` on ``train`` (the training table = full feedback, or a logged :class:`Feedback`) with
     ``ftrain``, the features of its queries, and hand a bound (``uses_test_labels``) the bench's test outcomes;
@@ -331,6 +407,7 @@ def score_router(spec: str, router: Router, bench: Bench, *, fit_seconds: float,
     values = evaluate_choices(
         test.score, choice, latency=bench.latency, cost=bench.cost, distribution=dist,
         best_single=bench.best, seed=seed, n_boot=n_boot, policy=policy, acting=acting,
+        reference=bench.reference_value, reference_actor=bench.reference_actor,
     )
     m = test.n_actors
     deployed = None
@@ -412,7 +489,8 @@ def compare_and_bound(results: list[RouterResult], fair: list[bool], bench: Benc
     picks = [r.choice for r, ok in zip(results, fair, strict=True) if ok] or [r.choice for r in results]
     bon_choice = oracle_best_of_n(bench.test.score, bench.latency, np.stack(picks), bench.cost)
     bon = evaluate_choices(bench.test.score, bon_choice, latency=bench.latency, cost=bench.cost,
-                           best_single=bench.best, seed=seed, n_boot=n_boot)
+                           best_single=bench.best, seed=seed, n_boot=n_boot, reference=bench.reference_value,
+                           reference_actor=bench.reference_actor)
     return {k: float(v[0]) for k, v in bon.items()}
 
 
@@ -543,9 +621,29 @@ class EvaluationSettings(ProtocolSettings):
 SWEEP_HELP = "also sweep lambda in score - lambda * penalty: cost or latency (none = off)"
 
 
+ANSWERABLE_HELP = ("score only the test queries some actor answers correctly (score >= 0.5; the answerable view "
+                   "of RouterWorld, section 4.4); the others are counted")
+REFERENCE_HELP = ("add V_R = mu_o / Perf(reference) (RouterEval, section 5.1): an actor of the table (its mean on the "
+                  "evaluated test queries) or a number (a published Perf(reference)); none = off")
+
+
+def _check_reference(value: str) -> str:
+    """A reference is an actor's name (checked against the table when the run starts) or a finite, non-zero
+    number; text that reads as a number must be one (``nan``, ``inf`` and ``0`` are refused here)."""
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    if not math.isfinite(number) or number == 0:
+        raise UsageError(f"must be an actor's name or a finite, non-zero number, got {value!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class FullSettings(EvaluationSettings):
     sweep: str | None = setting(None, SWEEP_HELP, Options({"cost", "latency"}))
+    answerable_only: bool = setting(False, ANSWERABLE_HELP)
+    reference: str | None = setting(None, REFERENCE_HELP, check=_check_reference)
 
 
 def router_records(results: Sequence[RouterResult | dict[str, Any]], bon: dict[str, float], slice: str = ""
@@ -613,5 +711,6 @@ class FullObservability(Protocol):
         del table
         ev = evaluate(held.pop(), list(routers), split=sp, encoder=s.encoder, seed=seed, n_boot=s.n_boot,
                       features=features, skip_inapplicable=s.skip_inapplicable, sweep=s.sweep,
-                      compare_to=s.compare_to, cache_dir=context.cache_dir if context else None)
+                      compare_to=s.compare_to, cache_dir=context.cache_dir if context else None,
+                      answerable_only=s.answerable_only, reference=s.reference)
         return evaluation_result(self.name, ev, s)
