@@ -92,6 +92,20 @@ def test_hand_computed_counts_and_means() -> None:
     assert any("fewer than 30 evaluated test queries (x, y)" in n for n in ev.extra["notes"])
 
 
+@pytest.mark.filterwarnings("ignore::routerlab.metrics.bootstrap.FewQueriesWarning")
+def test_answerable_only_counts_its_cut_apart() -> None:
+    """With --answerable-only the unanswerable test queries (y's last: no actor scores >= 0.5) are counted per
+    dataset apart from those with an unobserved cell, and the identity holds on the queries evaluated."""
+    ev = evaluate(hand_table(), ["best-single", "oracle"], by="dataset", n_boot=N_BOOT, answerable_only=True)
+    assert ev.extra["breakdown"]["datasets"] == {"x": {"n": 3, "excluded": 1, "unanswerable": 0},
+                                                 "y": {"n": 4, "excluded": 0, "unanswerable": 1}}
+    assert ev.extra["breakdown"]["n_evaluated"] == 7 == ev.extra["answerable_only"]["answerable"]
+    single = _result(ev, "best-single")
+    assert single.by_dataset is not None and single.by_dataset["y"]["metrics"]["mu_o"] == pytest.approx(2 / 4)
+    weighted = sum(d["n"] * d["metrics"]["mu_o"] for d in single.by_dataset.values()) / 7
+    assert abs(weighted - single.metrics["mu_o"]) < 1e-12
+
+
 def test_without_by_nothing_changes() -> None:
     """The default adds no key, and the overall numbers are the same with and without the breakdown."""
     table = demo(300, seed=2)

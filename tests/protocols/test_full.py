@@ -18,7 +18,7 @@ from routerlab.protocols.full import evaluate
 from routerlab.routers import routers
 
 ZOO = [n for n, c in routers().items()  # prompted and the two-model routers (two actors): own tests
-       if n not in {"largest", "fastest", "smallest", "cheapest"} and not c.needs_backend
+       if n not in {"largest", "fastest", "smallest", "cheapest", "fixed"} and not c.needs_backend
        and not getattr(c, "two_model", False)]
 
 

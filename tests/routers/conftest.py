@@ -24,6 +24,7 @@ SMALL: dict[str, dict[str, Any]] = {
     "probe-dirichlet": {"epochs": 5},
     "probe-mean": {"epochs": 5},
     "probe-final": {"epochs": 5},
+    "fixed": {"actor": "large-120b"},  # fixed has no default actor: a demo actor
 }
 
 

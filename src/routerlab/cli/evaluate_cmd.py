@@ -49,6 +49,12 @@ def _by_help() -> str:
     return option_help(FullSettings, "by")
 
 
+def _full(name: str) -> str:
+    from routerlab.protocols.full import FullSettings
+
+    return option_help(FullSettings, name)
+
+
 def _scaling(name: str) -> str:
     from routerlab.protocols.scaling import ScalingSettings
 
@@ -110,6 +116,9 @@ def evaluate_cmd(
              "part: full: mlp, barp and the probes stop training on it (the epoch kept is shown); voyager: each "
              "round deploys the checkpoint with the highest mu_o on it (docs/early-stopping.md, "
              "docs/partial-observability.md).")] = None,
+    answerable_only: Annotated[bool, typer.Option(
+        "--answerable-only", metavar="", help=_full("answerable_only"))] = False,
+    reference: Annotated[str | None, typer.Option(metavar="ACTOR|PERF", help=_full("reference"))] = None,
     as_json: Annotated[bool, json_option()] = False,
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", help="Directory for the JSON record, per-query choices and plots.")] = None,
@@ -132,7 +141,8 @@ def evaluate_cmd(
     # protocol is an error naming it, not silently ignored
     settings = proto.Settings.from_cli(split=split, encoder=encoder, n_boot=n_boot, sweep=sweep,
                                        compare_to=compare_to, logging=logging, rounds=rounds, order=order,
-                                       by=by, dev=dev)
+                                       by=by, dev=dev, answerable_only=answerable_only or None,
+                                       reference=reference)
     specs = router_specs(routers)
     resolve_compare_to(compare_to, specs, option="--compare-to")
     if output is not None:

@@ -131,9 +131,10 @@ _BASE: tuple[Metric, ...] = (
            f"train), a ratio without unit; above 1 beats always calling it ({cite('4')})", _EVAL,
            title="mu_o / the best single actor's score"),
     Metric("v_r", "V_R", "ratio", "higher", "4",
-           "mu_o divided by a given reference performance Perf(reference), a ratio without unit; above 1 beats "
-           f"the reference ({cite('4')}; computed when a reference is given, which no protocol does yet)",
-           title="mu_o / the reference's score"),
+           "mu_o divided by a reference performance Perf(reference), a ratio without unit; above 1 beats the "
+           "reference: an actor of the table (its mean score on the same test queries, resampled with the router's) "
+           f"or a number a paper reports ({cite('4')}; only when a reference is given, evaluate --reference)",
+           ("full",), title="mu_o / the reference's score"),
     Metric("e_p", "E_p", "bits", "none", "4",
            "mean entropy, in bits, of the router's selection distribution per query: 0 = certain of one actor, "
            f"log2(m) = uniform over m actors ({cite('4')})", _EVAL, symbol="bits",
@@ -424,6 +425,11 @@ _TERMS: tuple[Term, ...] = (
     Term("best single actor", "best single actor", "4",
          "the actor with the highest mean score on the training split, always called; its mean test score, in "
          f"[0, 1], is the baseline a router must beat ({cite('4')})"),
+    Term("best-per-dataset", "best-per-dataset", "4",
+         "the router that calls, for each query, the actor with the highest mean training score on that query's "
+         "dataset (OpenRouterBench's Max Expert; a dataset unseen in training gets the best single actor); a "
+         "router's gain over it, in points of mu_o with a paired 95% interval, is what it adds beyond knowing the "
+         f"dataset ({cite('4', '7')})", title="the best training actor of each query's dataset"),
     Term("random", "random", "4",
          "mean over the test queries of the mean actor score, in [0, 1]: a uniformly random choice, in "
          f"expectation ({cite('4')})"),

@@ -78,6 +78,9 @@ class MetricInputs:
     # distribution, or the router's own acting one (r_o(p)); None under the argmax policy
     acting: FloatArray | None = None
     reference: float | None = None
+    # V_R's reference as an actor of the table (its index): Perf(reference) is then that actor's mean score on the
+    # same queries, resampled with the router's (a ratio of means, as V_B); ``reference`` holds its point value
+    reference_actor: int | None = None
     best_single: int | None = None
     threshold: float = 0.5
     nan_policy: ScoreNanPolicy = "raise"
@@ -97,6 +100,13 @@ class MetricInputs:
         if self.latency is None:
             raise ValueError("latency is required")
         return latency_ranks(self.score, self.choice, self.latency, self.threshold, self.nan_policy)
+
+    @cached_property
+    def reference_scores(self) -> FloatArray:
+        """Per query, the score of V_R's reference actor (``reference_actor``) after the NaN rule."""
+        assert self.reference_actor is not None
+        fixed = as_choice(np.full(self.score.shape[0], self.reference_actor, dtype=np.intp), *self.score.shape)
+        return chosen_scores(self.score, fixed, self.nan_policy)
 
     @cached_property
     def best_single_scores(self) -> FloatArray:
@@ -210,6 +220,8 @@ def _v_b_cells(inputs: MetricInputs, rows: slice) -> PerQuery:
 
 def _v_r_cells(inputs: MetricInputs, rows: slice) -> PerQuery:
     assert inputs.reference is not None
+    if inputs.reference_actor is not None:
+        return RatioTerms(inputs.score_cells(rows), inputs.reference_scores[rows])
     if inputs.reference == 0:
         raise ValueError("reference performance must be non-zero")
     return inputs.score_cells(rows) / float(inputs.reference)
@@ -266,8 +278,11 @@ def _v_b(inputs: MetricInputs) -> PerQuery:
 
 @metric("v_r", needs=("reference",), label="V_R", unit="ratio", cells=_v_r_cells)
 def _v_r(inputs: MetricInputs) -> PerQuery:
-    """mu_o / Perf(reference), a constant (SPEC 4)."""
+    """mu_o / Perf(reference) (SPEC 4): a given constant, or with ``reference_actor`` that actor's mean score on the
+    same queries, the two means resampled together (as V_B's)."""
     assert inputs.reference is not None
+    if inputs.reference_actor is not None:
+        return RatioTerms(inputs.chosen_score, inputs.reference_scores)
     if inputs.reference == 0:
         raise ValueError("reference performance must be non-zero")
     return inputs.chosen_score / float(inputs.reference)
@@ -398,12 +413,14 @@ def evaluate_choices(
     names: Sequence[str] | None = None,
     policy: Policy = "argmax",
     acting: npt.ArrayLike | None = None,
+    reference_actor: int | None = None,
 ) -> dict[str, Estimate]:
     """Every registered metric whose inputs are given, as (value, lo, hi) with a percentile bootstrap
     interval over queries (SPEC 7; NaN, unavailable, below MIN_QUERIES evaluated queries). Always: mu_o, v_b,
-    acc_at_1; with ``reference``: v_r; with ``distribution``: e_p; with ``latency``: acc_at_1_l, dcg, l_dcg,
-    mean_latency; with ``cost``: mean_cost. ``answerable_only`` keeps the queries with a correct actor (SPEC 5's
-    view); ``names`` restricts the set. Deterministic for a seed.
+    acc_at_1; with ``reference`` (a number, Perf(reference)) or ``reference_actor`` (an actor's index: Perf is its
+    mean score on the evaluated queries, resampled with the router's): v_r; with ``distribution``: e_p; with
+    ``latency``: acc_at_1_l, dcg, l_dcg, mean_latency; with ``cost``: mean_cost. ``answerable_only`` keeps the
+    queries with a correct actor (SPEC 5's view); ``names`` restricts the set. Deterministic for a seed.
 
     ``policy`` is how the router acts when deployed (module docstring): ``argmax`` scores ``choice``;
     ``distribution`` (an exploring router) scores every choice metric as its expectation under the distribution
@@ -425,6 +442,11 @@ def evaluate_choices(
         if weights.shape != (n, m):
             raise ValueError(f"the acting distribution must have shape {(n, m)}, got {weights.shape}")
         checked_distribution(weights)
+    if reference is not None and reference_actor is not None:
+        raise ValueError("give V_R's reference as a number (reference) or as an actor (reference_actor), not both")
+    if reference_actor is not None:
+        ref_choice = as_choice(np.full(n, reference_actor, dtype=np.intp), n, m)
+        reference = float(np.mean(chosen_scores(s, ref_choice, nan_policy)))  # the point value, over all n
     inputs = MetricInputs(
         score=s,
         choice=as_choice(choice, n, m),
@@ -433,6 +455,7 @@ def evaluate_choices(
         distribution=dist,
         acting=weights,
         reference=reference,
+        reference_actor=reference_actor,
         best_single=best_single,
         threshold=threshold,
         nan_policy=nan_policy,

@@ -43,7 +43,7 @@ from routerlab.features.registry import Encoder
 from routerlab.metrics._arrays import row_blocks
 from routerlab.metrics.bootstrap import MIN_QUERIES, FewQueriesWarning
 from routerlab.metrics.bounds import best_single_actor
-from routerlab.metrics.latency import oracle_best_of_n
+from routerlab.metrics.latency import answerable, oracle_best_of_n
 from routerlab.metrics.registry import Policy, evaluate_choices
 from routerlab.metrics.selection import expected_per_query, expected_shares, selection_shares, shares_collapsed
 from routerlab.progress import task, track
@@ -240,6 +240,8 @@ def evaluate(
     by: str = "none",
     dev: float | None = None,
     dev_features: Features | None = None,
+    answerable_only: bool = False,
+    reference: str | float | None = None,
 ) -> Evaluation:
     """Fit each router on the train split and evaluate it on the test split (full observability).
 
@@ -257,6 +259,10 @@ def evaluate(
     run the others are compared with (paired bootstrap); "auto" is best-single when it is in the run,
     None switches the comparison off; it names a router by its label (:func:`router_label`). ``by="dataset"``
     also scores every router on each dataset's evaluated test queries (:func:`dataset_breakdown`).
+    ``answerable_only`` scores only the test queries some actor answers correctly (SPEC 5's answerable view; the
+    others are counted in ``extra["answerable_only"]``); ``reference`` adds V_R (SPEC 4): an actor of the table
+    (Perf = its mean on the evaluated test queries) or a number (a published Perf(reference)), see
+    :func:`resolve_reference`.
 
     ``router_specs`` may mix spec strings and :class:`Router` instances. An instance is fitted in
     place (so it can be used after the run) and keeps its own seed when it was given one
@@ -289,18 +295,20 @@ def evaluate(
         part = DevPart(dev_table, Features(dev_features.X, dev_table, dev_features.encoder))
     bench = make_bench(sp, train, test, encoder=encoder, cache_dir=cache_dir, features=features)
     del test  # the bench holds the evaluable test rows (a copy when some rows were incomplete)
+    observed = _dataset_counts(bench.test) if split_counts is not None and answerable_only else None
+    bench, views = with_views(bench, answerable_only, reference)
     results, fair = run_routers(chosen, train, bench, "evaluate", skipped=skipped,
                                 skip_inapplicable=skip_inapplicable, from_objects=from_objects, seed=seed,
                                 n_boot=n_boot, sweep=sweep, lambdas=lambdas, by=by, dev=part)
     with task("evaluate: paired bootstrap and Oracle best-of-N"):
         bon = compare_and_bound(results, fair, bench, compare_to, seed=seed, n_boot=n_boot)
-    breakdown, notes = breakdown_summary(split_counts, bench)
+    breakdown, notes = breakdown_summary(split_counts, bench, observed)
     return Evaluation(
         provenance=bench.provenance(record, seed),
         results=results, oracle_best_of_n=bon,
         test_ids=bench.test.queries.ids, actor_names=bench.test.actor_names, excluded_test_queries=bench.excluded,
         extra={**({"notes": bench.notes + notes} if bench.notes or notes else {}),
-               **({"skipped": skipped} if skipped else {}), **breakdown},
+               **({"skipped": skipped} if skipped else {}), **breakdown, **views},
     )
 
 
@@ -368,17 +376,24 @@ def dataset_breakdown(bench: Bench, choice: npt.NDArray[np.intp], distribution: 
     return out
 
 
-def breakdown_summary(split_counts: dict[str, int] | None, bench: Bench) -> tuple[dict[str, Any], list[str]]:
+def _dataset_counts(test: RoutingTable) -> dict[str, int]:
+    names, counts = np.unique(dataset_labels(test).astype(str), return_counts=True)
+    return {str(k): int(v) for k, v in zip(names, counts, strict=True)}
+
+
+def breakdown_summary(split_counts: dict[str, int] | None, bench: Bench, observed: dict[str, int] | None = None
+                      ) -> tuple[dict[str, Any], list[str]]:
     """The run-level part of a breakdown by dataset (``{"breakdown": ...}``, empty when the run has none) and its
     notes: per dataset the evaluated test queries and those left out for an unobserved cell, their totals (the
     evaluated counts add up to the queries every metric was computed on), and a note when the test split holds a
-    single dataset or some datasets are below MIN_QUERIES (their intervals unavailable)."""
+    single dataset or some datasets are below MIN_QUERIES (their intervals unavailable). ``observed``: the counts
+    before an answerable-only cut, whose left-out queries are then counted apart (``unanswerable``)."""
     if split_counts is None:
         return {}, []
-    labels = dataset_labels(bench.test)
-    names, counts = np.unique(labels.astype(str), return_counts=True)
-    evaluated = {str(k): int(v) for k, v in zip(names, counts, strict=True)}
-    datasets = {name: {"n": evaluated.get(name, 0), "excluded": total - evaluated.get(name, 0)}
+    evaluated = _dataset_counts(bench.test)
+    kept = evaluated if observed is None else observed
+    datasets = {name: {"n": evaluated.get(name, 0), "excluded": total - kept.get(name, 0),
+                       **({} if observed is None else {"unanswerable": kept.get(name, 0) - evaluated.get(name, 0)})}
                 for name, total in sorted(split_counts.items())}
     n = int(bench.test.n_queries)
     notes = []
@@ -421,6 +436,10 @@ class Bench:
     best: int
     excluded: int
     notes: list[str]
+    # V_R's reference (SPEC 4; :func:`with_views`): an actor's index (Perf = its mean on the evaluated queries,
+    # resampled with the router's), or a given number Perf(reference); both None = no V_R
+    reference_actor: int | None = None
+    reference_value: float | None = None
 
     def provenance(self, table: RoutingTable | Provenance, seed: int) -> Provenance:
         """The run record of an evaluation on this bench (SPEC 7). ``table`` is the split table, or a record
@@ -470,6 +489,70 @@ def split_with_dev(table: RoutingTable, split: str | Split, seed: int, dev: floa
     return with_dev(table, split, dev, seed)
 
 
+ANSWERABLE_THRESHOLD = 0.5
+"""SPEC 5's correctness threshold: a query is answerable when some actor scores at least this on it."""
+
+
+def with_views(bench: Bench, answerable_only: bool = False, reference: str | float | None = None
+               ) -> tuple[Bench, dict[str, Any]]:
+    """The bench cut to its answerable test queries (``answerable_only``: some actor scores >= 0.5, SPEC 5) and
+    given V_R's reference (SPEC 4; :func:`resolve_reference`), with what the run record says of both:
+    ``{"answerable_only": {"threshold", "answerable", "unanswerable"}, "reference": {...}}``. Routers then route,
+    and every metric, paired comparison and Oracle(Best-of-N) is taken on, the same queries."""
+    views: dict[str, Any] = {}
+    if answerable_only:
+        keep = answerable(bench.test.score, ANSWERABLE_THRESHOLD)
+        n_keep = int(keep.sum())
+        views["answerable_only"] = {"threshold": ANSWERABLE_THRESHOLD, "answerable": n_keep,
+                                    "unanswerable": int(keep.size - n_keep)}
+        if n_keep == 0:
+            raise UsageError(f"answerable-only: no evaluated test query has an actor scoring >= "
+                             f"{ANSWERABLE_THRESHOLD:g}; nothing is left to evaluate")
+        if n_keep < keep.size:
+            test = bench.test.select_queries(keep)
+            bench = replace(bench, test=test, ftest=Features(bench.ftest.X[keep], test, bench.ftest.encoder),
+                            latency=None if bench.latency is None else bench.latency[keep],
+                            cost=None if bench.cost is None else bench.cost[keep])
+    if reference is not None:
+        actor, value = resolve_reference(reference, bench.test.actor_names)
+        if actor is not None:
+            perf = float(np.mean(bench.test.score[:, actor], dtype=np.float64))
+            if perf == 0:
+                raise UsageError(f"reference {bench.test.actor_names[actor]!r}: its mean score on the evaluated "
+                                 "test queries is 0, so V_R = mu_o / Perf(reference) is undefined")
+            views["reference"] = {"actor": bench.test.actor_names[actor], "perf": perf}
+        else:
+            views["reference"] = {"value": value, "perf": value}
+        bench = replace(bench, reference_actor=actor, reference_value=value)
+    return bench, views
+
+
+def resolve_reference(reference: str | float, actors: Sequence[str]) -> tuple[int | None, float | None]:
+    """V_R's reference (SPEC 4) as (actor index, None) or (None, number): an actor's name of the table (an exact
+    name wins), else a finite non-zero number, Perf(reference) as a paper reports it (RouterEval's GPT-4 row); any
+    other text is a UsageError naming it and listing the actors."""
+    if isinstance(reference, str):
+        text = reference.strip()
+        if text in actors:
+            return list(actors).index(text), None
+        try:
+            value = float(text)
+        except ValueError:
+            import difflib
+
+            close = difflib.get_close_matches(text, list(actors), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            shown = ", ".join(actors[:20]) + ("" if len(actors) <= 20 else f", ... ({len(actors)} in all)")
+            raise UsageError(f"reference {text!r} is neither an actor of this table nor a number; {hint}its "
+                             f"actors: {shown}") from None
+    else:
+        value = float(reference)
+    if not math.isfinite(value) or value == 0:
+        raise UsageError(f"reference {reference!r}: Perf(reference) must be a finite, non-zero number (V_R = mu_o "
+                         "/ Perf(reference))")
+    return None, value
+
+
 def fit_router(router: Router, train: RoutingTable | Feedback, ftrain: Features, bench: Bench,
                dev: DevPart | None = None) -> float:
     """Fit ``router`` on ``train`` (the training table = full feedback, or a logged :class:`Feedback`) with
@@ -507,6 +590,7 @@ def score_router(spec: str, router: Router, bench: Bench, *, fit_seconds: float,
     values = evaluate_choices(
         test.score, choice, latency=bench.latency, cost=bench.cost, distribution=dist,
         best_single=bench.best, seed=seed, n_boot=n_boot, policy=policy, acting=acting,
+        reference=bench.reference_value, reference_actor=bench.reference_actor,
     )
     m = test.n_actors
     deployed = None
@@ -594,7 +678,8 @@ def compare_and_bound(results: list[RouterResult], fair: list[bool], bench: Benc
     picks = [r.choice for r, ok in zip(results, fair, strict=True) if ok] or [r.choice for r in results]
     bon_choice = oracle_best_of_n(bench.test.score, bench.latency, np.stack(picks), bench.cost)
     bon = evaluate_choices(bench.test.score, bon_choice, latency=bench.latency, cost=bench.cost,
-                           best_single=bench.best, seed=seed, n_boot=n_boot)
+                           best_single=bench.best, seed=seed, n_boot=n_boot, reference=bench.reference_value,
+                           reference_actor=bench.reference_actor)
     return {k: float(v[0]) for k, v in bon.items()}
 
 
@@ -727,11 +812,31 @@ BY_HELP = ("also score every router on each dataset's test queries, each with it
            "(counts add up to the evaluated test queries)")
 
 
+ANSWERABLE_HELP = ("score only the test queries some actor answers correctly (score >= 0.5; the answerable view "
+                   "of RouterWorld, section 4.4); the others are counted")
+REFERENCE_HELP = ("add V_R = mu_o / Perf(reference) (RouterEval, section 5.1): an actor of the table (its mean on the "
+                  "evaluated test queries) or a number (a published Perf(reference)); none = off")
+
+
+def _check_reference(value: str) -> str:
+    """A reference is an actor's name (checked against the table when the run starts) or a finite, non-zero
+    number; text that reads as a number must be one (``nan``, ``inf`` and ``0`` are refused here)."""
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    if not math.isfinite(number) or number == 0:
+        raise UsageError(f"must be an actor's name or a finite, non-zero number, got {value!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class FullSettings(EvaluationSettings):
     sweep: str | None = setting(None, SWEEP_HELP, Options({"cost", "latency"}))
     by: str = setting("none", BY_HELP, Options(set(BY_OPTIONS)))
     dev: float | None = setting(None, DEV_HELP, check=check_dev)
+    answerable_only: bool = setting(False, ANSWERABLE_HELP)
+    reference: str | None = setting(None, REFERENCE_HELP, check=_check_reference)
 
 
 def router_records(results: Sequence[RouterResult | dict[str, Any]], bon: dict[str, float], slice: str = ""
@@ -769,7 +874,7 @@ def evaluation_result(name: str, ev: Evaluation, settings: ProtocolSettings) -> 
     for rnd in ev.extra.get("rounds", []):
         records += router_records(rnd["results"], rnd["oracle_best_of_n"], f"round={rnd['round']}")
     n_train = int(ev.split.get("n_train", 0) or 0)
-    n_test = int(ev.split.get("n_test", 0) or 0) - int(ev.excluded_test_queries)
+    n_test = int(ev.split.get("n_test", 0) or 0)  # the run record's n_test counts the evaluated queries already
     skipped = {str(k): str(v) for k, v in dict(ev.extra.get("skipped", {})).items()}
     return Result(name, ev.provenance, settings, records, native=ev, skipped=skipped, n_train=n_train,
                   n_test=n_test, notes=list(ev.extra.get("notes", [])))
@@ -829,5 +934,6 @@ class FullObservability(Protocol):
         ev = evaluate(held.pop(), list(routers), split=sp, encoder=s.encoder, seed=seed, n_boot=s.n_boot,
                       features=features, skip_inapplicable=s.skip_inapplicable, sweep=s.sweep,
                       compare_to=s.compare_to, cache_dir=context.cache_dir if context else None, by=s.by,
-                      dev_features=dev_features)
+                      dev_features=dev_features, answerable_only=s.answerable_only,
+                      reference=s.reference)
         return evaluation_result(self.name, ev, s)

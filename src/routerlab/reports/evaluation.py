@@ -78,9 +78,24 @@ def leaderboard_text(ev: Evaluation) -> str:
            f"{sp['n_train']} train{dev} / {sp['n_test']} test, encoder {ev.encoder}, seed {ev.seed}")
     if ev.excluded_test_queries:
         top += f"; {ev.excluded_test_queries} test queries with unobserved cells left out"
+    top += _views(ev)
     legend = f"legend  {catalog.legend(_columns(ev))} (see routerlab metrics)"
     names = catalog.legend_line(_columns(ev))  # what each abbreviated column is, from the catalog
     return "\n".join([top, line(head), *(line(r) for r in rows), legend, *names, *_extras(ev)])
+
+
+def _views(ev: Evaluation) -> str:
+    """What the header says of the answerable-only view and of V_R's reference, when the run has them."""
+    out = ""
+    ans = ev.extra.get("answerable_only")
+    if ans:
+        out += (f"; answerable only: {ans['unanswerable']} test queries without a correct actor (score >= "
+                f"{ans['threshold']:g}) left out")
+    ref = ev.extra.get("reference")
+    if ref:
+        actor = f"actor {ref.get('actor')}, mean {ref['perf']:.4f} on these queries"
+        out += f"; V_R reference: {actor if 'actor' in ref else format(ref['perf'], 'g')}"
+    return out
 
 
 def _extras(ev: Evaluation) -> list[str]:

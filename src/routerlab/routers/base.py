@@ -114,6 +114,9 @@ class Router(ABC):
     # The allowed range of every option in ``defaults`` (scikit-learn's ``_parameter_constraints``):
     # checked once here, so a router body can trust its options. Every option must have one.
     constraints: ClassVar[dict[str, Constraint]] = {}
+    # Options whose value is text taken as written from a spec string (an actor's name such as
+    # ``meta-llama/Llama-3-8b`` or ``7``), never coerced to a number, bool or ``a/b`` tuple.
+    text_options: ClassVar[frozenset[str]] = frozenset()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Give every class whose ``logged_recipe`` is correct-only or masked the option ``logged`` (and take it
@@ -469,6 +472,9 @@ def get_router(spec: str, **overrides: Any) -> Router:
     options are read (``nope:k`` names the router ``nope``, not its option ``k``)."""
     cls = _REGISTRY.get(spec.strip().partition(":")[0].strip())
     _, params = parse_router_spec(spec)
+    if cls.text_options:  # text options as written: an actor named ``a/b`` or ``7`` stays that text
+        raw = parse_spec(spec, "router", coerce_values=False)[1]
+        params.update({k: v for k, v in raw.items() if k in cls.text_options})
     return cls(**{**params, **overrides})
 
 

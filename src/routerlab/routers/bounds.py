@@ -1,18 +1,23 @@
-"""Reference routers: random, the oracle r_o and r_o(p) (SPEC 4), and the query-blind single-actor
-policies best-single, largest, smallest, cheapest and fastest (RouterWorld's naive routers).
+"""Reference routers: random, the oracle r_o and r_o(p) (SPEC 4), the query-blind single-actor
+policies best-single, largest, smallest, cheapest, fastest and ``fixed:actor=NAME`` (RouterWorld's naive routers
+and its Route-To-X rows), and best-per-dataset (OpenRouterBench's Max Expert: the best training actor of each
+query's dataset).
 
-The query-blind policies always pick one actor, so their selection distribution is that actor's
-one-hot vector (E_p = 0): they are hard-assignment routers in SPEC 4's sense, not score-based ones.
+The single-actor policies always pick one actor (best-per-dataset one per dataset), so their selection
+distribution is that actor's one-hot vector (E_p = 0): they are hard-assignment routers in SPEC 4's sense, not
+score-based ones.
 """
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
-from routerlab._spec import Constraint, Interval
+from routerlab._spec import Constraint, Interval, Options
 from routerlab.data.table import RoutingTable, column_means
 from routerlab.errors import UsageError
 from routerlab.features.base import Features
@@ -282,3 +287,127 @@ class Fastest(_ConstantRouter):
 
     def _per_actor(self, train: RoutingTable) -> npt.NDArray[np.float64]:
         return finite_rank_scores(expected_actor_latency(train)[0], higher_is_better=False)
+
+
+class _ActorName(Options):
+    """An actor's name, as text (checked against the training table's actors before training; empty = not given)."""
+
+    def __init__(self) -> None:
+        super().__init__(frozenset())
+
+    def describe(self) -> str:
+        return "an actor's name (text)"
+
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, str)
+
+
+def _actor_list(names: Sequence[str], limit: int = 20) -> str:
+    """The table's actors for an error message: all of them, or the first ``limit`` and how many there are."""
+    shown = ", ".join(names[:limit])
+    return shown if len(names) <= limit else f"{shown}, ... ({len(names)} in all)"
+
+
+@register
+class Fixed(Router):
+    """Always the actor named by the option ``actor`` (``fixed:actor=NAME``), whatever training says: the
+    "Route-To-X" rows of RouterWorld's tables, a named model as a baseline. Its scores and its distribution are the
+    one-hot vector of that actor, so its test mu_o is that actor's mean score on the evaluated test queries. The
+    name is checked against the training table's actors before any router trains (an unknown or missing name is
+    one UsageError listing them)."""
+
+    name = "fixed"
+    logged_recipe = "native"  # learns nothing from training outcomes: any feedback will do
+    summary = "always the actor named by option actor (fixed:actor=NAME; RouterWorld's Route-To-X)"
+    defaults: ClassVar[dict[str, Any]] = {"actor": ""}
+    constraints: ClassVar[dict[str, Constraint]] = {"actor": _ActorName()}
+    text_options: ClassVar[frozenset[str]] = frozenset({"actor"})
+    _index: int
+
+    def _check_table(self, train: RoutingTable) -> None:
+        self._position(train.actor_names)
+
+    def _position(self, names: Sequence[str]) -> int:
+        """The index of the named actor among ``names``; a UsageError naming it and listing them otherwise."""
+        actor = str(self.params["actor"]).strip()
+        if not actor:
+            raise UsageError(f"router 'fixed' needs the actor it always picks: write fixed:actor=NAME, NAME one of "
+                             f"the table's actors: {_actor_list(names)}")
+        if actor not in names:
+            close = difflib.get_close_matches(actor, list(names), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise UsageError(f"router 'fixed': actor {actor!r} is not an actor of this table; {hint}its actors: "
+                             f"{_actor_list(names)}")
+        return list(names).index(actor)
+
+    @property
+    def actor(self) -> str:
+        """The name of the actor this router always picks."""
+        return str(self.params["actor"]).strip()
+
+    def _fit(self, train: RoutingTable, features: Features) -> None:
+        self._index = self._position(train.actor_names)
+
+    def _scores(self, features: Features) -> npt.ArrayLike:
+        return one_hot(np.full(features.n, self._index), len(self.actor_names))
+
+    def _distribution(self, features: Features, scores: FloatMatrix) -> npt.ArrayLike:
+        return scores
+
+
+@register
+class BestPerDataset(Router):
+    """Per query, the actor with the highest mean observed *training* score on that query's dataset (the
+    ``dataset`` label every router may read: README "What a router sees"), OpenRouterBench's "Max Expert". It
+    shows how much of a router's gain comes from knowing the dataset alone. A dataset the training split never
+    shows (an out-of-domain split) falls back to the overall best single actor (``best-single``'s pick): the one
+    choice training supports without the dataset. Within a dataset an actor never observed there scores -1 (as
+    best-single's never-observed actors); a dataset where no actor is observed falls back too. Ties: the first
+    actor. Scores are the means used; the distribution is the chosen actor's one-hot vector (E_p = 0)."""
+
+    name = "best-per-dataset"
+    # means over the observed cells (appendix G "masked"), as best-single: each actor's mean score per dataset
+    # over the queries where it was logged
+    logged_recipe = "masked"
+    summary = "per query, the best mean train actor of its dataset (a dataset unseen in training: best-single)"
+    _overall: npt.NDArray[np.float64]
+    _by_dataset: dict[str, npt.NDArray[np.float64]]
+
+    def _fit(self, train: RoutingTable, features: Features) -> None:
+        overall = column_means(train.score)
+        self._overall = np.where(np.isnan(overall), UNKNOWN_SCORE, overall)
+        labels, group = np.unique(train.queries.dataset.astype(str), return_inverse=True)
+        n, m = train.score.shape
+        sums = np.zeros((labels.size, m))
+        counts = np.zeros((labels.size, m))
+        for rows in row_blocks(n, m):  # a block of queries at a time: no (queries x actors) float64 copy
+            block = np.asarray(train.score[rows], dtype=np.float64)
+            seen = ~np.isnan(block)
+            member = np.zeros((labels.size, block.shape[0]))
+            member[group[rows], np.arange(block.shape[0])] = 1.0
+            sums += member @ np.where(seen, block, 0.0)
+            counts += member @ seen
+        self._by_dataset = {}
+        for i, label in enumerate(labels.tolist()):
+            if not (counts[i] > 0).any():
+                continue  # nothing observed on this dataset: the overall fallback
+            self._by_dataset[str(label)] = np.where(counts[i] > 0, sums[i] / np.maximum(counts[i], 1), UNKNOWN_SCORE)
+
+    @property
+    def actors_by_dataset(self) -> dict[str, str]:
+        """Each training dataset's chosen actor by name (any other dataset gets :attr:`fallback_actor`)."""
+        return {d: self.actor_names[int(np.argmax(v))] for d, v in self._by_dataset.items()}
+
+    @property
+    def fallback_actor(self) -> str:
+        """The actor of a dataset training never showed: the overall best single actor."""
+        return self.actor_names[int(np.argmax(self._overall))]
+
+    def _scores(self, features: Features) -> npt.ArrayLike:
+        labels, group = np.unique(features.queries.dataset.astype(str), return_inverse=True)
+        table = np.stack([self._by_dataset.get(str(d), self._overall) for d in labels.tolist()]) if labels.size \
+            else np.zeros((0, len(self.actor_names)))
+        return table[group]
+
+    def _distribution(self, features: Features, scores: FloatMatrix) -> npt.ArrayLike:
+        return one_hot(scores.argmax(axis=1), scores.shape[1])

@@ -1,6 +1,7 @@
 """Audit section: a leaderboard of the standard routers under full observability (SPEC 4-5), the best router's
-paired gain over always calling the best single actor (SPEC 7), the oracle's headroom, and every router's
-per-query choices for the report's Parquet files.
+paired gain over always calling the best single actor (SPEC 7), every router's paired gain over best-per-dataset
+(the best training actor of each query's dataset: how much of a gain knowing the dataset alone gives), the
+oracle's headroom, and every router's per-query choices for the report's Parquet files.
 
 Helpers the other router sections share live here too: which routers a (quick) audit runs, its bootstrap size,
 the features of a table without query text, and the per-query decisions of an evaluation."""
@@ -16,11 +17,11 @@ import numpy as np
 from routerlab._words import plural
 from routerlab.data.table import RoutingTable
 from routerlab.features.base import Features
-from routerlab.metrics.bootstrap import MIN_QUERIES, unavailable
+from routerlab.metrics.bootstrap import MIN_QUERIES, paired_bootstrap, unavailable
 from routerlab.protocols.base import run_protocol
 from routerlab.protocols.full import Evaluation, featurize
 from routerlab.reports.audit import AuditContext, audit_section, display_name, left_out, too_few_queries
-from routerlab.reports.blocks import Decisions, Figure, Finding, Paragraph, Section
+from routerlab.reports.blocks import Decisions, Figure, Finding, Paragraph, Section, Table
 from routerlab.reports.evaluation import evaluated_queries, leaderboard_table, metric_columns, plot_evaluation
 
 DEFAULT_ROUTERS = ("oracle", "random", "best-single", "smallest", "cheapest", "fastest", "knn", "linear", "mlp",
@@ -33,6 +34,8 @@ TABLE_ID = "leaderboard-table"
 FIGURE_ID = "leaderboard-figure"
 SELECTION_ID = "selection-figure"
 BY_DATASET_ID = "by-dataset-figure"
+PER_DATASET = "best-per-dataset"
+PER_DATASET_ID = "per-dataset-table"
 NO_TEXT_ENCODER = "dataset-onehot"
 
 
@@ -155,6 +158,70 @@ def gain_finding(ev: Evaluation) -> tuple[Finding | None, dict[str, Any]]:
     return Finding(text, TABLE_ID, values, (plo, phi)), data
 
 
+def per_dataset_gains(table: RoutingTable, ctx: AuditContext, ev: Evaluation
+                      ) -> tuple[list[Table | Paragraph], list[Finding], dict[str, Any]]:
+    """Every router's paired gain over ``best-per-dataset`` (OpenRouterBench's Max Expert: per query, the best
+    training actor of its dataset) in points of mu_o with its paired bootstrap 95% interval (SPEC 7; none below
+    MIN_QUERIES evaluated queries): the part of a router's gain that knowing the dataset alone does not give.
+    best-per-dataset is taken from the run when it is one of its routers, else run alone on the same split (the
+    full protocol, so on the same evaluated test queries). Returns the table and sentence, a finding on the best
+    router, and the data (every number the table shows)."""
+    base = next((r for r in ev.results if r.router == PER_DATASET), None)
+    if base is None:
+        settings = {**evaluation_settings(ctx), "compare_to": "none"}
+        alone = run_protocol("full", table, settings, ctx.seed, [PER_DATASET], ctx.run_context).native
+        if not alone.results or list(map(str, alone.test_ids)) != list(map(str, ev.test_ids)):
+            return [], [], {}  # it could not run here, or on other queries: no comparison to make
+        base = alone.results[0]
+    pos = {str(q): i for i, q in enumerate(ctx.test.queries.ids.tolist())}
+    score = ctx.test.score[np.array([pos[str(q)] for q in ev.test_ids.tolist()], dtype=np.intp)]
+    reference = base.query_scores(score)
+    n = int(reference.size)
+    rows: list[list[str]] = []
+    gains: dict[str, dict[str, Any]] = {}
+    for r in ev.results:
+        if r.spec == base.spec:
+            continue
+        cmp = paired_bootstrap(r.query_scores(score), reference, n_boot=n_boot(ctx), seed=ctx.seed)
+        lo, hi = (100 * cmp.lo, 100 * cmp.hi) if n >= MIN_QUERIES else (math.nan, math.nan)
+        gains[r.spec] = {"gain_points": 100 * cmp.diff, "gain_points_ci": [lo, hi],
+                         "p_value": cmp.p_value if n >= MIN_QUERIES else math.nan, "mu_o": r.metrics["mu_o"]}
+        ci = unavailable(n) if n < MIN_QUERIES else ("undefined" if math.isnan(lo) or math.isnan(hi)
+                                                    else f"[{lo:+.1f}, {hi:+.1f}]")
+        p = "" if n < MIN_QUERIES or math.isnan(cmp.p_value) else f"{cmp.p_value:.3f}"
+        rows.append([r.spec, f"{r.metrics['mu_o']:.4f}", f"{100 * cmp.diff:+.1f}", ci, p])
+    rows.sort(key=lambda row: -gains[row[0]]["gain_points"])
+    data: dict[str, Any] = {"router": base.spec, "mu_o": base.metrics["mu_o"], "n_test": n, "routers": gains}
+    if not gains:
+        return [], [], data
+    blocks: list[Table | Paragraph] = [
+        Paragraph(f"Gain over `{base.spec}` (always the best training actor of each query's dataset, mu_o "
+                  f"{base.metrics['mu_o']:.4f}; a dataset training never saw gets the best single actor): what a "
+                  "router adds beyond knowing the dataset alone, in points of mu_o with the paired 95% interval."),
+        Table(["router", "mu_o", "gain (points)", "95% CI", "p"], rows,
+              terms=[None, "mu_o", "best-per-dataset", "95% CI", "p_value"], id=PER_DATASET_ID)]
+    findings: list[Finding] = []
+    fair = [s for s in gains if next(r for r in ev.results if r.spec == s).router not in BOUNDS]
+    if fair and n >= MIN_QUERIES:
+        best = max(fair, key=lambda s: gains[s]["mu_o"])
+        g = gains[best]
+        lo, hi = g["gain_points_ci"]
+        values: dict[str, float | int | str] = {"router": best, "gain_points": g["gain_points"],
+                                                "best_per_dataset_mu_o": base.metrics["mu_o"]}
+        if math.isnan(lo) or math.isnan(hi):
+            text = (f"`{best}` is {g['gain_points']:+.1f} points of mu_o from `{base.spec}`, but the paired interval "
+                    "is undefined.")
+            findings.append(Finding(text, PER_DATASET_ID, values))
+        else:
+            verdict = ("gains more than knowing each query's dataset gives" if lo > 0 else
+                       "scores below always calling each dataset's best training actor" if hi < 0 else
+                       "does not clearly beat always calling each dataset's best training actor")
+            findings.append(Finding(f"The best router here, `{best}`, {verdict}: {g['gain_points']:+.1f} points of "
+                                    f"mu_o against `{base.spec}` (95% CI [{lo:+.1f}, {hi:+.1f}]).", PER_DATASET_ID,
+                                    values, (lo, hi)))
+    return blocks, findings, data
+
+
 @audit_section("leaderboard", order=30, depends=("quick", "routers", "encoder"))
 def leaderboard_section(table: RoutingTable, ctx: AuditContext) -> Section:
     specs = router_specs(ctx)
@@ -227,15 +294,20 @@ def leaderboard_section(table: RoutingTable, ctx: AuditContext) -> Section:
         sentences.append(f"The heatmap breaks mu_o down by the {len(bd['datasets'])} datasets of the test split; "
                          f"their counts add up to the {bd['n_evaluated']} evaluated test queries, and the "
                          "count-weighted mean of a router's per-dataset mu_o is its mu_o above.")
+    per_dataset_blocks, per_dataset_findings, per_dataset = per_dataset_gains(table, ctx, ev)
+    findings += per_dataset_findings
     for spec, why in ev.extra.get("skipped", {}).items():
         sentences.append(f"Skipped `{spec}`: {why}.")
     for note in ev.extra.get("notes", []):
         sentences.append(f"Note: {note}.")
     data = {**ev.to_dict(), "headline": headline, "quick": ctx.quick, "n_boot": n_boot(ctx),
-            "gain_over_best_single": gain_data, "oracle_headroom": headroom,
+            "gain_over_best_single": gain_data, "gain_over_best_per_dataset": per_dataset,
+            "oracle_headroom": headroom,
             "n_collapsed": len(collapsed), "skipped_findings": skipped}
     terms = ["full observability", "mu_o", "95% CI", "mu_o_difference",
-             *[c for c in metric_columns(ev) if c != "mu_o"], "collapsed", "oracle best-of-N"]
+             *[c for c in metric_columns(ev) if c != "mu_o"], "collapsed", "oracle best-of-N", "best-per-dataset",
+             "p_value"]
     return Section("Leaderboard (full observability)",
-                   [leaderboard_table(ev, TABLE_ID), Paragraph(" ".join(sentences))], data, figures, terms,
+                   [leaderboard_table(ev, TABLE_ID), Paragraph(" ".join(sentences)), *per_dataset_blocks], data,
+                   figures, terms,
                    name="leaderboard", findings=findings, decisions=[decisions("full", ev, ctx.test)])
