@@ -228,7 +228,8 @@ BUDGETS = ("--max-cost", "--max-latency", "--min-quality")
 
 
 @FUZZ
-@given(field=st.sampled_from(["--call-rate", *BUDGETS, "--dev", "--split", "--seed", "--small", "--routers"]),
+@given(field=st.sampled_from(["--call-rate", *BUDGETS, "--dev", "--pace-band", "--split", "--seed", "--small",
+                               "--routers"]),
        value=number_text)
 def test_choose(table_dir: str, field: str, value: str) -> None:
     fuzzed = {"--split": f"random:{value}", "--routers": f"best-single,knn:k={value}"}.get(field, value)
