@@ -117,7 +117,8 @@ class ChooseSettings(ProtocolSettings):
     split: str = setting("random:0.2", SPLIT_HELP, check=check_split)
     pace_band: float | None = setting(
         PACE_BAND, "call_rate: the threshold runs with a rate controller that keeps the running call rate within "
-                   "target +- (band + 1/t) as queries arrive (in a seeded order on test); none = the bare threshold",
+                   "band + 1/t of the target as the queries arrive (in a seeded order on test); none = the bare "
+                   "threshold",
         Interval(float, 0, 1))
     dev: float = setting(0.25, DEV_HELP.replace("; none = no development part", "") +
                          " (choose always needs one)", check=check_dev)
