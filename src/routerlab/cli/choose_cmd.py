@@ -173,7 +173,7 @@ def decision_card(record: dict[str, Any]) -> str:
                       f"{noise['queries_needed_each']} development and test queries each."]
         band = (record["choice"]["operating_point"] or {}).get("pace_band")
         if band is not None:
-            lines[-1] += (f" The threshold ran with a rate controller (band +-{band:g} + 1/t over the queries as "
+            lines[-1] += (f" The threshold ran with a rate controller (band +-{band:g} + 1/(2t) over the queries as "
                           f"they arrived, test in a seeded order), which holds the gap within that band; the bare "
                           f"threshold would have sent {real['call_rate_unpaced']:.3f} of the test queries.")
     up = record.get("runner_up")

@@ -84,8 +84,16 @@ def escalate(scores: npt.ArrayLike, threshold: Threshold, seed: int = 0) -> Bool
 
 
 PACE_BAND = 0.02
-"""The pacing band: a paced threshold keeps the running call rate within ``rate +- (band + 1/t)`` after every
-query t, so the realized rate over n queries is within ``band + 1/n`` of the target (0.03 from 100 queries on)."""
+"""The pacing band: a paced threshold keeps the running call rate within ``rate +- (band + 1/(2t))`` after every
+query t, so the realized rate over n queries is within ``band + 1/(2n)`` of the target (0.03 from 50 queries on)."""
+PACE_SLACK = 0.5
+"""The count's slack beyond ``band * t``: half a query, the least that lets one decision per query always keep the
+count inside (the band's width ``2 (band t + slack)`` must be at least 1)."""
+
+
+def paced_bound(band: float, n: int) -> float:
+    """The most a paced threshold's realized call rate over ``n`` queries can differ from its target."""
+    return band + PACE_SLACK / n
 
 
 def paced_escalate(scores: npt.ArrayLike, threshold: Threshold, seed: int = 0, band: float = PACE_BAND
@@ -95,7 +103,7 @@ def paced_escalate(scores: npt.ArrayLike, threshold: Threshold, seed: int = 0, b
     A threshold fixed on development queries meets its call rate on new traffic only up to sampling noise (sd
     ``sqrt(p (1 - p) (1/n_dev + 1/n_new))``, and more when the traffic drifts: what RouteLLM's users report in its
     issue #36). Pacing bounds the gap: each query gets the threshold's own decision unless that would take the count
-    of escalated queries so far, c_t, out of ``rate * t +- (band * t + 1)``; then the decision is the one that keeps
+    of escalated queries so far, c_t, out of ``rate * t +- (band * t + 1/2)``; then the decision is the one that keeps
     it inside. Only the router's own past decisions are read (no outcome, no later query), so a deployed router can
     run it as it is; with ``band >= 1`` it is :func:`escalate`."""
     if isinstance(band, bool) or not float(band) >= 0.0:  # NaN fails too
@@ -104,7 +112,7 @@ def paced_escalate(scores: npt.ArrayLike, threshold: Threshold, seed: int = 0, b
     out = np.empty_like(natural)
     rate, count = threshold.rate, 0
     for t, wanted in enumerate(natural.tolist(), start=1):
-        slack = band * t + 1.0
+        slack = band * t + PACE_SLACK
         if count + wanted < rate * t - slack:
             wanted = True
         elif count + wanted > rate * t + slack:
@@ -114,4 +122,4 @@ def paced_escalate(scores: npt.ArrayLike, threshold: Threshold, seed: int = 0, b
     return out
 
 
-__all__ = ["PACE_BAND", "Threshold", "escalate", "paced_escalate", "threshold_for_rate"]
+__all__ = ["PACE_BAND", "PACE_SLACK", "Threshold", "escalate", "paced_bound", "paced_escalate", "threshold_for_rate"]

@@ -45,7 +45,14 @@ from routerlab.data.table import RoutingTable
 from routerlab.errors import UsageError
 from routerlab.features.base import Features
 from routerlab.metrics.bootstrap import MIN_QUERIES, resample_indices, warn_few_queries
-from routerlab.metrics.operating_points import PACE_BAND, Threshold, escalate, paced_escalate, threshold_for_rate
+from routerlab.metrics.operating_points import (
+    PACE_BAND,
+    Threshold,
+    escalate,
+    paced_bound,
+    paced_escalate,
+    threshold_for_rate,
+)
 from routerlab.progress import track
 from routerlab.protocols.base import (
     DEV_HELP,
@@ -117,7 +124,7 @@ class ChooseSettings(ProtocolSettings):
     split: str = setting("random:0.2", SPLIT_HELP, check=check_split)
     pace_band: float | None = setting(
         PACE_BAND, "call_rate: the threshold runs with a rate controller that keeps the running call rate within "
-                   "band + 1/t of the target as the queries arrive (in a seeded order on test); none = the bare "
+                   "band + 1/(2t) of the target as the queries arrive (in a seeded order on test); none = the bare "
                    "threshold",
         Interval(float, 0, 1))
     dev: float = setting(0.25, DEV_HELP.replace("; none = no development part", "") +
@@ -519,11 +526,12 @@ def choose(table: RoutingTable, routers: Sequence[RouterLike], settings: ChooseS
         need = queries_for_rate(target)
         noise = {"sd": sd, "half_width_95": 1.959964 * sd, "tolerance": RATE_TOLERANCE,
                  "queries_needed_each": need,
-                 "paced_bound": None if s.pace_band is None else s.pace_band + 1.0 / n_test}
+                 "paced_bound": None if s.pace_band is None else paced_bound(s.pace_band, n_test)}
         if s.pace_band is not None:
-            if s.pace_band + 1.0 / n_test > RATE_TOLERANCE:
-                warnings.warn(f"the rate controller holds the test call rate within +-{s.pace_band:g} + 1/{n_test} "
-                              f"= {s.pace_band + 1.0 / n_test:.3f} of {target:g}, wider than +-{RATE_TOLERANCE}",
+            if paced_bound(s.pace_band, n_test) > RATE_TOLERANCE:
+                warnings.warn(f"the rate controller holds the test call rate within +-{s.pace_band:g} + 1/(2 x "
+                              f"{n_test}) = {paced_bound(s.pace_band, n_test):.3f} of {target:g}, wider than "
+                              f"+-{RATE_TOLERANCE}",
                               ChooseWarning, stacklevel=2)
         elif 1.959964 * sd > RATE_TOLERANCE:
             warnings.warn(f"with {n_dev} development and {n_test} test queries even a perfect threshold's realized "
@@ -552,7 +560,7 @@ def choose(table: RoutingTable, routers: Sequence[RouterLike], settings: ChooseS
         predicted[f"{m}_ci"] = (list(prediction_interval(value, predicted[f"{m}_sd"], n_dev, n_test))
                                 if enough else None)
     if kind == "call_rate" and s.pace_band is not None and enough:  # the controller bounds the rate, not chance
-        bound_ = s.pace_band + 1.0 / n_test
+        bound_ = paced_bound(s.pace_band, n_test)
         predicted["call_rate_ci"] = [max(0.0, target - bound_), min(1.0, target + bound_)]
     realized = {m: float(tv.values[m][:, pick].mean()) for m in MEASURES if m in tv.values}
     if kind == "call_rate":
