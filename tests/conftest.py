@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,15 @@ REPO = Path(__file__).resolve().parents[1]
 def _shared_data_dir() -> Path:
     env = os.environ.get("ROUTERLAB_SHARED_DATA")
     return Path(env) if env else REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="module")
+def quiet_progress() -> Iterator[None]:
+    """No progress bars for a module's CLI runs (``ROUTERLAB_PROGRESS=0``, restored afterwards): their stderr is
+    read line by line. A module asks for it with ``pytestmark = pytest.mark.usefixtures("quiet_progress")``."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ROUTERLAB_PROGRESS", "0")
+        yield
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -6,9 +6,7 @@ out. (Numbers for tables of normal size are pinned by each command's own tests.)
 from __future__ import annotations
 
 import json
-import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +22,7 @@ WARNING = ("routerlab: warning: only 3 evaluated test queries, fewer than the 30
 NA = "n/a (n=3 < 30)"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _quiet_progress() -> Iterator[None]:
-    old = os.environ.get("ROUTERLAB_PROGRESS")
-    os.environ["ROUTERLAB_PROGRESS"] = "0"
-    yield
-    if old is None:
-        os.environ.pop("ROUTERLAB_PROGRESS", None)
-    else:
-        os.environ["ROUTERLAB_PROGRESS"] = old
+pytestmark = pytest.mark.usefixtures("quiet_progress")
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,15 +39,7 @@ def table_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(path)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _quiet_progress() -> Iterator[None]:
-    old = os.environ.get("ROUTERLAB_PROGRESS")
-    os.environ["ROUTERLAB_PROGRESS"] = "0"
-    yield
-    if old is None:
-        os.environ.pop("ROUTERLAB_PROGRESS", None)
-    else:
-        os.environ["ROUTERLAB_PROGRESS"] = old
+pytestmark = pytest.mark.usefixtures("quiet_progress")
 
 
 OUTCOMES: list[int] = []  # exit codes seen, to check that the fuzzing reaches valid runs too

@@ -5,8 +5,6 @@ an experiment file (``routerlab run``)."""
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -16,16 +14,7 @@ from routerlab.cli import main
 from routerlab.data.demo import demo
 from routerlab.metrics.power import sample_size
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _quiet_progress() -> Iterator[None]:
-    old = os.environ.get("ROUTERLAB_PROGRESS")
-    os.environ["ROUTERLAB_PROGRESS"] = "0"
-    yield
-    if old is None:
-        os.environ.pop("ROUTERLAB_PROGRESS", None)
-    else:
-        os.environ["ROUTERLAB_PROGRESS"] = old
+pytestmark = pytest.mark.usefixtures("quiet_progress")
 
 
 @pytest.fixture(scope="module")
