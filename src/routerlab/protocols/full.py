@@ -295,7 +295,7 @@ def evaluate(
         part = DevPart(dev_table, Features(dev_features.X, dev_table, dev_features.encoder))
     bench = make_bench(sp, train, test, encoder=encoder, cache_dir=cache_dir, features=features)
     del test  # the bench holds the evaluable test rows (a copy when some rows were incomplete)
-    observed = _dataset_counts(bench.test) if split_counts is not None and answerable_only else None
+    observed = _dataset_counts(dataset_labels(bench.test)) if split_counts is not None and answerable_only else None
     bench, views = with_views(bench, answerable_only, reference)
     results, fair = run_routers(chosen, train, bench, "evaluate", skipped=skipped,
                                 skip_inapplicable=skip_inapplicable, from_objects=from_objects, seed=seed,
@@ -343,8 +343,7 @@ def split_dataset_counts(test: RoutingTable, by: str) -> dict[str, int] | None:
     if labels.size and (labels == NO_DATASET).all():
         raise UsageError("by dataset: no test query has a dataset label (the table has no dataset column), so "
                          "there is nothing to break down; leave --by at none")
-    names, counts = np.unique(labels.astype(str), return_counts=True)
-    return {str(k): int(v) for k, v in zip(names, counts, strict=True)}
+    return _dataset_counts(labels)
 
 
 def dataset_breakdown(bench: Bench, choice: npt.NDArray[np.intp], distribution: npt.ArrayLike | None,
@@ -376,8 +375,9 @@ def dataset_breakdown(bench: Bench, choice: npt.NDArray[np.intp], distribution: 
     return out
 
 
-def _dataset_counts(test: RoutingTable) -> dict[str, int]:
-    names, counts = np.unique(dataset_labels(test).astype(str), return_counts=True)
+def _dataset_counts(labels: npt.NDArray[Any]) -> dict[str, int]:
+    """Queries per dataset label."""
+    names, counts = np.unique(labels.astype(str), return_counts=True)
     return {str(k): int(v) for k, v in zip(names, counts, strict=True)}
 
 
@@ -390,7 +390,7 @@ def breakdown_summary(split_counts: dict[str, int] | None, bench: Bench, observe
     before an answerable-only cut, whose left-out queries are then counted apart (``unanswerable``)."""
     if split_counts is None:
         return {}, []
-    evaluated = _dataset_counts(bench.test)
+    evaluated = _dataset_counts(dataset_labels(bench.test))
     kept = evaluated if observed is None else observed
     datasets = {name: {"n": evaluated.get(name, 0), "excluded": total - kept.get(name, 0),
                        **({} if observed is None else {"unanswerable": kept.get(name, 0) - evaluated.get(name, 0)})}
