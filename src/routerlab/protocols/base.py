@@ -306,11 +306,6 @@ class ProtocolSettings:
 
 
 # -------------------------------------------------------------------------------------------- common rules
-def none_word(value: Any) -> Any:
-    """``"none"`` (as typed on a command line or in a file) means no value, for an optional setting."""
-    return None if isinstance(value, str) and value.lower() == "none" else value
-
-
 def check_seed(value: int) -> int:
     if not 0 <= value <= SEED_MAX:
         raise UsageError(f"must be an integer in [0, {SEED_MAX}], got {value}")

@@ -41,7 +41,6 @@ from routerlab.protocols.base import (
     SettingError,
     check_encoder,
     check_split,
-    none_word,
     register_protocol,
     setting,
 )
@@ -77,7 +76,7 @@ class PowerSettings(ProtocolSettings):
     delta: float | None = setting(None, DELTA_HELP, Interval(float, 0, 1, closed="right"))
     alpha: float = setting(0.05, ALPHA_HELP, Interval(float, 0, 1, closed="neither"))
     power: float = setting(0.8, POWER_HELP, Interval(float, 0, 1, closed="neither"))
-    versus: str | None = setting(None, VERSUS_HELP, check=none_word)
+    versus: str | None = setting(None, VERSUS_HELP)
     split: str = setting("given", SPLIT_HELP, check=check_split)
     encoder: str = setting("tfidf", ENCODER_HELP, check=check_encoder)
     n_boot: int = setting(1000, NBOOT_HELP, NBOOT)

@@ -65,7 +65,6 @@ from routerlab.protocols.base import (
     check_dev,
     check_encoder,
     check_split,
-    none_word,
     register_protocol,
     setting,
 )
@@ -297,7 +296,7 @@ class TwoModelSettings(ProtocolSettings):
                                          "Perf_S + R_i (Perf_L - Perf_S))", check=check_band)
     compare_to: str | None = setting(
         None, "a router of the run: every other router gets its paired differences from it (each metric's "
-              "difference with a 95% interval from the same resamples); none = off", check=none_word)
+              "difference with a 95% interval from the same resamples); none = off")
     dev: float | None = setting(
         None, "hold out a seeded fraction F of the in-domain training queries (stratified by dataset) as a "
               "development part, on which each router's threshold for call_rate is fixed; none = no development "
