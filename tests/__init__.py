@@ -8,6 +8,15 @@ from typing import NoReturn
 import pytest
 
 
+def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """One command line through ``routerlab.cli.main``: its exit code, stdout and stderr."""
+    from routerlab.cli import main
+
+    code = main(args)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
 def missing_requirement(message: str) -> NoReturn:
     """Skip a test whose outside requirement (../shared/data, WordNet) is missing, or fail it under
     ROUTERLAB_REQUIRE_SHARED_DATA=1, so that CI cannot turn green by skipping."""

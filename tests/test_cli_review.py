@@ -17,6 +17,7 @@ from routerlab.datasets import demo
 from routerlab.errors import DataError
 from routerlab.perturb.base import PerturbationSet, Variant
 from routerlab.perturb.review import COLUMNS, apply_review, read_review, review_sample, wilson
+from tests import run_main
 from tests.perturb import require_wordnet
 
 LEVELS = "character,word"
@@ -29,10 +30,7 @@ def table_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = main(args)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+run = run_main
 
 
 def _rows(path: Path) -> list[dict[str, str]]:

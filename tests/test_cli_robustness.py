@@ -26,6 +26,7 @@ from routerlab.llm.cache import CachedBackend, CallCache
 from routerlab.perturb import base as perturb_base
 from routerlab.perturb.base import Perturber, level_names, register_level
 from routerlab.perturb.files import read_variants
+from tests import run_main
 from tests.llm.test_collect import ScriptedBackend
 
 TEST_LEVEL = "casefold-test"
@@ -62,10 +63,7 @@ def table_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = main(args)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+run = run_main
 
 
 def run_json(args: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:

@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from routerlab.cli import main
 from routerlab.data.feedback import Feedback
 from routerlab.data.splits import make_split
 from routerlab.data.table import RoutingTable
@@ -24,6 +23,7 @@ from routerlab.protocols.base import RunContext, run_protocol
 from routerlab.protocols.full import FullSettings, evaluate
 from routerlab.routers import get_router
 from routerlab.routers.base import DevPart, Router
+from tests import run_main
 
 ROUTERS = ["best-single", "knn:k=5", "mlp:hidden=16,epochs=30", "barp:epochs=30"]
 
@@ -146,10 +146,7 @@ def table_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(path)
 
 
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
+run = run_main
 
 
 def test_cli_evaluate_dev_json_and_console(table_dir: str, capsys: pytest.CaptureFixture[str]) -> None:
