@@ -75,9 +75,10 @@ def test_cold_start_and_voyager(table: RoutingTable) -> None:
 
 
 def test_groups(table: RoutingTable) -> None:
-    from routerlab.protocols.groups_eval import evaluate_groups
+    from routerlab.protocols.groups_eval import run_groups
 
-    record = evaluate_groups(table, [3], ROUTERS, draws=5, n_boot=N_BOOT)
+    # with a reference (V_R on every group), every metric the catalog promises
+    record = run_groups(table, [3], ROUTERS, draws=5, n_boot=N_BOOT, reference=table.actor_names[0]).to_dict()
     names = {"train_oracle"} & set(record["groups"][0])
     for g in record["groups"]:
         names |= evaluation_names(g["evaluation"])

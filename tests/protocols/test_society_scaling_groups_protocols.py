@@ -224,7 +224,7 @@ def test_groups_run_gives_the_command_numbers_with_slices(table: RoutingTable, t
         knn = next(r for r in g["evaluation"]["results"] if r["spec"] == "knn")
         assert res.value("knn", "mu_o_difference", where) == knn["paired"]["mu_o_difference"]
     assert {r.slice for r in res.records} == {"m=3,group=all-strong", "m=3,group=all-weak",
-                                              "m=3,group=strong-to-weak"}
+                                              "m=3,group=strong-to-weak", "m=3,group=average"}
 
 
 def test_groups_settings_errors_read_the_same_from_every_source(table_dir: str,

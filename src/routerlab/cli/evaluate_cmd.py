@@ -251,6 +251,7 @@ def groups_cmd(
         "--compare-to", help=_groups("compare_to"))] = None,
     skip_inapplicable: Annotated[bool, typer.Option(
         "--skip-inapplicable", metavar="", help=_groups("skip_inapplicable"))] = False,
+    reference: Annotated[str | None, typer.Option("--reference", help=_groups("reference"))] = None,
     as_json: Annotated[bool, json_option()] = False,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Directory to write groups.json to.")] = None,
     force: Annotated[bool, force_option()] = False,
@@ -262,7 +263,8 @@ def groups_cmd(
 
     specs = router_specs(routers)
     settings = GroupsSettings.from_cli(m=m, draws=draws, encoder=encoder, split=split, n_boot=n_boot,
-                                       compare_to=compare_to, skip_inapplicable=skip_inapplicable or None)
+                                       compare_to=compare_to, skip_inapplicable=skip_inapplicable or None,
+                                       reference=reference)
     if output is not None:
         check_output_dir(output)
         refuse_overwrite(output, force)

@@ -133,8 +133,8 @@ _BASE: tuple[Metric, ...] = (
     Metric("v_r", "V_R", "ratio", "higher", "4",
            "mu_o divided by a reference performance Perf(reference), a ratio without unit; above 1 beats the "
            "reference: an actor of the table (its mean score on the same test queries, resampled with the router's) "
-           f"or a number a paper reports ({cite('4')}; only when a reference is given, evaluate --reference)",
-           ("full",), title="mu_o / the reference's score"),
+           f"or a number a paper reports ({cite('4')}; only when a reference is given, evaluate or groups --reference)",
+           ("full", "groups"), title="mu_o / the reference's score"),
     Metric("e_p", "E_p", "bits", "none", "4",
            "mean entropy, in bits, of the router's selection distribution per query: 0 = certain of one actor, "
            f"log2(m) = uniform over m actors ({cite('4')})", _EVAL, symbol="bits",

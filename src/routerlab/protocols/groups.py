@@ -34,8 +34,18 @@ from routerlab.protocols.base import (
     check_split,
     setting,
 )
+from routerlab.protocols.full import _check_reference as check_reference
+from routerlab.protocols.scaling import PoolSizes, check_pool_size_spec
 
 KINDS = ("all-strong", "all-weak", "strong-to-weak")
+DEFAULT_GROUP_M = PoolSizes((3, 5))
+GROUP_SIZES_HELP = ("group sizes m: integers (each at most the table's actors), 'all' (every eligible actor: mean "
+                    "train score in [0.1, 0.9]) or a range like '3..5' or '3..all'")
+AVERAGE = "average"
+"""The slice ``group=average``: each number averaged over the three groups of one m, as RouterEval reports it."""
+GROUP_REFERENCE_HELP = ("add V_R = mu_o / Perf(reference) on every group (RouterEval, section 5.1): a number (a "
+                        "published Perf(reference)) or an actor of the table (its mean on each group's evaluated "
+                        "test queries; resampled with the router's when the group holds it); none = off")
 MAX_DRAWS = 1_000_000
 
 
@@ -45,7 +55,7 @@ class GroupsSettings(ProtocolSettings):
     what every router evaluation on a group shares with the full protocol (split, encoder, resamples, the paired
     comparison, whether an inapplicable router stops the run)."""
 
-    m: tuple[int, ...] = setting((3, 5), "group sizes m (each at most the table's actors)", Interval(int, 1, None))
+    m: PoolSizes = setting(DEFAULT_GROUP_M, GROUP_SIZES_HELP, check=check_pool_size_spec)  # noqa: RUF009 (a tuple)
     draws: int = setting(1000, "random draws per group; the one with the best train oracle is kept",
                          Interval(int, 1, MAX_DRAWS))
     split: str = setting("given", SPLIT_HELP, check=check_split)
@@ -53,6 +63,7 @@ class GroupsSettings(ProtocolSettings):
     n_boot: int = setting(1000, NBOOT_HELP, NBOOT)
     compare_to: str = setting("auto", COMPARE_HELP)
     skip_inapplicable: bool = setting(False, SKIP_HELP)
+    reference: str | None = setting(None, GROUP_REFERENCE_HELP, check=check_reference)
 
 
 @dataclass(frozen=True)

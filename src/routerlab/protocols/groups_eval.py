@@ -9,7 +9,15 @@ defined by its options), which keeps its own seed when it was given one and othe
 The protocol's records: for each group, every router's metrics as the full protocol records them
 (:func:`~routerlab.protocols.full.router_records`: each metric with its 95% CI, ``mu_o_difference`` against the
 reference router, Oracle(Best-of-N)), and the group's ``train_oracle`` under router ``group``, all with slice
-``m=M,group=KIND`` (KIND: all-strong, all-weak or strong-to-weak).
+``m=M,group=KIND`` (KIND: all-strong, all-weak or strong-to-weak). For each m whose three groups were all
+evaluated, every (router, metric) the three hold is averaged over them under slice ``m=M,group=average`` (RouterEval
+4.2: "the final model performance is the average of the results from these three candidates"). Its interval is the
+average of the three intervals' ends: the three share the test queries, and the standard error of a mean of three
+estimates is at most the mean of their standard errors, so it is conservative (exact when the three groups' errors
+move together), never too narrow.
+
+``m`` may name ``all`` or ``A..all``: resolved against the eligible actors (train performance in [0.1, 0.9]), the
+pool the groups are drawn from. A group of m = that count is the whole eligible pool for all three kinds.
 """
 
 from __future__ import annotations
@@ -38,8 +46,15 @@ from routerlab.protocols.full import (
     router_label,
     router_records,
 )
-from routerlab.protocols.groups import KINDS, CandidateGroup, GroupsSettings, candidate_groups
-from routerlab.protocols.scaling import check_pool_sizes
+from routerlab.protocols.groups import (
+    AVERAGE,
+    KINDS,
+    CandidateGroup,
+    GroupsSettings,
+    candidate_groups,
+    eligible_actors,
+)
+from routerlab.protocols.scaling import check_pool_sizes, resolve_pool_sizes
 from routerlab.routers.base import Router
 
 
@@ -59,24 +74,48 @@ class GroupEvaluations:
     def records(self) -> list[MetricRecord]:
         """The metric records of every group (see the module docstring)."""
         out: list[MetricRecord] = []
+        by_m: dict[int, dict[str, list[MetricRecord]]] = {}
         for g, ev in self.groups:
             where = f"m={g.m},group={g.kind}"
-            out.append(MetricRecord.of("group", "train_oracle", g.train_oracle, slice=where))
-            out += router_records(ev.results, ev.oracle_best_of_n, where)
+            records = [MetricRecord.of("group", "train_oracle", g.train_oracle, slice=where),
+                       *router_records(ev.results, ev.oracle_best_of_n, where)]
+            by_m.setdefault(g.m, {})[g.kind] = records
+            out += records
+        for m, kinds in by_m.items():
+            if set(kinds) == set(KINDS):
+                out += average_records([kinds[k] for k in KINDS], f"m={m},group={AVERAGE}")
         return out
+
+
+def average_records(groups: Sequence[Sequence[MetricRecord]], slice: str) -> list[MetricRecord]:
+    """Each (router, metric) that every one of ``groups`` (the records of the three groups of one m) holds, averaged
+    over them, with the average of their interval ends when all have one (module docstring), under ``slice``."""
+    keyed = [{(r.router, r.metric): r for r in records} for records in groups]
+    out: list[MetricRecord] = []
+    for key, first in keyed[0].items():
+        found = [k[key] for k in keyed if key in k]
+        values = [r.value for r in found if r.value is not None]
+        if len(values) < len(keyed):
+            continue
+        lows = [r.ci_low for r in found if r.ci_low is not None]
+        highs = [r.ci_high for r in found if r.ci_high is not None]
+        ci = (float(np.mean(lows)), float(np.mean(highs))) if len(lows) == len(highs) == len(found) else None
+        out.append(MetricRecord.of(first.router, first.metric, float(np.mean(values)), ci, slice))
+    return out
 
 
 def run_groups(
     table: RoutingTable, m_values: list[int], router_specs: Sequence[RouterLike], *, draws: int = 1000,
     kinds: tuple[str, ...] = KINDS, encoder: str | Encoder = "tfidf", split: str | Split = "given", seed: int = 0,
     n_boot: int = 1000, compare_to: str | None = "auto", skip_inapplicable: bool = False,
-    features: tuple[Features, Features] | None = None,
+    features: tuple[Features, Features] | None = None, reference: str | float | None = None,
 ) -> GroupEvaluations:
     """Pick the groups on the train split, then evaluate each router on each group's test split.
 
     The query features are computed once (or given, for the split's train and test queries) and shared by every
     group (they do not depend on actors). With ``skip_inapplicable`` a router that cannot fit a group's table is
-    left out of that group's evaluation (listed under its ``skipped``) instead of stopping the run.
+    left out of that group's evaluation (listed under its ``skipped``) instead of stopping the run. ``reference``
+    adds V_R on every group (:data:`~routerlab.protocols.groups.GROUP_REFERENCE_HELP`).
     """
     sp = split if isinstance(split, Split) else make_split(table, split, seed)
     train, test = sp.apply(table)
@@ -90,7 +129,7 @@ def run_groups(
     for g in track(groups, "groups: evaluating", unit="group", label=lambda g: f"{g.kind} m={g.m}"):
         ev = evaluate(table.select_actors(g.actors), [_copy(r) for r in router_specs], split=sp, encoder=encoder,
                       seed=seed, n_boot=n_boot, features=feats, skip_inapplicable=skip_inapplicable,
-                      compare_to=compare_to)
+                      compare_to=compare_to, reference=group_reference(reference, test, g.actors))
         out.append((g, ev))
     run = Provenance.of(table, sp, seed=seed, encoder=feats[0].encoder if isinstance(encoder, Encoder) else encoder,
                         routers=[router_label(r) for r in router_specs])
@@ -105,6 +144,27 @@ def evaluate_groups(
     """:func:`run_groups` as its JSON record (the run record, ``draws`` and each group with its evaluation)."""
     return run_groups(table, m_values, router_specs, draws=draws, kinds=kinds, encoder=encoder, split=split,
                       seed=seed, n_boot=n_boot).to_dict()
+
+
+def group_reference(reference: str | float | None, test: RoutingTable, actors: Sequence[str]
+                    ) -> str | float | None:
+    """V_R's reference on one group: a number as is, an actor the group holds by its name (the full protocol's
+    rule: its mean on the evaluated queries, resampled with the router's), any other actor of the table as its
+    mean score on the group's evaluated test queries (those every actor of the group answered), a fixed number."""
+    if reference is None or isinstance(reference, float | int):
+        return reference
+    from routerlab.protocols.full import resolve_reference
+
+    actor, _ = resolve_reference(reference, test.actor_names)
+    if actor is None or test.actor_names[actor] in actors:
+        return reference
+    cols = [test.actor_names.index(a) for a in actors]
+    rows = ~np.isnan(test.score[:, cols]).any(axis=1)
+    perf = float(np.nanmean(test.score[rows, actor].astype(np.float64))) if rows.any() else float("nan")
+    if not np.isfinite(perf) or perf == 0:
+        raise UsageError(f"reference {test.actor_names[actor]!r}: its mean score on a group's evaluated test "
+                         "queries is 0 or undefined, so V_R = mu_o / Perf(reference) is undefined")
+    return perf
 
 
 def _copy(router: RouterLike) -> RouterLike:
@@ -157,12 +217,18 @@ def groups_result(table: RoutingTable, settings: GroupsSettings, seed: int = 0, 
         raise SettingError("compare_to", f"{s.compare_to!r} is not a router of this run ({', '.join(labels)}); "
                            "name one of them, or 'none'")
     sp = split if split is not None else make_split(table, s.split, seed)
+    m_values = [m for m in s.m if isinstance(m, int)]
+    m_notes: list[str] = []
+    if len(m_values) < len(s.m):  # 'all' or 'A..all': the eligible actors of the training side are the pool
+        n_eligible = int(eligible_actors(sp.apply(table)[0]).size)
+        m_values, m_notes = resolve_pool_sizes(s.m, n_eligible, f"the table's {n_eligible} eligible actors (train "
+                                               "performance in [0.1, 0.9])")
     features = _shared_features(table, s, seed, context, sp) if context is not None else None
-    native = run_groups(table, list(s.m), list(routers), draws=s.draws, encoder=s.encoder, split=sp, seed=seed,
+    native = run_groups(table, m_values, list(routers), draws=s.draws, encoder=s.encoder, split=sp, seed=seed,
                         n_boot=s.n_boot, compare_to=s.compare_to, skip_inapplicable=s.skip_inapplicable,
-                        features=features)
+                        features=features, reference=s.reference)
     skipped = {str(k): str(v) for _, ev in native.groups for k, v in dict(ev.extra.get("skipped", {})).items()}
-    notes = list(dict.fromkeys(n for _, ev in native.groups for n in ev.extra.get("notes", [])))
+    notes = m_notes + list(dict.fromkeys(n for _, ev in native.groups for n in ev.extra.get("notes", [])))
     return Result(GroupsProtocol.name, native.provenance, s, native.records(), native=native, skipped=skipped,
                   n_train=int(sp.train.size), n_test=int(sp.test.size), notes=notes)
 

@@ -5,6 +5,10 @@ the mean and spread of mu_o for r_o(p) at each p, and of the best single actor (
 scored on test). mu_o of r_o(p) is taken in expectation, ``p * oracle + (1 - p) * uniform``, which
 is what a single draw estimates without its sampling noise (choice documented in the README).
 
+The pool sizes ``m`` are integers, ``all`` (the table's actor count) or a range ``A..B`` / ``A..all``, resolved
+against the table when the run starts (:func:`resolve_pool_sizes`): one experiment file draws the curve up to the
+size of whatever pool it is given.
+
 The protocol's records: router ``oracle-p`` with slice ``m=M,p=P`` and ``best-single`` with slice ``m=M``, each
 with ``mu_o`` = the mean over the random pools, and the spread over pools as ``mu_o_std``, ``mu_o_q05`` and
 ``mu_o_q95`` (the curve's 5-95% band). None has a confidence interval: the band is how much the pools differ,
@@ -34,13 +38,28 @@ from routerlab.protocols.base import (
     Result,
     RunContext,
     SettingError,
+    _check_rule,
+    _scalar,
     check_split,
     register_protocol,
     setting,
+    value_kind,
 )
 
 DEFAULT_P = (0.0, 0.25, 0.5, 0.75, 1.0)
 MAX_SAMPLES = 100_000
+ALL = "all"
+POOL_SIZE = Interval(int, 1, None)
+
+
+class PoolSizes(tuple[int | str, ...]):
+    """The pool sizes of an ``m`` setting (a tuple): integers >= 1, ``all`` and ``A..all`` (:func:`check_pool_size_spec`
+    reads them; the settings layer hands it the raw value, a list, a tuple or comma-separated text)."""
+
+
+DEFAULT_M = PoolSizes((2, 3, 5))
+POOL_SIZES_HELP = ("pool sizes m: integers (each at most the table's actors), 'all' (every actor) or a range like "
+                   "'2..5' or '2..all', resolved against the table when the run starts")
 
 
 @dataclass
@@ -128,16 +147,97 @@ def scaling_curve(
 class ScalingSettings(ProtocolSettings):
     """The ``routerlab scaling`` options that change what is computed (SPEC 4)."""
 
-    m: tuple[int, ...] = setting((2, 3, 5), "pool sizes m (each at most the table's actors)", Interval(int, 1, None))
+    m: PoolSizes = setting(DEFAULT_M, POOL_SIZES_HELP, check=lambda v: check_pool_size_spec(v))  # noqa: RUF009
     p: tuple[float, ...] = setting(DEFAULT_P, "oracle probabilities p of r_o(p), each in [0, 1]",
                                    Interval(float, 0, 1))
     samples: int = setting(100, "random actor subsets per pool size", Interval(int, 1, MAX_SAMPLES))
     split: str = setting("given", SPLIT_HELP, check=check_split)
 
 
-def check_pool_sizes(m_values: Sequence[int], n_actors: int, key: str = "m") -> None:
-    """Pool sizes above the table's actors: a :class:`SettingError` on ``key`` (the CLI names the option)."""
-    bad = [m for m in m_values if m > n_actors]
+def check_pool_size_spec(value: Any) -> PoolSizes:
+    """The ``m`` setting's check, given the raw value (a list, a tuple, one value or comma-separated text): each
+    item an integer >= 1 (with the messages of a plain integer list), ``all``, a range ``A..B`` (expanded here to
+    A, A+1, ..., B) or ``A..all`` (kept, resolved against the table at run time by :func:`resolve_pool_sizes`)."""
+    items: list[Any]
+    if isinstance(value, str):
+        items = [v for v in (p.strip() for p in value.split(",")) if v]
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    else:
+        items = [value]
+    if not items:
+        raise UsageError("needs at least one value")
+    out: list[int | str] = []
+    for i, item in enumerate(items, start=1):
+        try:
+            out += _pool_size_item(item)
+        except UsageError as exc:
+            raise UsageError(f"item {i}: {exc}") from None
+    dup = next((v for j, v in enumerate(out) if v in out[:j]), None)
+    if dup is not None:
+        raise UsageError(f"lists {dup!r} twice")
+    return PoolSizes(out)
+
+
+def _pool_size_item(item: Any) -> list[int | str]:
+    if isinstance(item, str):
+        text = item.strip().lower()
+        if text == ALL:
+            return [ALL]
+        if ".." in text:
+            start_text, _, end_text = text.partition("..")
+            start = _range_end(start_text, item)
+            if end_text.strip() == ALL:
+                return [f"{start}..{ALL}"]
+            end = _range_end(end_text, item)
+            if end < start:
+                raise UsageError(f"the range {item.strip()!r} is empty (it ends below its start)")
+            return list(range(start, end + 1))
+        if not text.lstrip("+-").isdigit():
+            raise UsageError(f"must be an integer, 'all' or a range like '2..all', got {value_kind(item)}")
+    number = _scalar(item, int)
+    _check_rule(number, POOL_SIZE)
+    return [number]
+
+
+def _range_end(text: str, item: str) -> int:
+    try:
+        number = int(text.strip())
+    except ValueError:
+        raise UsageError(f"a range is A..B or A..all with integers A, B >= 1, got {item.strip()!r}") from None
+    _check_rule(number, POOL_SIZE)
+    return number
+
+
+def resolve_pool_sizes(m_values: Sequence[int | str], n_actors: int, pool: str = "",
+                       key: str = "m") -> tuple[list[int], list[str]]:
+    """The pool sizes of an ``m`` setting on a pool of ``n_actors``, with notes: ``all`` is ``n_actors``, ``A..all``
+    is A..``n_actors`` (nothing, with a note, when A is larger). Explicit integers are kept as given (the caller's
+    :func:`check_pool_sizes` refuses those above the pool, as before); a size named twice after resolving (``10``
+    and ``all`` on 10 actors) is kept once, at its first place. None left: a :class:`SettingError` on ``key``."""
+    pool = pool or f"the table's {n_actors} actors"
+    out: list[int] = []
+    notes: list[str] = []
+    for v in m_values:
+        if isinstance(v, int):
+            sizes = [v]
+        elif v == ALL:
+            sizes = [n_actors]
+        else:
+            start = int(v.split("..")[0])
+            sizes = list(range(start, n_actors + 1))
+            if not sizes:
+                notes.append(f"{key} = {v}: no pool size on {pool}, left out")
+        out += [s for s in sizes if s not in out]
+    if not out:
+        raise SettingError(key, f"no pool size left on {pool} ({', '.join(map(str, m_values))})")
+    return out, notes
+
+
+def check_pool_sizes(m_values: Sequence[int | str], n_actors: int, key: str = "m") -> None:
+    """Explicit pool sizes above the table's actors: a :class:`SettingError` on ``key`` (the CLI names the option);
+    ``all`` and ``A..all`` never are (:func:`resolve_pool_sizes`)."""
+    bad = [m for m in m_values if isinstance(m, int) and m > n_actors]
     if bad:
         what = f"pool size {bad[0]} is" if len(bad) == 1 else f"pool sizes {', '.join(map(str, bad))} are"
         raise SettingError(key, f"{what} larger than the table's {n_actors} actors")
@@ -162,11 +262,12 @@ def scaling_result(table: RoutingTable, settings: ScalingSettings, seed: int = 0
     own, whose test side is cut to the queries every actor answered, which a split spec cannot say)."""
     s = settings
     check_pool_sizes(s.m, table.n_actors)
+    m_values, notes = resolve_pool_sizes(s.m, table.n_actors)
     sp = split if split is not None else make_split(table, s.split, seed)
-    curve = scaling_curve(table, sp, list(s.m), list(s.p), s.samples, seed)
+    curve = scaling_curve(table, sp, m_values, list(s.p), s.samples, seed)
     run = Provenance.of(table, sp, seed=seed, routers=["oracle-p", "best-single"])
     return Result(ScalingProtocol.name, run, s, scaling_records(curve), native=curve, n_train=int(sp.train.size),
-                  n_test=int(sp.test.size))
+                  n_test=int(sp.test.size), notes=notes)
 
 
 @register_protocol("scaling")

@@ -30,7 +30,7 @@ from routerlab.metrics.sources import cite
 from routerlab.protocols.full import Evaluation
 from routerlab.protocols.groups import CandidateGroup, GroupsSettings, eligible_actors
 from routerlab.protocols.groups_eval import GroupEvaluations, groups_result
-from routerlab.protocols.scaling import DEFAULT_P, ScalingCurve, ScalingSettings, scaling_result
+from routerlab.protocols.scaling import DEFAULT_P, PoolSizes, ScalingCurve, ScalingSettings, scaling_result
 from routerlab.reports.audit import (
     AuditContext,
     audit_section,
@@ -221,7 +221,7 @@ def scaling_section(table: RoutingTable, ctx: AuditContext) -> Section:
     m_values = pool_sizes(n, quick)
     samples = subsets_per_m(n_test, m_values, quick)
     # the scaling protocol on the audit's own split (a spec cannot say its test side is cut to complete rows)
-    curve: ScalingCurve = scaling_result(table, ScalingSettings(m=tuple(m_values), p=DEFAULT_P, samples=samples,
+    curve: ScalingCurve = scaling_result(table, ScalingSettings(m=PoolSizes(m_values), p=DEFAULT_P, samples=samples,
                                                                 split=ctx.split_spec), ctx.seed, split=ctx.split).native
     name = display_name(table)
     plot_scaling(curve, ctx.out_dir / PLOT, f"Scaling curve: {name} ({samples} random pools per m)")
@@ -262,7 +262,7 @@ def scaling_section(table: RoutingTable, ctx: AuditContext) -> Section:
     else:
         try:
             # the groups protocol on the audit's split, its features shared through the audit's run context
-            settings = GroupsSettings(m=tuple(group_m), draws=int(cfg["draws"]), split=ctx.split_spec,
+            settings = GroupsSettings(m=PoolSizes(group_m), draws=int(cfg["draws"]), split=ctx.split_spec,
                                       encoder=str(ctx.options.get("encoder", "tfidf")), n_boot=n_boot,
                                       skip_inapplicable=True)
             found: GroupEvaluations = groups_result(table, settings, ctx.seed, routers, ctx.run_context,
