@@ -265,3 +265,15 @@ def test_quick_and_paper_from_the_command_line(tmp_path: Path, capsys: pytest.Ca
                     "no results store there")
     _one_line_error(capsys, main(["run", str(tmp_path / "plain.toml"), "--store", str(store), "--quick"]),
                     "quick: --quick: the file has no [quick] section")
+
+
+def test_a_run_without_the_leaderboards_metric_ends_with_a_note_not_an_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "society.toml"
+    path.write_text('name = "s"\nseeds = [0]\nprotocols = [{ name = "society", coreset = 2 }]\n'
+                    '[[tables]]\npath = "demo"\nn_queries = 120\n', encoding="utf-8")
+    assert main(["run", str(path), "--store", str(tmp_path / "store"), "--backend", "serial"]) == 0
+    assert "no leaderboard: this run has no mu_o records" in capsys.readouterr().out
+    assert main(["run", str(path), "--store", str(tmp_path / "store"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["leaderboard"] == [] and "no mu_o records" in out["leaderboard_note"]

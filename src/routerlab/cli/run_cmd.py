@@ -67,8 +67,8 @@ def run_cmd(
                                                 "dask's one-machine cluster (default: one per CPU).")] = None,
     scheduler: Annotated[str | None, typer.Option(help="dask: the scheduler tcp://HOST:PORT of a running "
                                                   "cluster (default: start one on 127.0.0.1).")] = None,
-    metric: Annotated[str, typer.Option("--metric", help="The metric of the leaderboard printed at the end.")] = (
-        "mu_o"),
+    metric: Annotated[str | None, typer.Option("--metric", help="The metric of the leaderboard printed at the end "
+                                                                "(default mu_o).")] = None,
     table: Annotated[list[str] | None, typer.Option(
         "--table", help="NAME=PATH: run the experiment on another table in place of its table NAME (a table "
                         "directory, or demo); repeat for several.")] = None,
@@ -87,6 +87,8 @@ def run_cmd(
     from routerlab.experiments.store import check_store_dir, leaderboard
 
     _check_backend(backend, workers, scheduler)
+    asked = metric is not None  # a metric the user named must be in the run; the default may be absent
+    metric = metric or "mu_o"
     _check_metric(metric)
     check_store_dir(store)
     exp = load_experiment(experiment, tables=_table_overrides(table or []), quick=quick)
@@ -98,13 +100,17 @@ def run_cmd(
 
     summary = run_experiment(exp, store, on_reuse=say_reused,
                              executor=lambda: make_executor(backend, workers=workers, scheduler=scheduler))
-    board = leaderboard(store, metric, cell_ids=summary.cell_ids)
+    board = leaderboard(store, metric, cell_ids=summary.cell_ids, missing_ok=not asked)
+    no_board = "" if board else (f"no leaderboard: this run has no {metric} records on the whole test set (its "
+                                 "protocols report other metrics; --metric picks one, 'routerlab results query' "
+                                 "shows them all)")
     papers = compare(exp, store, summary.hashes) if exp.papers else []
     if as_json:
         print_json({**summary.to_dict(), "metric": metric, "leaderboard": [r.to_dict() for r in board],
+                    **({"leaderboard_note": no_board} if no_board else {}),
                     **({"paper": [r.to_dict() for r in papers]} if exp.papers else {})})
         return
-    typer.echo(board_text(board, metric))
+    typer.echo(board_text(board, metric) if board else no_board)
     if papers:
         typer.echo(f"\nthe paper's numbers next to routerlab's ({exp.name}):\n{paper_markdown(papers)}")
     skipped = f", {summary.cells_skipped} skipped (see the cells table)" if summary.cells_skipped else ""

@@ -356,12 +356,14 @@ ORDER BY table_name, data_hash, split, protocol, settings, mean {order} NULLS LA
 """
 
 
-def leaderboard(directory: Path, metric: str, *, cell_ids: Sequence[str] | None = None) -> list[BoardRow]:
+def leaderboard(directory: Path, metric: str, *, cell_ids: Sequence[str] | None = None,
+                missing_ok: bool = False) -> list[BoardRow]:
     """Every router x table x protocol x settings of the store (or of ``cell_ids``), on the whole test set (slice
     ``''``): the mean of ``metric`` over seeds, its range over seeds, and the seeds' mean 95% interval bounds,
     best first by the metric's direction in the catalog (lowest first for a lower-is-better one such as
     mean_cost). A table is its name, content hash and split together, so rows of an edited table are never
-    averaged with the old ones."""
+    averaged with the old ones. A metric the store does not hold is an error, unless ``missing_ok`` (a run whose
+    protocols report other metrics: no rows)."""
     from routerlab.metrics.catalog import all_metrics
 
     lower = any(m.name == metric and m.direction == "lower" for m in all_metrics())
@@ -373,7 +375,7 @@ def leaderboard(directory: Path, metric: str, *, cell_ids: Sequence[str] | None 
     _, rows = query(directory, LEADERBOARD_SQL.format(extra=extra, order="ASC" if lower else "DESC"), params)
     if not rows:
         known = [r[0] for r in query(directory, "SELECT DISTINCT metric FROM results ORDER BY metric")[1]]
-        if metric not in known:
+        if metric not in known and not missing_ok:
             raise UsageError(f"--metric {metric!r}: no such metric in the store"
                              + (f"; known: {', '.join(known)}" if known else " (it holds no results yet)"))
     return [BoardRow(*r) for r in rows]
