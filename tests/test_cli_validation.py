@@ -47,7 +47,7 @@ CASES = [
     (["groups", "T", "--m", "0", *FAST], "--m: item 1: must be an integer >= 1, got 0"),
     (["groups", "T", "--m", "", *FAST], "--m: needs at least one value"),
     (["groups", "T", "--m", "2,x", *FAST],
-     "--m: item 2: must be an integer, 'all' or a range like '2..all', got a string ('x')"),
+     "--m: item 2: must be an integer, 'all', 'N|all' or a range like '2..all', got a string ('x')"),
     (["groups", "T", "--m", "99", *FAST], "--m: pool size 99 is larger than the table's 8 actors"),
     (["groups", "T", "--draws", "0", *FAST], "--draws: must be an integer in [1, "),
     (["groups", "T", "--draws", "-1", *FAST], "--draws: must be an integer in [1, "),

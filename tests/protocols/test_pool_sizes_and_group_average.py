@@ -25,6 +25,7 @@ def test_pool_size_forms_read_the_same_from_text_and_from_a_file() -> None:
     assert check_pool_size_spec("2..4,all") == (2, 3, 4, "all")
     assert check_pool_size_spec([3, "1..ALL"]) == (3, "1..all")
     assert check_pool_size_spec(5) == (5,)
+    assert check_pool_size_spec("3|all, 10 | ALL") == ("3|all", "10|all")
     assert ScalingSettings.from_cli(m="2..all").m == ScalingSettings.from_mapping({"m": ["2..all"]}).m == ("2..all",)
     assert GroupsSettings.from_cli(m="3,5,all") == GroupsSettings.from_mapping({"m": [3, 5, "all"]})
     # plain integers keep their type and their JSON: the settings of an existing run read as before
@@ -36,7 +37,8 @@ def test_pool_size_forms_read_the_same_from_text_and_from_a_file() -> None:
     ("2,0", "item 2: must be an integer >= 1, got 0"),  # today's messages for plain integers
     ("2,2", "lists 2 twice"),
     ("", "needs at least one value"),
-    ("2,x", "item 2: must be an integer, 'all' or a range like '2..all', got a string ('x')"),
+    ("2,x", "item 2: must be an integer, 'all', 'N|all' or a range like '2..all', got a string ('x')"),
+    ("0|all", "item 1: must be an integer >= 1, got 0"),
     ("5..3", "item 1: the range '5..3' is empty (it ends below its start)"),
     ("0..all", "item 1: must be an integer >= 1, got 0"),
     ("a..all", "item 1: a range is A..B or A..all with integers A, B >= 1, got 'a..all'"),
@@ -61,6 +63,11 @@ def test_resolving_against_the_pool() -> None:
     assert sizes == [2] and notes == ["m = 12..all: no pool size on the table's 10 actors, left out"]
     with pytest.raises(SettingError, match=r"^m: no pool size left on the table's 10 actors \(12\.\.all\)$"):
         resolve_pool_sizes(("12..all",), 10)
+    # N|all: N on a pool of at least N actors, the whole pool (said in a note) on a smaller one
+    assert resolve_pool_sizes(("3|all", "10|all"), 10) == ([3, 10], [])
+    assert resolve_pool_sizes(("3|all", "5|all", "10|all"), 4) == ([3, 4], [
+        "m = 5|all: the table's 4 actors are fewer than 5, so 4 (all of them)",
+        "m = 10|all: the table's 4 actors are fewer than 10, so 4 (all of them)"])
 
 
 # -- scaling -------------------------------------------------------------------------------------------------
@@ -101,6 +108,10 @@ def test_groups_all_is_the_whole_eligible_pool_for_every_kind() -> None:
     assert all(set(g.actors) == eligible for g, _ in groups)
     with pytest.raises(SettingError, match=r"^m: pool size 11 is larger than the table's 10 actors$"):
         run_protocol("groups", t, {"m": [11]}, routers=["oracle"])
+    capped = run_protocol("groups", t, {"m": ["3|all", "10|all"], "draws": 5, "n_boot": 40}, routers=["oracle"])
+    assert [g.m for g, _ in capped.native.groups] == [3, 8] * 3
+    assert capped.notes[0] == ("m = 10|all: the table's 8 eligible actors (train performance in [0.1, 0.9]) are "
+                               "fewer than 10, so 8 (all of them)")
     res = run_protocol("groups", t, {"m": [2, "9..all"], "draws": 5, "n_boot": 40}, routers=["oracle"])
     assert {g.m for g, _ in res.native.groups} == {2}
     assert res.notes[0] == ("m = 9..all: no pool size on the table's 8 eligible actors (train performance in "

@@ -40,7 +40,8 @@ from routerlab.protocols.scaling import PoolSizes, check_pool_size_spec
 KINDS = ("all-strong", "all-weak", "strong-to-weak")
 DEFAULT_GROUP_M = PoolSizes((3, 5))
 GROUP_SIZES_HELP = ("group sizes m: integers (each at most the table's actors), 'all' (every eligible actor: mean "
-                    "train score in [0.1, 0.9]) or a range like '3..5' or '3..all'")
+                    "train score in [0.1, 0.9]), 'N|all' (N, or every eligible actor when there are fewer) or a "
+                    "range like '3..5' or '3..all'")
 AVERAGE = "average"
 """The slice ``group=average``: each number averaged over the three groups of one m, as RouterEval reports it."""
 GROUP_REFERENCE_HELP = ("add V_R = mu_o / Perf(reference) on every group (RouterEval, section 5.1): a number (a "

@@ -5,9 +5,9 @@ the mean and spread of mu_o for r_o(p) at each p, and of the best single actor (
 scored on test). mu_o of r_o(p) is taken in expectation, ``p * oracle + (1 - p) * uniform``, which
 is what a single draw estimates without its sampling noise (choice documented in the README).
 
-The pool sizes ``m`` are integers, ``all`` (the table's actor count) or a range ``A..B`` / ``A..all``, resolved
-against the table when the run starts (:func:`resolve_pool_sizes`): one experiment file draws the curve up to the
-size of whatever pool it is given.
+The pool sizes ``m`` are integers, ``all`` (the table's actor count), ``N|all`` (N, or all when fewer) or a range
+``A..B`` / ``A..all``, resolved against the table when the run starts (:func:`resolve_pool_sizes`): one experiment
+file draws the curve up to the size of whatever pool it is given.
 
 The protocol's records: router ``oracle-p`` with slice ``m=M,p=P`` and ``best-single`` with slice ``m=M``, each
 with ``mu_o`` = the mean over the random pools, and the spread over pools as ``mu_o_std``, ``mu_o_q05`` and
@@ -17,6 +17,7 @@ not the uncertainty of the mean, so it is not written into ``ci_low`` / ``ci_hig
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +50,7 @@ from routerlab.protocols.base import (
 DEFAULT_P = (0.0, 0.25, 0.5, 0.75, 1.0)
 MAX_SAMPLES = 100_000
 ALL = "all"
+_CAPPED = re.compile(r"([+-]?\d+)\s*\|\s*all")
 POOL_SIZE = Interval(int, 1, None)
 
 
@@ -58,8 +60,9 @@ class PoolSizes(tuple[int | str, ...]):
 
 
 DEFAULT_M = PoolSizes((2, 3, 5))
-POOL_SIZES_HELP = ("pool sizes m: integers (each at most the table's actors), 'all' (every actor) or a range like "
-                   "'2..5' or '2..all', resolved against the table when the run starts")
+POOL_SIZES_HELP = ("pool sizes m: integers (each at most the table's actors), 'all' (every actor), 'N|all' (N, "
+                   "or every actor when there are fewer) or a range like '2..5' or '2..all', resolved against the "
+                   "table when the run starts")
 
 
 @dataclass
@@ -156,8 +159,9 @@ class ScalingSettings(ProtocolSettings):
 
 def check_pool_size_spec(value: Any) -> PoolSizes:
     """The ``m`` setting's check, given the raw value (a list, a tuple, one value or comma-separated text): each
-    item an integer >= 1 (with the messages of a plain integer list), ``all``, a range ``A..B`` (expanded here to
-    A, A+1, ..., B) or ``A..all`` (kept, resolved against the table at run time by :func:`resolve_pool_sizes`)."""
+    item an integer >= 1 (with the messages of a plain integer list), ``all``, ``N|all``, a range ``A..B``
+    (expanded here to A, A+1, ..., B) or ``A..all`` (the symbolic forms are kept, resolved against the table at run
+    time by :func:`resolve_pool_sizes`)."""
     items: list[Any]
     if isinstance(value, str):
         items = [v for v in (p.strip() for p in value.split(",")) if v]
@@ -184,6 +188,11 @@ def _pool_size_item(item: Any) -> list[int | str]:
         text = item.strip().lower()
         if text == ALL:
             return [ALL]
+        capped = _CAPPED.fullmatch(text)
+        if capped:
+            number = int(capped.group(1))
+            _check_rule(number, POOL_SIZE)
+            return [f"{number}|{ALL}"]
         if ".." in text:
             start_text, _, end_text = text.partition("..")
             start = _range_end(start_text, item)
@@ -194,7 +203,8 @@ def _pool_size_item(item: Any) -> list[int | str]:
                 raise UsageError(f"the range {item.strip()!r} is empty (it ends below its start)")
             return list(range(start, end + 1))
         if not text.lstrip("+-").isdigit():
-            raise UsageError(f"must be an integer, 'all' or a range like '2..all', got {value_kind(item)}")
+            raise UsageError(f"must be an integer, 'all', 'N|all' or a range like '2..all', got "
+                             f"{value_kind(item)}")
     number = _scalar(item, int)
     _check_rule(number, POOL_SIZE)
     return [number]
@@ -212,7 +222,8 @@ def _range_end(text: str, item: str) -> int:
 def resolve_pool_sizes(m_values: Sequence[int | str], n_actors: int, pool: str = "",
                        key: str = "m") -> tuple[list[int], list[str]]:
     """The pool sizes of an ``m`` setting on a pool of ``n_actors``, with notes: ``all`` is ``n_actors``, ``A..all``
-    is A..``n_actors`` (nothing, with a note, when A is larger). Explicit integers are kept as given (the caller's
+    is A..``n_actors`` (nothing, with a note, when A is larger), ``N|all`` is N or ``n_actors`` when that is
+    smaller (with a note). Explicit integers are kept as given (the caller's
     :func:`check_pool_sizes` refuses those above the pool, as before); a size named twice after resolving (``10``
     and ``all`` on 10 actors) is kept once, at its first place. None left: a :class:`SettingError` on ``key``."""
     pool = pool or f"the table's {n_actors} actors"
@@ -223,6 +234,11 @@ def resolve_pool_sizes(m_values: Sequence[int | str], n_actors: int, pool: str =
             sizes = [v]
         elif v == ALL:
             sizes = [n_actors]
+        elif v.endswith(f"|{ALL}"):
+            cap = int(v.split("|")[0])
+            sizes = [min(cap, n_actors)]
+            if cap > n_actors:
+                notes.append(f"{key} = {v}: {pool} are fewer than {cap}, so {n_actors} (all of them)")
         else:
             start = int(v.split("..")[0])
             sizes = list(range(start, n_actors + 1))
