@@ -4,6 +4,8 @@ every group (a ``reference``)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -165,3 +167,25 @@ def test_v_r_on_every_group(table: RoutingTable) -> None:
     del score
     with pytest.raises(UsageError, match="neither an actor of this table nor a number"):
         group_reference("gpt-4", test, test.actor_names[1:3])
+
+
+def test_the_scaling_figure_can_draw_a_reference_line(table: RoutingTable, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """``scaling --reference PERF`` is presentation: the line of the figure, recorded as the curve's reference; every
+    number of the curve is the one without it."""
+    import json
+
+    from routerlab.cli import main
+
+    table_dir = str(table.save(tmp_path / "t"))
+    base = ["scaling", table_dir, "--m", "2,3", "--samples", "5", "--json"]
+    assert main(base) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert main([*base, "--reference", "0.637", "-o", str(tmp_path / "fig")]) == 0
+    with_line = json.loads(capsys.readouterr().out)
+    assert plain["reference"] is None and with_line["reference"] == 0.637
+    assert {k: v for k, v in with_line.items() if k != "reference"} == {k: v for k, v in plain.items()
+                                                                         if k != "reference"}
+    assert (tmp_path / "fig" / "scaling.png").stat().st_size > 0
+    assert main([*base, "--reference", "inf"]) == 2
+    assert capsys.readouterr().err.strip() == "routerlab: error: --reference: must be a finite number, got inf"

@@ -7,6 +7,8 @@ options into their registered protocol's settings, which check them.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -196,6 +198,9 @@ def scaling_cmd(
     samples: Annotated[int | None, typer.Option(help=_scaling("samples"))] = None,
     split: Annotated[str | None, typer.Option(help=_scaling("split"))] = None,
     seed: Annotated[int, seed_option("Seed for the split and the actor subsets.")] = 0,
+    reference: Annotated[float | None, typer.Option(
+        "--reference", metavar="PERF", help="Draw Perf(reference), e.g. a paper's GPT-4 score, as a line in "
+        "scaling.png (and record it as the curve's reference); the curve itself is unchanged.")] = None,
     as_json: Annotated[bool, json_option()] = False,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write scaling.json and scaling.png.")] = None,
     force: Annotated[bool, force_option()] = False,
@@ -207,12 +212,16 @@ def scaling_cmd(
     from routerlab.reports.scaling_plot import plot_scaling
 
     settings = ScalingSettings.from_cli(m=m, p=p, samples=samples, split=split)
+    if reference is not None and not math.isfinite(reference):
+        raise UsageError(f"--reference: must be a finite number, got {reference}")
     if output is not None:
         check_output_dir(output)
         refuse_overwrite(output, force)
     table = open_table(table_dir)
     result = run_from_cli("scaling", table, settings, seed)
     curve: ScalingCurve = result.native
+    if reference is not None:  # presentation only: the line of the figure, never a number of the curve
+        curve = dataclasses.replace(curve, reference=reference)
     record = with_protocol({**result.provenance.to_dict(), **curve.to_dict()}, result)
     if output is not None:
         output.mkdir(parents=True, exist_ok=True)
