@@ -157,7 +157,7 @@ def _error(capsys: pytest.CaptureFixture[str], code: int, needle: str) -> None:
     (["--reference", "large120b"], "reference 'large120b' is neither an actor of this table nor a number; did you "
                                    "mean 'large-120b'?"),
     (["--answerable-only", "--protocol", "voyager"], "--answerable-only: applies to protocol full only"),
-    (["--reference", "0.9", "--protocol", "cold-start"], "--reference: applies to protocol full only"),
+    (["--reference", "0.9", "--protocol", "cold-start"], "--reference: applies to protocol full and groups only"),
     (["--routers", "fixed"], "router 'fixed' needs the actor it always picks: write fixed:actor=NAME"),
     (["--routers", "fixed:actor=gpt-4"], "router 'fixed': actor 'gpt-4' is not an actor of this table; its actors: "
                                          "tiny-2b, coder-7b"),
