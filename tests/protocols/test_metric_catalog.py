@@ -34,12 +34,14 @@ def table() -> RoutingTable:
 
 def evaluation_names(record: dict[str, Any]) -> set[str]:
     """The metric names of an evaluation record (full, cold-start, a Voyager round, a group's evaluation): each
-    router's metrics, its paired comparison and its sweep's AIQ, and Oracle(Best-of-N)'s metrics."""
+    router's metrics, its paired comparison, its sweep's AIQ and its top share and collapse flag, and
+    Oracle(Best-of-N)'s metrics."""
     names: set[str] = set(record.get("oracle_best_of_n", {}))
     for r in record["results"]:
         names |= set(r["metrics"]) | set(r["ci"])
         names |= {k for k in r.get("paired") or {} if k not in ("versus", "ci")}
         names |= {"aiq"} if r.get("sweep") else set()
+        names |= {"top_share", "collapsed_flag"} if r.get("selection") else set()  # router_records' flag records
     return names
 
 

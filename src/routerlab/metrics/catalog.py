@@ -301,6 +301,14 @@ _BASE: tuple[Metric, ...] = (
            "mean score of the answers a two-model router gives on the test queries when its threshold is fixed on "
            f"development queries for the target call rate (two-model --dev --call-rate; {cite('6')})",
            ("two-model",), title="Phi at the call rate fixed on dev"),
+    Metric("top_share", "top share", "share in [0, 1]", "none", "5",
+           "the largest share of the test queries a router sends to one actor (its expected share for a router that "
+           f"samples); 1/m is an even spread, 1 a router that always picks one actor ({cite('5')})", _EVAL,
+           title="largest selection share"),
+    Metric("collapsed_flag", "collapsed", "flag 0/1", "none", "5",
+           "1 when one actor takes >= 99% of the test queries (top share >= 0.99; the collapsed routers of "
+           f"RouterWorld's Table 3), else 0; expected of fixed routers, a warning sign for a learned one ({cite('5')})",
+           _EVAL, title="collapsed (one actor takes >= 99%)", digits=".0f"),
     Metric("checkpoint_round", "checkpoint", "round", "none", "5",
            "the Voyager round whose fit a router deploys at this round: the one with the highest mu_o on the "
            f"development queries (voyager --dev; {cite('5')})", ("voyager",), title="round of the chosen checkpoint"),
