@@ -4,16 +4,17 @@ the collapse flags, the Route-To-X rows and Voyager's per-round records with the
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from routerlab.experiments.runner import run_experiment
-from routerlab.experiments.schema import parse_experiment
+from routerlab.experiments.schema import load_experiment, parse_experiment
 from routerlab.experiments.store import query
 from routerlab.metrics.catalog import metric_info
+from tests import run_main
 
 FILE = Path(__file__).resolve().parents[2] / "examples" / "replicate" / "routerworld.toml"
 TABLE3 = ("acc_at_1", "acc_at_1_l", "dcg", "l_dcg")
@@ -22,22 +23,6 @@ TABLE3 = ("acc_at_1", "acc_at_1_l", "dcg", "l_dcg")
 @pytest.fixture(scope="module")
 def doc() -> dict[str, Any]:
     return tomllib.loads(FILE.read_text(encoding="utf-8"))
-
-
-def _quick(doc: dict[str, Any]) -> dict[str, Any]:
-    """The file as its [quick] section makes it (seeds, routers, settings and protocol options replaced or merged,
-    skipped tables dropped, every table capped at n_queries), without the sections the base schema lacks."""
-    q = doc["quick"]
-    out = {k: v for k, v in doc.items() if k not in ("quick", "paper")}
-    out["seeds"], out["routers"] = q["seeds"], q["routers"]
-    out["settings"] = {**doc["settings"], **q.get("settings", {})}
-    out["tables"] = [{**t, "n_queries": q["n_queries"]} for t in doc["tables"] if t["name"] not in q["skip_tables"]]
-    merged = []
-    for p in doc["protocols"]:
-        p = {"name": p} if isinstance(p, str) else dict(p)
-        merged.append({**p, **q.get("protocols", {}).get(p["name"], {})})
-    out["protocols"] = merged
-    return out
 
 
 def test_paper_entries_name_what_the_file_runs(doc: dict[str, Any]) -> None:
@@ -63,19 +48,23 @@ def test_the_full_file_parses_with_the_local_table_pointed_elsewhere(doc: dict[s
     assert voyager.options["dev"] > 0  # Figure 5: checkpoints selected on a development part
 
 
-def test_quick_variant_stores_table_3_and_the_voyager_rounds(doc: dict[str, Any], tmp_path: Path) -> None:
-    exp = parse_experiment(_quick(doc), FILE)
+def test_quick_runs_from_the_command_line_and_stores_table_3_and_the_voyager_rounds(
+        doc: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``routerlab run FILE --quick`` on a clean checkout: the demo only (the collected table is skipped), every
+    Table 3 column and collapse flag of every router, the per-round Voyager records, and the paper table."""
+    exp = load_experiment(FILE, quick=True)
     assert [t.name for t in exp.tables] == ["demo"]  # the quick variant never needs the collected table
     store = tmp_path / "store"
-    summary = run_experiment(exp, store)
-    assert summary.cells_run == summary.cells_total > 0
+    code, out, err = run_main(["run", str(FILE), "--quick", "--store", str(store), "--backend", "serial"], capsys)
+    assert code == 0, err
+    assert "the paper's numbers next to routerlab's (routerworld)" in out and "peak memory" in out
     _, rows = query(store, "SELECT protocol, router, metric, slice, value FROM results")
     got = {(p, r, m, s): v for p, r, m, s, v in rows}
     for protocol in ("full", "cold-start"):
         for router in doc["quick"]["routers"]:
             for metric in (*TABLE3, "top_share", "collapsed_flag"):
                 assert (protocol, router, metric, "") in got, (protocol, router, metric)
-        # Route-To-X: a fixed actor is collapsed by construction, and equals the same actor as 'largest' would be
+        # Route-To-X: a fixed actor is collapsed by construction; the oracle spreads over the actors
         assert got[(protocol, "largest", "collapsed_flag", "")] == 1.0
         assert got[(protocol, "fixed:actor=general-7b", "top_share", "")] == 1.0
         assert got[(protocol, "oracle", "collapsed_flag", "")] == 0.0
@@ -85,3 +74,7 @@ def test_quick_variant_stores_table_3_and_the_voyager_rounds(doc: dict[str, Any]
     for t in range(1, rounds + 1):
         assert ("voyager", "knn", "l_dcg", f"round={t}") in got
         assert 1 <= got[("voyager", "knn", "checkpoint_round", f"round={t}")] <= t
+    code, out, _ = run_main(["results", "paper", str(FILE), "--store", str(store), "--quick", "--json"], capsys)
+    assert code == 0
+    paper = json.loads(out)
+    assert len(paper) == len(exp.papers) and sum(r["routerlab"] is not None for r in paper) >= 20
