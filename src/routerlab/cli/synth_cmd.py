@@ -1,5 +1,5 @@
 """``routerlab synth``: the HSE paper's synthetic specialist societies (SA, RD, RD+SA) as a routing table over a
-table's queries, so routers run on them (hse-diversity-and-routing-robustness sec. 6, app. 10.3)."""
+table's queries, so routers run on them (the HSE paper, section 6 and appendix 10.3; docs/synth.md)."""
 
 from __future__ import annotations
 
