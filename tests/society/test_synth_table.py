@@ -198,7 +198,7 @@ def test_own_tiers_replace_the_papers(tmp_path: Path) -> None:
 
 def test_unknown_names_and_missing_files(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="unknown society map 'nope'; the built-in maps are demo, llmrouter, "
-                                         "mmlu-pro, routerbench"):
+                                         "mmlu-pro, mmlu-pro-src, routerbench"):
         load_society_map("nope")
     with pytest.raises(UsageError, match="no such file"):
         load_society_map(tmp_path / "absent.toml")
@@ -207,12 +207,12 @@ def test_unknown_names_and_missing_files(tmp_path: Path) -> None:
 
 
 def test_builtin_maps_load_and_write_their_reasoning() -> None:
-    assert builtin_maps() == ["demo", "llmrouter", "mmlu-pro", "routerbench"]
+    assert builtin_maps() == ["demo", "llmrouter", "mmlu-pro", "mmlu-pro-src", "routerbench"]
     for name in builtin_maps():
         m = load_society_map(name)
-        assert m.name == name and m.by == "dataset" and m.source.startswith("built-in")
-        assert dict(m.tier_names) == PAPER_TIERS
-        assert set(m.reasons) == set(m.clusters)  # every entry says why, borderline ones at length
+        assert m.name == name and m.source.startswith("built-in") and dict(m.tier_names) == PAPER_TIERS
+        if name != "mmlu-pro-src":  # by dataset: every entry says why, borderline ones at length
+            assert m.by == "dataset" and set(m.reasons) == set(m.clusters)
     mmlu = load_society_map("mmlu-pro")
     assert len(mmlu.keys) == 14 and len(set(mmlu.clusters.values())) == 14
     assert set(mmlu.tiers.values()) == set(PAPER_TIERS)
@@ -220,6 +220,13 @@ def test_builtin_maps_load_and_write_their_reasoning() -> None:
     llm = load_society_map("llmrouter")
     assert len(llm.keys) == 14 and llm.clusters["gpqa"] == "Chemistry & Earth Sciences"  # the paper's placements
     assert llm.tiers["gpqa"] == "R5" and llm.tiers["gsm8k"] == "R3" and llm.tiers["agentverse-logicgrid"] == "R4"
+    src = load_society_map("mmlu-pro-src")  # MMLU's subjects one by one, as the paper assigns them
+    assert src.by == "src" and len(src.keys) == 91 and set(src.clusters.values()) == set(mmlu.clusters.values())
+    assert src.clusters["ori_mmlu-econometrics"] == "Advanced Mathematics"  # the paper's borderline placements
+    assert src.clusters["ori_mmlu-business_ethics"] == "Law & Legal Reasoning"
+    professional = [k for k in src.keys if k.startswith("ori_mmlu-professional_")]
+    assert len(professional) == 4 and {src.tiers[k] for k in professional} == {"R5"}
+    assert {k for k, t in src.tiers.items() if t == "R5"} == set(professional)
 
 
 def test_builtin_maps_are_package_data() -> None:
@@ -228,7 +235,7 @@ def test_builtin_maps_are_package_data() -> None:
     globs = config["tool"]["setuptools"]["package-data"]["routerlab"]
     folder = resources.files("routerlab.society") / "maps"
     files = sorted(f"society/maps/{p.name}" for p in folder.iterdir() if p.name.endswith(".toml"))
-    assert len(files) == 4
+    assert len(files) == 5
     assert all(any(fnmatch(f, g) for g in globs) for f in files), globs
 
 
@@ -276,6 +283,20 @@ def test_real_table_mmlu_pro_numbers(real_table: Callable[[str], RoutingTable]) 
     counts = dict(zip(both.actor_names, both.score.sum(axis=0).astype(int).tolist(), strict=True))
     assert counts["sa:Law & Legal Reasoning"] == counts["rd:R5"] == 1101  # law is the only R5 category
     assert counts["rd:R3"] == 1299 + 1132 + 969 + 789  # physics, chemistry, engineering, business
+
+
+@pytest.mark.shared_data
+def test_real_table_mmlu_pro_by_source(real_table: Callable[[str], RoutingTable]) -> None:
+    """The source map assigns every question of the real import; R5 is exactly the four Professional subjects."""
+    base = real_table("mmlu-pro")
+    m = load_society_map("mmlu-pro-src")
+    rd = synth_table(base, "rd", m)
+    assert hse(rd, split=None) == math.log2(5)
+    counts = dict(zip(rd.actor_names, rd.score.sum(axis=0).astype(int).tolist(), strict=True))
+    assert counts == {"rd:R1": 1304, "rd:R2": 3246, "rd:R3": 3898, "rd:R4": 1808, "rd:R5": 1003 + 254 + 324 + 195}
+    sa = synth_table(base, "sa", m)
+    assert sa.n_actors == 14 and hse(sa, split=None) == math.log2(14)
+    assert round(hse(synth_table(base, "rd+sa", m), split=None), 4) == 3.0300
 
 
 # --------------------------------------------------------------------------- the command

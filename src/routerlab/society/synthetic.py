@@ -181,7 +181,7 @@ def builtin_maps() -> list[str]:
 
 
 def load_society_map(spec: str | Path) -> SocietyMap:
-    """A society map: a built-in name (``mmlu-pro``, ``llmrouter``, ``routerbench``) or a path to a TOML file.
+    """A society map: a built-in name (:func:`builtin_maps`: ``mmlu-pro``, ``llmrouter``, ...) or a TOML file's path.
 
     A ``Path``, a string ending in ``.toml`` or naming an existing file is read as a file; anything else is a
     built-in name. A bad file is one :class:`DataError` naming it; an unknown name one :class:`UsageError`.
