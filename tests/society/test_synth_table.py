@@ -204,6 +204,8 @@ def test_unknown_names_and_missing_files(tmp_path: Path) -> None:
         load_society_map(tmp_path / "absent.toml")
     with pytest.raises(UsageError, match="no such file"):
         load_society_map("absent.toml")
+    with pytest.raises(UsageError, match=f"society map {tmp_path}: is not a file"):
+        load_society_map(tmp_path)
 
 
 def test_builtin_maps_load_and_write_their_reasoning() -> None:

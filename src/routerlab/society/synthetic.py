@@ -192,7 +192,8 @@ def load_society_map(spec: str | Path) -> SocietyMap:
     if isinstance(spec, Path) or text.endswith(".toml") or Path(text).is_file():
         path = Path(text)
         if not path.is_file():
-            raise UsageError(f"society map {text}: no such file (a built-in map is one of {', '.join(builtin_maps())})")
+            what = "is not a file" if path.exists() else "no such file"
+            raise UsageError(f"society map {text}: {what} (a built-in map is one of {', '.join(builtin_maps())})")
         try:
             raw = path.read_bytes()
         except OSError as exc:
