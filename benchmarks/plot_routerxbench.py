@@ -3,9 +3,9 @@
     python benchmarks/plot_routerxbench.py RESULTS.json -o docs/figures/replications
 
 RESULTS.json is the JSON of ``routerlab two-model ... --train-sizes ... --json`` (or its ``-o DIR/results.json``):
-it writes ``routerxbench-train-size.png`` (Fig. 4: in-domain and out-of-domain AUROC of each router that learns from
-the outcomes against the share of training queries, with 95% intervals) and ``routerxbench-layers.png`` (Fig. 7: the inference
-layer weights of each hidden-state probe, uniform marked).
+it writes ``routerxbench-train-size.png`` (Fig. 4: in-domain and out-of-domain AUROC of each router that learns
+from the outcomes against the share of training queries, with 95% intervals) and ``routerxbench-layers.png``
+(Fig. 7: ProbeDirichlet's inference layer weights, uniform marked).
 """
 
 from __future__ import annotations

@@ -322,8 +322,9 @@ _BASE: tuple[Metric, ...] = (
            title="the large model alone"),
     Metric("both_fail", "both fail", "share in [0, 1]", "none", "6",
            "share of the evaluated queries both models fail (score < 0.5: 0 on 0/1 scores), where routing cannot "
-           "help (routerxbench appendix D.2), in [0, 1], with a 95% bootstrap interval; recorded for the actor pair "
-           f"(router 'pair') ({cite('6')})", ("two-model",), title="queries both models fail"),
+           "help (routerxbench appendix D.2), in [0, 1], with a 95% bootstrap interval; a property of the pair on "
+           f"the evaluated queries, so the same for every router of a run ({cite('6')})", ("two-model",),
+           title="queries both models fail"),
     Metric("youden_accuracy", "Youden acc", "share in [0, 1]", "higher", "6",
            "routing accuracy at the Youden-J threshold: share of the test queries sent to the large model exactly "
            "when it is needed (the small model is not good enough), the threshold maximising TPR - FPR fixed on the "

@@ -946,20 +946,16 @@ def two_model_records(result: TwoModelResult) -> list[MetricRecord]:
         if r.layer_weights is not None:
             out += [MetricRecord.of(r.spec, "layer_weight", w, None, f"layer={i}")
                     for i, w in enumerate(r.layer_weights)]
-    if result.both_fail is not None:
-        bf = result.both_fail
-        out += [MetricRecord.of(PAIR_LABEL, "both_fail", cell["both_fail"], cell["both_fail_ci"], where)
-                for where, cell in _domain_parts(result, bf["datasets"], bf["id_mean"], bf["ood_mean"])]
+        if result.both_fail is not None:  # every router of the run is scored on the same queries: the same share
+            bf = result.both_fail
+            out += [MetricRecord.of(r.spec, "both_fail", cell["both_fail"], cell["both_fail_ci"], where)
+                    for where, cell in _domain_parts(result, bf["datasets"], bf["id_mean"], bf["ood_mean"])]
     for entry in result.train_sizes or ():
         size = f"train_size={entry['train_size']:g}"
         for spec, cells in entry["results"].items():
             for where, cell in _domain_parts(result, cells["datasets"], cells["id_mean"], cells["ood_mean"]):
                 out += [MetricRecord.of(spec, m, cell[m], cell.get(f"{m}_ci"), f"{size},{where}") for m in METRICS]
     return out
-
-
-PAIR_LABEL = "pair"
-"""The router field of the records that describe the small-large pair itself, not a router (``both_fail``)."""
 
 
 def _domain_parts(result: TwoModelResult, datasets: Mapping[str, Any], id_cell: Any, ood_cell: Any
