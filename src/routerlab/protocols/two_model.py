@@ -25,6 +25,13 @@ there (:func:`routerlab.metrics.operating_points.threshold_for_rate`) and applie
 query (:func:`~routerlab.metrics.operating_points.escalate`); each router's ``operating_point`` reports the
 realized call rate next to the target and Phi there, per dataset and pooled over each domain's queries (records
 ``call_rate`` and ``phi_at_call_rate``). Bounds (they read the outcomes of what they route) get none.
+
+For RouterXBench's replication (docs/two-model.md): the share of the evaluated queries both models fail (record
+``both_fail``, under every router: they route the same queries), each router's Youden-J threshold for "the large
+model is needed" fixed on the development part or else on the training queries and applied to test (records
+``youden_accuracy``, ``youden_j``), a hidden-state probe's layer weights (``layer_weight``, slice ``layer=L``), and
+with ``train_sizes`` every router retrained on nested seeded shares of the training queries (every metric with the
+slices ``train_size=F,dataset=NAME`` / ``train_size=F,domain=id|ood``).
 """
 
 from __future__ import annotations
