@@ -143,3 +143,20 @@ def test_train_sizes_settings_checks() -> None:
             TwoModelSettings(train_sizes=value)
     assert TwoModelSettings(train_sizes="0.1,0.5,1").train_sizes == (0.1, 0.5, 1.0)
     assert TwoModelSettings().train_sizes is None
+
+
+def test_train_sizes_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests import run_main
+
+    table_dir = tmp_path / "t"
+    synthetic().save(table_dir)
+    base = ["two-model", str(table_dir), "--small", "S", "--large", "L", "--routers", "best-single,knn:k=5", "--ood",
+            "c", "--split", "given", "--boot", "50"]
+    code, out, err = run_main([*base, "--train-sizes", "0.5,0.25"], capsys)
+    assert code == 2 and err.strip().splitlines() == [
+        "routerlab: error: --train-sizes: must be in increasing order (nested subsets grow), got 0.5,0.25"]
+    code, out, _ = run_main([*base, "--train-sizes", "0.5,1", "--json"], capsys)
+    record = json.loads(out)
+    assert code == 0 and [e["train_size"] for e in record["train_sizes"]] == [0.5, 1.0]
+    assert record["settings"]["train_sizes"] == [0.5, 1.0]
+    assert any(r["slice"] == "train_size=0.5,domain=ood" for r in record["records"])
