@@ -594,9 +594,9 @@ def _fit_and_score(chosen: Sequence[tuple[str, Router]], train: RoutingTable, ft
             if youden:
                 out.fit_scores[spec] = out.dev_scores[spec]
         out.scores[spec] = _two_model_scores(router, feval)
+        out.seconds[spec] = time.perf_counter() - t0
         if youden and fdev is None and not router.uses_test_labels:  # after the evaluated queries: their s(q) stay
             out.fit_scores[spec] = _two_model_scores(router, ftrain)  # as without it, even for a router that draws
-        out.seconds[spec] = time.perf_counter() - t0
         weights = getattr(router, "layer_weights", None)
         if callable(weights):
             out.layer_weights[spec] = [float(w) for w in weights()]
