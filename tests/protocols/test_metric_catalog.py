@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -136,8 +137,9 @@ def _cell_names(cells: Iterable[dict[str, Any] | None]) -> set[str]:
     return {k for c in cells if c for k in c if k != "n" and not k.endswith("_ci")}
 
 
-def test_two_model() -> None:
+def test_two_model(tmp_path: Path) -> None:
     from routerlab.protocols.two_model import run_two_model
+    from tests.protocols.test_two_model import _write_signals
 
     record = run_two_model(synthetic(), "S", "L", ["best-single", "knn:k=5"], ood_datasets=["c"], split="given",
                            n_boot=N_BOOT, compare_to="best-single").to_dict()
@@ -153,6 +155,11 @@ def test_two_model() -> None:
     names |= {r.metric for r in run_protocol(
         "two-model", synthetic(), {"small": "S", "large": "L", "ood_datasets": ["c"], "split": "given", "dev": 0.25,
                                    "call_rate": 0.3, "n_boot": N_BOOT}, routers=["best-single", "knn:k=5"]).records}
+    # a hidden-state probe's layer weights (layer importance), from a precomputed .npz of signals
+    npz = str(_write_signals(tmp_path / "signals.npz", synthetic()))
+    names |= {r.metric for r in run_protocol(
+        "two-model", synthetic(), {"small": "S", "large": "L", "ood_datasets": ["c"], "split": "given",
+                                   "n_boot": N_BOOT, "features": npz}, routers=["probe-mean:epochs=2"]).records}
     assert names == catalogued("two-model")
 
 
