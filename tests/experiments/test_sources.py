@@ -179,6 +179,9 @@ def test_table_override_replaces_an_import_by_a_table_directory_and_refuses_deri
     exp = load_experiment(path, tables={"pool": str(tmp_path / "mine")})
     assert exp.tables[0].source is not None and exp.tables[0].source.kind == "dir"
     assert exp.tables[0].load().n_queries == 60
+    quick = load_experiment(path, tables={"pool": str(tmp_path / "mine")}, quick=True)
+    assert quick.tables[0].sample == (45, 0)  # [quick] n_queries applies to an overridden table too
+    assert load_experiment(path, tables={"pool": "demo"}, quick=True).tables[0].demo_options == {"n_queries": 45}
     with pytest.raises(UsageError, match=r"\[\[tables\]\]\[3\] \(pair\): actors: 'a', 'c' not in table 'pool' \(its "
                                          r"actors: tiny-2b, "):
         load_tables(exp)  # a derived table follows its base's override

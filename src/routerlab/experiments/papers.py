@@ -49,26 +49,28 @@ def compare(exp: Experiment, store_dir: Path, hashes: dict[str, str]) -> list[Pa
 
     cells = expand(exp, hashes, __version__)
     seed = exp.seeds[0]
-    rows = []
+    wanted: list[list[str]] = []
     for e in exp.papers:
         routed = get_protocol(e.protocol).uses_routers
-        ids = [c.cell_id for c in cells if c.table == e.table and c.protocol.name == e.protocol
-               and c.protocol.options == e.options and c.router == (e.router if routed else "") and c.seed == seed]
-        found: tuple[Any, ...] | None = None
-        if ids:
-            marks = ", ".join("?" for _ in ids)
-            by_router = " AND router = ?" if e.router else ""
-            _, hits = query(store_dir, f"SELECT value, ci_low, ci_high FROM results WHERE cell_id IN ({marks}) "
-                                       f"AND metric = ? AND slice = ?{by_router} ORDER BY router LIMIT 2",
-                            [*ids, e.metric, e.slice, *([e.router] if e.router else [])])
-            if len(hits) > 1:
-                raise UsageError(f"[[paper]] {e.claim!r}: several records of {e.metric!r} (slice {e.slice!r}) in "
-                                 f"protocol {e.protocol!r}; give router = ... to pick one")
-            found = hits[0] if hits else None
-        if found is None:
-            rows.append(PaperRow(e, None, None, None))
-        else:
-            rows.append(PaperRow(e, *(_finite(v) for v in found)))
+        wanted.append([c.cell_id for c in cells if c.table == e.table and c.protocol.name == e.protocol
+                       and c.protocol.options == e.options and c.router == (e.router if routed else "")
+                       and c.seed == seed])
+    ids = sorted({i for w in wanted for i in w})
+    found: dict[tuple[str, str, str, str], list[tuple[Any, ...]]] = {}
+    if ids:  # one read of the store for every entry
+        _, hits = query(store_dir, "SELECT cell_id, metric, slice, router, value, ci_low, ci_high FROM results "
+                                   "WHERE list_contains(?, cell_id) ORDER BY router", [ids])
+        for cid, metric, slice_, router, *numbers in hits:
+            found.setdefault((cid, metric, slice_, router), []).append(tuple(numbers))
+            if router:  # an entry without a router matches any actor-set label
+                found.setdefault((cid, metric, slice_, ""), []).append(tuple(numbers))
+    rows = []
+    for e, cell_ids in zip(exp.papers, wanted, strict=True):
+        matches = [n for cid in cell_ids for n in found.get((cid, e.metric, e.slice, e.router), [])]
+        if len(matches) > 1:
+            raise UsageError(f"[[paper]] {e.claim!r}: several records of {e.metric!r} (slice {e.slice!r}) in "
+                             f"protocol {e.protocol!r}; give router = ... to pick one")
+        rows.append(PaperRow(e, *(_finite(v) for v in matches[0])) if matches else PaperRow(e, None, None, None))
     return rows
 
 

@@ -19,7 +19,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -162,7 +162,8 @@ def run_task(shared: dict[str, Any], task: Task) -> list[Outcome]:
                 continue
             rows = tuple((rec.router, rec.metric, rec.value, rec.ci_low, rec.ci_high, rec.slice) for rec in records)
             out.append(Outcome(cid, "ok", "", result.n_train, result.n_test, fit_seconds.get(router, 0.0), rows))
-    return out
+    worker_peak = peak_rss_mb()  # the worker's own peak: a local or Dask worker is not a child the driver waits for
+    return [replace(o, peak_rss_mb=worker_peak) for o in out]
 
 
 @dataclass
@@ -258,6 +259,7 @@ def run_experiment(exp: Experiment, store_dir: Path, *, executor: Executor | Cal
                     cells_reused=len(cells) - len(todo), version=__version__)
     by_id = {c.cell_id: c for c in todo}
     rows = skipped = 0
+    workers_peak: float | None = None
     status = "failed"
     try:
         needed = {t.table for t in tasks}
@@ -276,6 +278,8 @@ def run_experiment(exp: Experiment, store_dir: Path, *, executor: Executor | Cal
                     router=c.router, seed=c.seed, settings=c.settings_json, outcome=o))
                 rows += len(o.metrics)
                 skipped += o.status != "ok"
+                if o.peak_rss_mb is not None:
+                    workers_peak = max(workers_peak or 0.0, o.peak_rss_mb)
             store.write_cells(run_id, exp.name, __version__, records)
         status = "finished"
     except KeyboardInterrupt:
@@ -284,19 +288,24 @@ def run_experiment(exp: Experiment, store_dir: Path, *, executor: Executor | Cal
         raise Interrupted(f"{stored} of {len(cells)} cells stored in {store.path}; rerun the same command to "
                           "resume") from None
     finally:
-        store.finish_run(run_id, status, time.perf_counter() - started, peak_rss_mb())
+        store.finish_run(run_id, status, time.perf_counter() - started, _max(peak_rss_mb(), workers_peak))
         if made and tasks:
             ex.close()
     return RunSummary(run_id=run_id, experiment=exp.name, store=store.path, backend=backend,
                       workers=n_workers, cells_total=len(cells), cells_reused=len(cells) - len(todo),
                       cells_run=len(todo), cells_skipped=skipped, rows_written=rows, tasks=len(tasks),
                       seconds=time.perf_counter() - started, cell_ids=[c.cell_id for c in cells],
-                      peak_rss_mb=peak_rss_mb(), hashes=hashes)
+                      peak_rss_mb=_max(peak_rss_mb(), workers_peak), hashes=hashes)
+
+
+def _max(*values: float | None) -> float | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
 
 
 def peak_rss_mb() -> float | None:
-    """The peak resident memory, in MiB, of this process or of the largest worker process it waited for (local
-    workers; a Dask cluster's workers are not counted); None where the platform does not tell."""
+    """The peak resident memory, in MiB, of this process or of the largest child it waited for; None where the
+    platform does not tell. A run takes the largest of the driver's and each worker's own (:func:`run_task`)."""
     try:
         import resource
     except ImportError:  # pragma: no cover - Windows

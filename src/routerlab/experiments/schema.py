@@ -15,7 +15,7 @@ import json
 import math
 import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,8 @@ from routerlab.protocols.base import MAX_BOOT, MIN_BOOT, SEED_MAX, get_protocol,
 
 DEMO = "demo"
 """``path = "demo"`` names the embedded demo benchmark (write ``"./demo"`` for a directory called demo)."""
+DEMO_QUERIES = 3000
+"""The demo's size when ``n_queries`` does not say (:func:`routerlab.datasets.demo`'s default)."""
 
 INJECTED = {"split": "[[tables]] split / test_fraction", "encoder": "[settings] encoder",
             "n_boot": "[settings] n_boot", "skip_inapplicable": "[settings] skip_inapplicable",
@@ -32,6 +34,7 @@ INJECTED = {"split": "[[tables]] split / test_fraction", "encoder": "[settings] 
 """Protocol settings an experiment sets in one place for every protocol, never in a protocol's own table: where
 each is set instead."""
 _TOP_KEYS = ("name", "description", "tables", "routers", "protocols", "seeds", "settings", "quick", "paper")
+_QUICK_CAP = "\x00quick n_queries"  # where _apply_quick leaves [quick] n_queries for parse_experiment (no TOML key)
 _QUICK_KEYS = ("seeds", "routers", "n_queries", "skip_tables", "skip_protocols", "settings", "protocols")
 _PAPER_KEYS = ("claim", "value", "table", "protocol", "options", "metric", "router", "slice", "tolerance", "note")
 _TABLE_KEYS = ("name", "path", "paths", "format", "options", "visible", "from", "synth", "map", "coreset", "actors",
@@ -258,8 +261,10 @@ def parse_experiment(data: dict[str, Any], source: Path, digest: str = "", table
     replaces tables' paths by name (relative to the working directory); ``quick`` applies ``[quick]``."""
     r = _Reader(source)
     r.check_keys("", data, _TOP_KEYS)
+    cap = None
     if quick:
         data = _apply_quick(r, data)
+        cap = data.pop(_QUICK_CAP, None)
     for key in ("name", "tables", "protocols", "seeds"):
         if key not in data:
             raise r.fail(key, "missing (required: name, tables, protocols, seeds; routers for protocols that "
@@ -267,6 +272,8 @@ def parse_experiment(data: dict[str, Any], source: Path, digest: str = "", table
     name = r.string("name", data["name"])
     description = r.string("description", data["description"]) if "description" in data else ""
     table_specs = _tables(r, data["tables"], source.parent, tables or {})
+    if cap is not None:
+        table_specs = [_capped(t, cap) for t in table_specs]
     protocols = _protocols(r, data["protocols"], source.parent)
     with_routers = [p.name for p in protocols if get_protocol(p.name).uses_routers]
     notes: list[str] = []
@@ -329,11 +336,9 @@ def _apply_quick(r: _Reader, data: dict[str, Any]) -> dict[str, Any]:
                 skip.add(name)  # a table derived from a skipped one goes too
                 continue
             kept.append(item)
-        if "n_queries" in q:
-            cap = r.integer("quick.n_queries", q["n_queries"], 12, 10_000_000)
-            kept = [{**it, "n_queries": min(cap, int(it.get("n_queries", cap)))}
-                    if isinstance(it, dict) and "from" not in it else it for it in kept]
         out["tables"] = kept
+    if "n_queries" in q:  # applied to the parsed tables, after any --table override (parse_experiment)
+        out[_QUICK_CAP] = r.integer("quick.n_queries", q["n_queries"], 12, 10_000_000)
     protocols = data.get("protocols")
     if isinstance(protocols, list):
         named = [p if isinstance(p, str) else p.get("name") if isinstance(p, dict) else None for p in protocols]
@@ -376,6 +381,18 @@ def _apply_quick(r: _Reader, data: dict[str, Any]) -> dict[str, Any]:
 def _routed(protocol: Any) -> bool:
     """Whether ``protocol`` (a name from the file, maybe unknown) evaluates routers."""
     return isinstance(protocol, str) and protocol in protocol_names() and get_protocol(protocol).uses_routers
+
+
+def _capped(t: TableSpec, cap: int) -> TableSpec:
+    """``t`` with at most ``cap`` queries ([quick] n_queries): the demo generates fewer, another table is sampled
+    (with its own sample's seed); a derived table follows its base."""
+    if t.derived_from is not None:
+        return t
+    if t.source is not None and t.source.kind == "demo":
+        options = {**t.demo_options, "n_queries": min(cap, t.demo_options.get("n_queries", DEMO_QUERIES))}
+        return replace(t, demo_options=options, source=replace(t.source, demo_options=options))
+    n, seed = t.sample if t.sample is not None else (cap, 0)
+    return replace(t, sample=(min(cap, n), seed))
 
 
 def _papers(r: _Reader, value: Any, tables: list[TableSpec], protocols: list[ProtocolSpec],
@@ -502,8 +519,8 @@ def _source_table(r: _Reader, where: str, item: dict[str, Any], base: Path, over
         item = {k: v for k, v in item.items() if k not in ("n_queries", "seed") or raw == DEMO}
         raw_paths = [raw if raw == DEMO else str(Path(raw).expanduser().resolve())]
         anchor = Path.cwd()
-        if raw != DEMO and is_table_dir(Path(raw_paths[0])):
-            fmt = None  # a routerlab table directory replaces upstream files as it is
+        if raw == DEMO or is_table_dir(Path(raw_paths[0])):
+            fmt = None  # the demo or a routerlab table directory replaces upstream files as it is
     demo_options: dict[str, int] = {}
     table_path: Path | None = None
     sample: tuple[int, int] | None = None

@@ -103,6 +103,8 @@ class Outcome:
     n_test: int
     fit_seconds: float
     metrics: tuple[tuple[str, str, float | None, float | None, float | None, str], ...]
+    peak_rss_mb: float | None = None
+    """The peak resident memory of the worker process that ran the cell (its whole life so far), in MiB."""
 
 
 @dataclass(frozen=True)
