@@ -90,8 +90,11 @@ def test_records_carry_every_number_under_its_slice(tmp_path: Path) -> None:
     (rec,) = result.select(r, "rho", "")
     # 2 test queries: no interval (NaN in the native result, NULL in the record; issue 21)
     assert (rec.ci_low, rec.ci_high) == (None, None) and all(math.isnan(x) for x in direct.results[0].rho_ci)
+    assert result.value(r, "perturbed_accuracy_orig") == pytest.approx(5 / 7)
+    assert result.value(r, "perturbed_accuracy_orig", "level=word") == pytest.approx(2 / 3)
     assert {x.metric for x in result.records} == {"rho", "kappa_rho", "accuracy", "perturbed_accuracy",
-                                                  "changed_share", "changed_share_argmax", "rho_all", "rho_invariant"}
+                                                  "perturbed_accuracy_orig", "changed_share",
+                                                  "changed_share_argmax", "rho_all", "rho_invariant"}
     # both test queries go to A: collapsed, so kappa_rho is null under every slice rho has
     kappa = result.select(r, "kappa_rho")
     assert {x.slice for x in kappa} == {x.slice for x in result.select(r, "rho")}
