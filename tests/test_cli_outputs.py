@@ -51,6 +51,7 @@ ROLES: dict[tuple[str, str], str] = {
     ("robustness", "output"): OUTPUT, ("scaling", "output"): OUTPUT, ("society", "output"): OUTPUT,
     ("two-model", "output"): OUTPUT, ("choose", "output"): OUTPUT,
     ("collect", "output"): TABLE, ("import", "output"): TABLE, ("join", "output"): TABLE,
+    ("synth", "output"): TABLE,
     ("run", "store"): RESUMED,  # the results store: a rerun reuses the cells it holds
     ("extract", "output"): RESUMED,  # the signals directory: a rerun extracts only the questions not there yet
     ("audit", "cache_dir"): RESUMED, ("collect", "cache_dir"): RESUMED, ("extract", "cache_dir"): RESUMED,
@@ -66,7 +67,7 @@ ROLES: dict[tuple[str, str], str] = {
     ("society", "table_dir"): INPUT, ("two-model", "table_dir"): INPUT,
     ("choose", "table_dir"): INPUT, ("two-model", "features"): INPUT,
     ("results query", "store"): INPUT, ("results show", "store"): INPUT,
-    ("power", "table_dir"): INPUT,
+    ("power", "table_dir"): INPUT, ("synth", "table_dir"): INPUT,
 }
 
 # a parameter (not a flag) named like an output must be declared even when it is not typed as a path
@@ -111,7 +112,7 @@ def test_every_path_parameter_is_declared() -> None:
     stale = sorted(set(ROLES) - set(PATHS))
     assert not undeclared, f"declare these path parameters in ROLES (and give outputs a recipe): {undeclared}"
     assert not stale, f"ROLES names parameters no command has: {stale}"
-    assert len(WRITTEN) == 14
+    assert len(WRITTEN) == 15
 
 
 def test_every_command_that_writes_has_force() -> None:
@@ -185,6 +186,7 @@ RECIPES: dict[tuple[str, str], tuple[str, Callable[[Inputs], list[str]]]] = {
                                                     "--cache-dir", str(i.cache)]),
     ("import", "output"): ("imported", lambda i: ["import", "long", str(i.long_csv)]),
     ("join", "output"): ("joined", lambda i: ["join", str(i.left), str(i.right)]),
+    ("synth", "output"): ("synth", lambda i: ["synth", str(i.table), "--society", "sa"]),
 }
 
 

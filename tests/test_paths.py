@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 
 from routerlab._paths import ENV_VAR, KINDS, cache_dir
+from routerlab.experiments.sources import default_cache_dir as tables_default
 from routerlab.features.cache import default_cache_dir as features_default
 from routerlab.llm.cache import default_cache_dir as llm_default
 from routerlab.reports.audit_cache import default_audit_cache_dir
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "routerlab"
-DEFAULTS = {"llm": llm_default, "audit": default_audit_cache_dir, "features": features_default}
+DEFAULTS = {"llm": llm_default, "audit": default_audit_cache_dir, "features": features_default,
+            "tables": tables_default}
 
 
 def test_every_cache_kind_has_its_default_from_the_one_rule(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -2,8 +2,9 @@
 set, else ``~/.cache/routerlab/<kind>``.
 
 Kinds: ``llm`` (the LLM call cache, and the local backend's converted GGUF models and hash memos under it,
-:mod:`routerlab.llm.cache`), ``audit`` (the audit's section cache, :mod:`routerlab.reports.audit_cache`) and
-``features`` (the text-vector cache, :mod:`routerlab.features.cache`). An explicit directory (``--cache-dir``, a
+:mod:`routerlab.llm.cache`), ``audit`` (the audit's section cache, :mod:`routerlab.reports.audit_cache`),
+``features`` (the text-vector cache, :mod:`routerlab.features.cache`) and ``tables`` (upstream files an experiment
+imports on load, :mod:`routerlab.experiments.sources`). An explicit directory (``--cache-dir``, a
 ``cache_dir=`` argument) replaces the default of the one cache it is given to. Nothing else reads the variable.
 """
 
@@ -13,7 +14,7 @@ import os
 from pathlib import Path
 
 ENV_VAR = "ROUTERLAB_CACHE_DIR"
-KINDS = ("llm", "audit", "features")
+KINDS = ("llm", "audit", "features", "tables")
 
 
 def cache_dir(kind: str) -> Path:

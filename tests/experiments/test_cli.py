@@ -239,3 +239,41 @@ def test_path_settings_are_relative_to_the_experiment_file(tmp_path: Path, capsy
     assert main(["run", str(exp), "--store", str(tmp_path / "s"), "--backend", "serial"]) == 0
     _, rows = query(tmp_path / "s", "SELECT count(*) FROM results WHERE protocol = 'ope' AND slice LIKE 'estimator=%'")
     assert rows[0][0] > 0
+
+
+def test_quick_and_paper_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = write_experiment(tmp_path, seeds="0").read_text() + (
+        '[quick]\nrouters = ["oracle", "knn"]\nsettings = { n_boot = 50 }\n'
+        '[quick.protocols]\ncold-start = { logging = "eps-greedy:knn:0.2" }\n'
+        '[[paper]]\nclaim = "oracle mu_o"\nvalue = 0.5\nprotocol = "full"\nrouter = "oracle"\nmetric = "mu_o"\n'
+        'tolerance = 1.0\n')
+    path = tmp_path / "paper.toml"
+    path.write_text(text, encoding="utf-8")
+    store = tmp_path / "store"
+    assert main(["run", str(path), "--store", str(store), "--quick", "--backend", "serial"]) == 0
+    out = capsys.readouterr().out
+    assert "| oracle mu_o | 0.500 |" in out and "yes (tolerance 1)" in out and "peak memory" in out
+    assert "best-single" not in out  # [quick] replaced the routers
+    assert main(["results", "paper", str(path), "--store", str(store), "--quick", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0]["agrees"] is True and 0 < rows[0]["routerlab"] <= 1
+    assert main(["results", "paper", str(path), "--store", str(store)]) == 0  # the full run never ran
+    assert "not in the store" in capsys.readouterr().out
+    _one_line_error(capsys, main(["results", "paper", str(write_experiment(tmp_path, name="plain.toml")),
+                                  "--store", str(store)]), "has no [[paper]] entries")
+    _one_line_error(capsys, main(["results", "paper", str(path), "--store", str(tmp_path / "none")]),
+                    "no results store there")
+    _one_line_error(capsys, main(["run", str(tmp_path / "plain.toml"), "--store", str(store), "--quick"]),
+                    "quick: --quick: the file has no [quick] section")
+
+
+def test_a_run_without_the_leaderboards_metric_ends_with_a_note_not_an_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "society.toml"
+    path.write_text('name = "s"\nseeds = [0]\nprotocols = [{ name = "society", coreset = 2 }]\n'
+                    '[[tables]]\npath = "demo"\nn_queries = 120\n', encoding="utf-8")
+    assert main(["run", str(path), "--store", str(tmp_path / "store"), "--backend", "serial"]) == 0
+    assert "no leaderboard: this run has no mu_o records" in capsys.readouterr().out
+    assert main(["run", str(path), "--store", str(tmp_path / "store"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["leaderboard"] == [] and "no mu_o records" in out["leaderboard_note"]

@@ -163,3 +163,34 @@ def show_cmd(
         print_json([r.to_dict() for r in rows])
     else:
         typer.echo(board_text(rows, metric))
+
+
+@results_app.command("paper")
+def paper_cmd(
+    experiment: Annotated[Path, typer.Argument(help="The experiment file whose [[paper]] entries to compare.")],
+    store: Annotated[Path, typer.Option("--store", help=STORE_HELP)] = DEFAULT_STORE,
+    table: Annotated[list[str] | None, typer.Option(
+        "--table", help="NAME=PATH: the table the run used in place of the file's table NAME (as given to "
+                        "routerlab run).")] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="Compare the run made with --quick.")] = False,
+    as_json: Annotated[bool, json_option("Print the rows as a JSON array.")] = False,
+) -> None:
+    """The paper's numbers ([[paper]] entries of EXPERIMENT) next to routerlab's from the store, with 95%
+    intervals and whether they agree, as a markdown table."""
+    from routerlab.cli.run_cmd import _table_overrides
+    from routerlab.errors import UsageError
+    from routerlab.experiments.papers import compare, paper_markdown
+    from routerlab.experiments.runner import load_tables
+    from routerlab.experiments.schema import load_experiment
+    from routerlab.experiments.store import open_read_only
+
+    exp = load_experiment(experiment, tables=_table_overrides(table or []), quick=quick)
+    if not exp.papers:
+        raise UsageError(f"{experiment}: has no [[paper]] entries to compare")
+    open_read_only(store).close()  # no store: one line before any table loads
+    hashes = {name: t.content_hash for name, t in load_tables(exp).items()}
+    rows = compare(exp, store, hashes)
+    if as_json:
+        print_json([r.to_dict() for r in rows])
+    else:
+        typer.echo(paper_markdown(rows))

@@ -182,12 +182,15 @@ class RunSummary:
     tasks: int
     seconds: float
     cell_ids: list[str] = field(default_factory=list)
+    peak_rss_mb: float | None = None
+    hashes: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "experiment": self.experiment, "store": str(self.store),
                 "backend": self.backend, "workers": self.workers, "cells_total": self.cells_total,
                 "cells_reused": self.cells_reused, "cells_run": self.cells_run, "cells_skipped": self.cells_skipped,
-                "rows_written": self.rows_written, "tasks": self.tasks, "seconds": round(self.seconds, 3)}
+                "rows_written": self.rows_written, "tasks": self.tasks, "seconds": round(self.seconds, 3),
+                "peak_rss_mb": None if self.peak_rss_mb is None else round(self.peak_rss_mb, 1)}
 
 
 def load_tables(exp: Experiment) -> dict[str, Any]:
@@ -198,9 +201,10 @@ def load_tables(exp: Experiment) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     for i, t in enumerate(exp.tables, start=1):
-        with task(f"run: loading table {t.name}"):
+        what = "deriving" if t.derived_from else "importing" if t.source and t.source.kind == "import" else "loading"
+        with task(f"run: {what} table {t.name}"):
             try:
-                out[t.name] = t.load()
+                out[t.name] = t.load(out, exp.seeds[0])
             except RouterlabError as exc:
                 raise UsageError(f"{exp.source}: [[tables]][{i}] ({t.name}): {exc}") from None
         try:  # a table without split labels under split = "given" fails here, not in a worker
@@ -226,6 +230,7 @@ def run_experiment(exp: Experiment, store_dir: Path, *, executor: Executor | Cal
     from routerlab._version import __version__
     from routerlab.execute.base import SerialExecutor
     from routerlab.progress import track
+    from routerlab.protocols.base import get_protocol
 
     started = time.perf_counter()
     check_store_dir(store_dir)
@@ -263,7 +268,8 @@ def run_experiment(exp: Experiment, store_dir: Path, *, executor: Executor | Cal
             records = []
             for o in outcomes:
                 c = by_id[o.cell_id]
-                if o.status == "ok" and not enough_queries(o.n_test, warn=False):  # NULL intervals: say why, once
+                evaluates = get_protocol(c.protocol.name).uses_routers  # society, scaling: no test queries
+                if o.status == "ok" and evaluates and not enough_queries(o.n_test, warn=False):  # NULL intervals
                     warn_few_queries(f"only {o.n_test} evaluated test queries in table {c.table!r}")
                 records.append(CellRecord(
                     table_name=c.table, data_hash=c.data_hash, split=c.split, protocol=c.protocol.name,
@@ -278,10 +284,24 @@ def run_experiment(exp: Experiment, store_dir: Path, *, executor: Executor | Cal
         raise Interrupted(f"{stored} of {len(cells)} cells stored in {store.path}; rerun the same command to "
                           "resume") from None
     finally:
-        store.finish_run(run_id, status)
+        store.finish_run(run_id, status, time.perf_counter() - started, peak_rss_mb())
         if made and tasks:
             ex.close()
     return RunSummary(run_id=run_id, experiment=exp.name, store=store.path, backend=backend,
                       workers=n_workers, cells_total=len(cells), cells_reused=len(cells) - len(todo),
                       cells_run=len(todo), cells_skipped=skipped, rows_written=rows, tasks=len(tasks),
-                      seconds=time.perf_counter() - started, cell_ids=[c.cell_id for c in cells])
+                      seconds=time.perf_counter() - started, cell_ids=[c.cell_id for c in cells],
+                      peak_rss_mb=peak_rss_mb(), hashes=hashes)
+
+
+def peak_rss_mb() -> float | None:
+    """The peak resident memory, in MiB, of this process or of the largest worker process it waited for (local
+    workers; a Dask cluster's workers are not counted); None where the platform does not tell."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows
+        return None
+    import sys
+
+    kib = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return kib / (1024 * 1024 if sys.platform == "darwin" else 1024)

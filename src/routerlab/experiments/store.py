@@ -7,8 +7,9 @@ Tables (the README's "Experiments as files" lists every column):
   ``settings`` as canonical JSON, ``routerlab_version``).
 - ``cells``: one row per finished cell (status ``ok`` or ``skipped`` with the reason), what a rerun checks to
   reuse it.
-- ``runs``: one row per ``routerlab run`` (experiment name, file hash, backend, start and finish, status; ``cells_run``
-  counts the cells the run stored, so an interrupted run records what it kept, not what it planned).
+- ``runs``: one row per ``routerlab run`` (experiment name, file hash, backend, start and finish, status, wall
+  ``seconds`` and ``peak_rss_mb``; ``cells_run`` counts the cells the run stored, so an interrupted run records what
+  it kept, not what it planned).
 
 Only the driver process writes (workers return rows); each cell is written in one transaction, so a crash
 loses only the cells in flight. Queries go through a read-only connection with file access off, so a
@@ -85,6 +86,8 @@ RUN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("started_at", "TIMESTAMP"),
     ("finished_at", "TIMESTAMP"),
     ("routerlab_version", "VARCHAR"),
+    ("seconds", "DOUBLE"),
+    ("peak_rss_mb", "DOUBLE"),
 )
 
 
@@ -199,6 +202,11 @@ class ResultStore:
                 if name == "results" and "slice" not in have and "metric" in have:  # a store from before slices
                     con.execute("ALTER TABLE results ADD COLUMN slice VARCHAR DEFAULT ''")
                     have.add("slice")
+                if name == "runs" and "run_id" in have:  # a store from before runs recorded time and memory
+                    for col in ("seconds", "peak_rss_mb"):
+                        if col not in have:
+                            con.execute(f"ALTER TABLE runs ADD COLUMN {col} DOUBLE")
+                            have.add(col)
                 missing = [c for c, _ in cols if c not in have]
                 if missing:
                     raise UsageError(f"--store {self.directory}: table {name} of {self.path} lacks columns "
@@ -226,13 +234,17 @@ class ResultStore:
         with self._open() as con:
             # cells_run counts the cells this run stored, as each is written (an interrupted run keeps its true
             # count, never the planned cells_total - cells_reused)
-            con.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 'running', ?, NULL, ?)",
+            con.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 'running', ?, NULL, ?, NULL, NULL)",
                         [run_id, experiment, file, file_hash, backend, workers, cells_total, cells_reused, _now(),
                          version])
 
-    def finish_run(self, run_id: str, status: str) -> None:
+    def finish_run(self, run_id: str, status: str, seconds: float | None = None,
+                   peak_rss_mb: float | None = None) -> None:
+        """Mark a run finished (or failed, interrupted) with its wall time and the peak resident memory of the
+        processes that ran it."""
         with self._open() as con:
-            con.execute("UPDATE runs SET status = ?, finished_at = ? WHERE run_id = ?", [status, _now(), run_id])
+            con.execute("UPDATE runs SET status = ?, finished_at = ?, seconds = ?, peak_rss_mb = ? WHERE run_id = ?",
+                        [status, _now(), seconds, peak_rss_mb, run_id])
 
     def write_cells(self, run_id: str, experiment: str, version: str, cells: Sequence[CellRecord]) -> None:
         """Store finished cells, each (its ``cells`` row and every metric row) in its own transaction; a cell
@@ -344,12 +356,14 @@ ORDER BY table_name, data_hash, split, protocol, settings, mean {order} NULLS LA
 """
 
 
-def leaderboard(directory: Path, metric: str, *, cell_ids: Sequence[str] | None = None) -> list[BoardRow]:
+def leaderboard(directory: Path, metric: str, *, cell_ids: Sequence[str] | None = None,
+                missing_ok: bool = False) -> list[BoardRow]:
     """Every router x table x protocol x settings of the store (or of ``cell_ids``), on the whole test set (slice
     ``''``): the mean of ``metric`` over seeds, its range over seeds, and the seeds' mean 95% interval bounds,
     best first by the metric's direction in the catalog (lowest first for a lower-is-better one such as
     mean_cost). A table is its name, content hash and split together, so rows of an edited table are never
-    averaged with the old ones."""
+    averaged with the old ones. A metric the store does not hold is an error, unless ``missing_ok`` (a run whose
+    protocols report other metrics: no rows)."""
     from routerlab.metrics.catalog import all_metrics
 
     lower = any(m.name == metric and m.direction == "lower" for m in all_metrics())
@@ -361,7 +375,7 @@ def leaderboard(directory: Path, metric: str, *, cell_ids: Sequence[str] | None 
     _, rows = query(directory, LEADERBOARD_SQL.format(extra=extra, order="ASC" if lower else "DESC"), params)
     if not rows:
         known = [r[0] for r in query(directory, "SELECT DISTINCT metric FROM results ORDER BY metric")[1]]
-        if metric not in known:
+        if metric not in known and not missing_ok:
             raise UsageError(f"--metric {metric!r}: no such metric in the store"
                              + (f"; known: {', '.join(known)}" if known else " (it holds no results yet)"))
     return [BoardRow(*r) for r in rows]

@@ -9,6 +9,7 @@ curve; and synthetic specialist societies built from a partition of the items::
     society.hse(table, split="train")       # B = table.score[train rows].T
     society.coreset(table, k=5).selected_names
     society.hse(society.table_specialists(table, "dataset"))
+    society.synth_table(table, "sa", society.load_society_map("mmlu-pro"))   # routers can run on it
 
 This package reads only the data layer; reports and the CLI build on it.
 """
@@ -46,9 +47,15 @@ from routerlab.society.entropy import (
     taxonomic_curve,
 )
 from routerlab.society.synthetic import (
+    SOCIETIES,
+    SocietyMap,
+    builtin_maps,
+    default_society_map,
     item_labels,
+    load_society_map,
     orthogonal_society,
     specialist_society,
+    synth_table,
     table_specialists,
     union_society,
 )
@@ -56,6 +63,7 @@ from routerlab.society.synthetic import (
 __all__ = [
     "LINKAGES",
     "METRICS",
+    "SOCIETIES",
     "Coreset",
     "CurvePoint",
     "DenseDistances",
@@ -65,11 +73,14 @@ __all__ = [
     "NanRule",
     "RandomCurve",
     "Society",
+    "SocietyMap",
     "TaxonomicCurve",
     "as_society",
+    "builtin_maps",
     "candidate_hse_single",
     "coreset",
     "d_max",
+    "default_society_map",
     "diversity",
     "diversity_from_distances",
     "from_table",
@@ -78,6 +89,7 @@ __all__ = [
     "hse_from_linkage",
     "item_labels",
     "linkage_matrix",
+    "load_society_map",
     "minimum_spanning_tree",
     "normalized_hse",
     "orthogonal_society",
@@ -85,6 +97,7 @@ __all__ = [
     "random_subsets_curve",
     "specialist_society",
     "subset_hse",
+    "synth_table",
     "table_specialists",
     "taxonomic_curve",
     "union_society",
