@@ -130,6 +130,22 @@ def test_max_queries_is_a_seeded_sample_of_the_evaluable_test_queries(table: Rou
     assert every.n_test == sp.test.size and every.notes == []
 
 
+def test_similarity_names_the_encoder_that_scores_the_variants(table: RoutingTable) -> None:
+    """``similarity = "tfidf"`` scores (and filters the word level's) variants with tf-idf, as perturb_queries does
+    when given it; left out, the default encoder does, as before."""
+    settings = {"levels": ["character", "word"], "variants": 1, "max_queries": 20, "encoder": ENC, "n_boot": 40}
+    tfidf = run_protocol("robustness", table, {**settings, "similarity": "tfidf"}, 0, ["knn:k=5"])
+    pset = tfidf.artifacts["variants"]
+    assert {str(v.encoder).split(":")[0] for v in pset.variants} == {"tfidf"}
+    assert {pset.settings[lv]["similarity_encoder"].split(":")[0] for lv in ("character", "word")} == {"tfidf"}
+    sp = make_split(table, "given", 0)
+    sampled = np.sort(sp.test[np.sort(np.random.default_rng(0).choice(sp.test.size, 20, replace=False))])
+    direct = perturb_queries(table, sampled, ["character", "word"], 1, 0, None, similarity="tfidf")
+    assert pset.variants == direct.variants
+    default = run_protocol("robustness", table, settings, 0, ["knn:k=5"]).artifacts["variants"]
+    assert default.variants == perturb_queries(table, sampled, ["character", "word"], 1, 0, None).variants
+
+
 def test_unavailable_levels_stop_the_run_or_are_left_out(table: RoutingTable, monkeypatch: pytest.MonkeyPatch
                                                          ) -> None:
     real = perturb_base.perturb_queries
@@ -170,6 +186,9 @@ def test_unavailable_levels_stop_the_run_or_are_left_out(table: RoutingTable, mo
     ({"backend": "nosuch:m"}, "backend: 'nosuch:m': unknown backend kind 'nosuch'"),
     ({"skip_unavailable_levels": "yes"}, "skip_unavailable_levels: must be true or false"),
     ({"split": "random:2"}, "split: bad split 'random:2'"),
+    ({"similarity": "nosuch"}, "similarity: unknown encoder 'nosuch'"),
+    ({"similarity": "precomputed:path=x.npy"}, "similarity: precomputed:path=x.npy: the similarity is measured with "
+                                               "a text encoder, minilm or tfidf"),
     ({"level": "word"}, "level: not a setting of protocol robustness; did you mean 'levels'?"),
 ])
 def test_a_bad_setting_is_one_line_from_python_toml_and_the_command_line(values: dict[str, Any], message: str

@@ -893,6 +893,15 @@ def _check_backend(value: str) -> str:
     return value
 
 
+def _check_similarity(value: str) -> str:
+    """A text encoder the variants' similarity can be measured with (minilm or tfidf, with options)."""
+    from routerlab.features.registry import get_encoder
+
+    if get_encoder(value).name not in ("minilm", "tfidf"):
+        raise UsageError(f"{value}: the similarity is measured with a text encoder, minilm or tfidf")
+    return value
+
+
 def _check_cache_dir(value: str) -> str:
     if Path(value).exists() and not Path(value).is_dir():
         raise UsageError(f"{value}: is a file, not a directory")
@@ -937,6 +946,10 @@ class RobustnessSettings(ProtocolSettings):
     skip_unavailable_levels: bool = setting(
         False, "leave out (and list) a level that cannot be generated here (its perturber fails, e.g. WordNet "
                "missing, or an LLM level without backend) instead of stopping the run")
+    similarity: str | None = setting(
+        None, "text encoder that scores each generated variant's similarity to its original and sets the word "
+              "level's bar: minilm or tfidf; none = the default encoder (minilm where installed, else tfidf); "
+              "tfidf is much faster on a CPU", check=_check_similarity)
     encoder: str = setting("tfidf", ENCODER_HELP, check=check_encoder)
     split: str = setting("given", SPLIT_HELP, check=check_split)
     n_boot: int = setting(1000, NBOOT_HELP, NBOOT)
@@ -1022,14 +1035,16 @@ def sample_test(table: RoutingTable, sp: Split, max_queries: int | None, seed: i
 
 
 def make_variants(table: RoutingTable, positions: Any, levels: Sequence[str], p: int, seed: int, backend: Any,
-                  ask: int, skip_unavailable: bool) -> tuple[PerturbationSet, dict[str, str]]:
+                  ask: int, skip_unavailable: bool, similarity: str | None = None
+                  ) -> tuple[PerturbationSet, dict[str, str]]:
     """The variants of the queries at ``positions`` at every level, and the levels left out with why: none
     unless ``skip_unavailable``, where a level that fails or makes no variant is left out instead of stopping
-    the run (the set then holds only the levels made)."""
+    the run (the set then holds only the levels made). ``similarity`` names the encoder that scores them (None:
+    the default encoder)."""
     from routerlab.perturb.base import perturb_queries
 
     if not skip_unavailable:
-        pset = perturb_queries(table, positions, levels, p, seed, backend, ask)
+        pset = perturb_queries(table, positions, levels, p, seed, backend, ask, similarity=similarity)
         if not len(pset):
             raise NoVariants(f"no variant could be made of the {len(positions)} test queries at level "
                              f"{', '.join(levels)}: {pset.describe()['stats']}", dict(pset.not_generated))
@@ -1038,7 +1053,7 @@ def make_variants(table: RoutingTable, positions: Any, levels: Sequence[str], p:
     sets: list[PerturbationSet] = []
     for level in levels:
         try:
-            made = perturb_queries(table, positions, [level], p, seed, backend, ask)
+            made = perturb_queries(table, positions, [level], p, seed, backend, ask, similarity=similarity)
         except Exception as exc:  # a missing or broken level is reported, never fatal here
             skipped[level] = f"{type(exc).__name__}: {exc}".strip().rstrip(".")
             continue
@@ -1142,7 +1157,7 @@ class RoutingRobustness(Protocol):
             if pset is None:
                 assert names is not None
                 pset, skipped_levels = make_variants(table, positions, names, s.variants or DEFAULT_P, seed, model,
-                                                     s.ask, s.skip_unavailable_levels)
+                                                     s.ask, s.skip_unavailable_levels, s.similarity)
             review = None
             if s.reviewed is not None:
                 from routerlab.perturb.review import apply_review, read_review
