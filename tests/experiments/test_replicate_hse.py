@@ -20,6 +20,7 @@ from tests import missing_requirement
 REPO = Path(__file__).resolve().parents[2]
 HSE = REPO / "examples" / "replicate" / "hse.toml"
 INVARIANCE = REPO / "examples" / "replicate" / "hse-invariance.toml"
+PROMPTED = REPO / "examples" / "replicate" / "hse-prompted.toml"
 SOCIETIES = ["mmlu-pro", "mmlu-pro-max", "mmlu-pro-rd", "mmlu-pro-sa", "mmlu-pro-rdsa"]
 
 
@@ -72,18 +73,21 @@ def test_quick_runs_and_stores_every_figure_s_numbers(shared_data: Path, tmp_pat
             assert kappa[0][0] == 1
 
 
-def test_the_full_file_and_the_invariance_file_parse_as_documented() -> None:
-    """The full run's settings (checked when the file is read, before any data): the three pools, their max-HSE
-    subsets and the three societies, the prompted router on SmolLM2, the offline levels on a sample of 100."""
+def test_the_full_files_parse_as_documented() -> None:
+    """The full runs' settings (checked when a file is read, before any data): the three pools, their max-HSE
+    subsets and the three societies with the KNN routers on 300 test queries; the prompted router on SmolLM2 on 30;
+    the invariance file where bench_falsifier's tables exist."""
     exp = load_experiment(HSE)
     assert [t.name for t in exp.tables] == ["mmlu-pro", "llmrouter", "routerbench", "mmlu-pro-max", "llmrouter-max",
                                             "routerbench-max", "mmlu-pro-rd", "mmlu-pro-sa", "mmlu-pro-rdsa"]
-    assert exp.routers == ["knn:k=10", "knn:k=100", "prompted:calibrate=true,max_chars=200"]
-    rob = next(p for p in exp.protocols if p.name == "robustness")
-    settings = RobustnessSettings.from_mapping(rob.options)
-    assert settings.levels == ("character", "word", "syntax") and settings.max_queries == 100
-    assert settings.backend == "local:smollm2-135m,threads=1"
+    assert exp.routers == ["knn:k=10", "knn:k=100"]
+    rob = RobustnessSettings.from_mapping(next(p for p in exp.protocols if p.name == "robustness").options)
+    assert rob.levels == ("character", "word", "syntax") and rob.max_queries == 300 and rob.backend is None
     assert SocietySettings.from_mapping(next(p for p in exp.protocols if p.name == "society").options).coreset == 4
+    prompted = load_experiment(PROMPTED)
+    assert prompted.routers[-1] == "prompted:calibrate=true,k=1,max_chars=200"
+    rob = RobustnessSettings.from_mapping(prompted.protocols[0].options)
+    assert rob.max_queries == 30 and rob.backend == "local:smollm2-135m,threads=1"
     if (REPO / "runs" / "falsifier" / "originals").is_dir():  # built by benchmarks/bench_falsifier.py
         inv = load_experiment(INVARIANCE)
         assert [t.name for t in inv.tables] == ["local"] and inv.tables[0].split == "random:0.5"
