@@ -77,7 +77,9 @@ def metric_rows(stores: list[Path], metric: str, where: str = "") -> dict[tuple[
 
 
 def short(router: str) -> str:
-    return "prompted (SmolLM2, n=30)" if router.startswith("prompted") else router
+    if not router.startswith("prompted"):
+        return router
+    return "prompted k=1 (n=30)" if "k=1" in router.split(":", 1)[1].split(",") else "prompted k=4 (n=30)"
 
 
 def societies(store: list[Path], ax_acc: Any, ax_rho: Any) -> None:

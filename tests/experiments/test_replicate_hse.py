@@ -85,7 +85,8 @@ def test_the_full_files_parse_as_documented() -> None:
     assert rob.levels == ("character", "word", "syntax") and rob.max_queries == 300 and rob.backend is None
     assert SocietySettings.from_mapping(next(p for p in exp.protocols if p.name == "society").options).coreset == 4
     prompted = load_experiment(PROMPTED)
-    assert prompted.routers[-1] == "prompted:calibrate=true,k=1,max_chars=200"
+    assert prompted.routers[-2:] == ["prompted:calibrate=true,max_chars=200",
+                                     "prompted:calibrate=true,k=1,max_chars=200"]
     rob = RobustnessSettings.from_mapping(prompted.protocols[0].options)
     assert rob.max_queries == 30 and rob.backend == "local:smollm2-135m,threads=1"
     if (REPO / "runs" / "falsifier" / "originals").is_dir():  # built by benchmarks/bench_falsifier.py
