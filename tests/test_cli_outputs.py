@@ -67,6 +67,7 @@ ROLES: dict[tuple[str, str], str] = {
     ("society", "table_dir"): INPUT, ("two-model", "table_dir"): INPUT,
     ("choose", "table_dir"): INPUT, ("two-model", "features"): INPUT,
     ("results query", "store"): INPUT, ("results show", "store"): INPUT,
+    ("results paper", "experiment"): INPUT, ("results paper", "store"): INPUT,
     ("power", "table_dir"): INPUT, ("synth", "table_dir"): INPUT,
 }
 

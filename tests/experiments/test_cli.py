@@ -38,7 +38,7 @@ def test_run_prints_reuse_and_leaderboard(tmp_path: Path, capsys: pytest.Capture
     out = capsys.readouterr().out
     assert "small: 0 of 12 cells reused" in out
     assert "mu_o mean" in out and "knn" in out and "cold-start" in out
-    assert "108 rows ->" in out
+    assert "132 rows ->" in out  # 12 cells x 11 records (9 metrics, top_share, collapsed_flag)
     assert "small: 12 of 12 cells reused" not in out
     assert main(["run", str(tmp_path / "exp.toml"), "--store", str(store), "--backend", "serial", "--json"]) == 0
     captured = capsys.readouterr()
@@ -91,7 +91,7 @@ def test_results_query_is_read_only(built_store: Path, tmp_path: Path, capsys: p
     _one_line_error(capsys, code, "results query:")
     assert not (tmp_path / "out.csv").exists()
     assert main(["results", "query", "SELECT count(*) AS n FROM results", "--store", str(store), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == [{"n": 108}]
+    assert json.loads(capsys.readouterr().out) == [{"n": 132}]
 
 
 def test_bad_sql_is_one_line(built_store: Path, capsys: pytest.CaptureFixture[str]) -> None:

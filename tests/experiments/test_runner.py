@@ -23,7 +23,7 @@ from tests.experiments.helpers import write_experiment
 
 REQUIRED = {"run_id", "table_name", "data_hash", "protocol", "router", "seed", "metric", "value", "ci_low",
             "ci_high", "routerlab_version", "cell_id", "settings", "split", "created_at"}
-N_METRICS = 9  # the demo has cost and latency: every SPEC 7 metric applies
+N_METRICS = 11  # the demo has cost and latency: every SPEC 7 metric applies; + top_share, collapsed_flag
 STABLE = ("cell_id, table_name, data_hash, split, protocol, router, seed, settings, metric, value, ci_low, ci_high, "
           "routerlab_version")
 

@@ -129,6 +129,11 @@ def test_quick_replaces_merges_skips_and_caps(tmp_path: Path, monkeypatch: pytes
     assert [p.options for p in quick.protocols if p.name == "society"] == [{"coreset": 1}]
     assert quick.quick and not full.quick
     assert load_tables(quick)["core"].n_actors == 2  # the table's own coreset, not the society protocol's
+    assert [e.claim for e in full.papers] == ["oracle mu_o on the pool", "pool HSE"]
+    assert [e.claim for e in quick.papers] == ["oracle mu_o on the pool", "pool HSE"]
+    drop_oracle = load_experiment(_write(tmp_path, IMPORTED.format(csv="rows.csv").replace(
+        'routers = ["oracle", "knn:k=5"]', 'routers = ["knn:k=5"]')), quick=True)
+    assert [e.claim for e in drop_oracle.papers] == ["pool HSE"]  # its router does not run in the quick version
     no_quick = _write(tmp_path, IMPORTED.format(csv="rows.csv").split("[quick]")[0])
     with pytest.raises(UsageError, match=r"quick: --quick: the file has no \[quick\] section"):
         load_experiment(no_quick, quick=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,12 +35,14 @@ def table() -> RoutingTable:
 
 def evaluation_names(record: dict[str, Any]) -> set[str]:
     """The metric names of an evaluation record (full, cold-start, a Voyager round, a group's evaluation): each
-    router's metrics, its paired comparison and its sweep's AIQ, and Oracle(Best-of-N)'s metrics."""
+    router's metrics, its paired comparison, its sweep's AIQ and its top share and collapse flag, and
+    Oracle(Best-of-N)'s metrics."""
     names: set[str] = set(record.get("oracle_best_of_n", {}))
     for r in record["results"]:
         names |= set(r["metrics"]) | set(r["ci"])
         names |= {k for k in r.get("paired") or {} if k not in ("versus", "ci")}
         names |= {"aiq"} if r.get("sweep") else set()
+        names |= {"top_share", "collapsed_flag"} if r.get("selection") else set()  # router_records' flag records
     return names
 
 
@@ -135,8 +138,9 @@ def _cell_names(cells: Iterable[dict[str, Any] | None]) -> set[str]:
     return {k for c in cells if c for k in c if k != "n" and not k.endswith("_ci")}
 
 
-def test_two_model() -> None:
+def test_two_model(tmp_path: Path) -> None:
     from routerlab.protocols.two_model import run_two_model
+    from tests.protocols.test_two_model import _write_signals
 
     record = run_two_model(synthetic(), "S", "L", ["best-single", "knn:k=5"], ood_datasets=["c"], split="given",
                            n_boot=N_BOOT, compare_to="best-single").to_dict()
@@ -152,6 +156,11 @@ def test_two_model() -> None:
     names |= {r.metric for r in run_protocol(
         "two-model", synthetic(), {"small": "S", "large": "L", "ood_datasets": ["c"], "split": "given", "dev": 0.25,
                                    "call_rate": 0.3, "n_boot": N_BOOT}, routers=["best-single", "knn:k=5"]).records}
+    # a hidden-state probe's layer weights (layer importance), from a precomputed .npz of signals
+    npz = str(_write_signals(tmp_path / "signals.npz", synthetic()))
+    names |= {r.metric for r in run_protocol(
+        "two-model", synthetic(), {"small": "S", "large": "L", "ood_datasets": ["c"], "split": "given",
+                                   "n_boot": N_BOOT, "features": npz}, routers=["probe-mean:epochs=2"]).records}
     assert names == catalogued("two-model")
 
 

@@ -49,7 +49,8 @@ def test_registered_and_described() -> None:
     proto = get_protocol("two-model")
     described = {s["name"]: s for s in proto.describe()["settings"]}
     assert list(described) == ["small", "large", "features", "id_datasets", "ood_datasets", "split", "encoder",
-                               "n_boot", "convention", "lpm_band", "rp_band", "compare_to", "dev", "call_rate"]
+                               "n_boot", "convention", "lpm_band", "rp_band", "compare_to", "dev", "call_rate",
+                               "train_sizes"]
     assert described["n_boot"]["option"] == "--boot" and described["n_boot"]["default"] == 1000
     assert described["id_datasets"]["option"] == "--id" and described["id_datasets"]["type"] == "list of str or none"
     assert described["lpm_band"] == {**described["lpm_band"], "type": "pair of float", "default": [0.25, 0.30]}

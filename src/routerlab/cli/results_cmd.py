@@ -172,7 +172,7 @@ def paper_cmd(
     table: Annotated[list[str] | None, typer.Option(
         "--table", help="NAME=PATH: the table the run used in place of the file's table NAME (as given to "
                         "routerlab run).")] = None,
-    quick: Annotated[bool, typer.Option("--quick", help="Compare the run made with --quick.")] = False,
+    quick: Annotated[bool, typer.Option("--quick", metavar="", help="Compare the run made with --quick.")] = False,
     as_json: Annotated[bool, json_option("Print the rows as a JSON array.")] = False,
 ) -> None:
     """The paper's numbers ([[paper]] entries of EXPERIMENT) next to routerlab's from the store, with 95%

@@ -72,8 +72,9 @@ def run_cmd(
     table: Annotated[list[str] | None, typer.Option(
         "--table", help="NAME=PATH: run the experiment on another table in place of its table NAME (a table "
                         "directory, or demo); repeat for several.")] = None,
-    quick: Annotated[bool, typer.Option("--quick", help="Apply the file's [quick] section: fewer seeds, routers "
-                                                         "and queries (a replication's small version).")] = False,
+    quick: Annotated[bool, typer.Option("--quick", metavar="", help="Apply the file's [quick] section: fewer seeds, "
+                                                                     "routers and queries (a replication's small "
+                                                                     "version).")] = False,
     as_json: Annotated[bool, json_option("Print the run summary and leaderboard as JSON.")] = False,
 ) -> None:
     """Run every table x protocol x router x seed x settings cell of EXPERIMENT into the results store; a rerun

@@ -1,5 +1,5 @@
 """``routerlab synth``: the HSE paper's synthetic specialist societies (SA, RD, RD+SA) as a routing table over a
-table's queries, so routers run on them (hse-diversity-and-routing-robustness sec. 6, app. 10.3)."""
+table's queries, so routers run on them (the HSE paper, section 6 and appendix 10.3; docs/synth.md)."""
 
 from __future__ import annotations
 
@@ -29,9 +29,9 @@ def synth_cmd(
     output: Annotated[Path, typer.Option("-o", "--output", help="Directory to write the synthetic table to.")],
     map_spec: Annotated[str | None, typer.Option(
         "--map", metavar="NAME|FILE.toml",
-        help="Which cluster and tier each dataset or category is in: a built-in map (mmlu-pro, llmrouter, "
-             "routerbench) or a TOML file (docs/synth.md). Default: the built-in map of the table's format, or "
-             "one that assigns every dataset.")] = None,
+        help="Which cluster and tier each dataset or category is in: a built-in map (mmlu-pro, mmlu-pro-src, "
+             "llmrouter, routerbench, demo) or a TOML file (docs/synth.md). Default: the built-in map of the "
+             "table's format, or one that assigns every dataset.")] = None,
     force: Annotated[bool, force_option("Replace a table already in the output directory.")] = False,
     as_json: Annotated[bool, json_option()] = False,
 ) -> None:

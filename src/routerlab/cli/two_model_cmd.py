@@ -156,6 +156,8 @@ def two_model_cmd(
     compare_to: Annotated[str | None, typer.Option("--compare-to", help=_help("compare_to"))] = None,
     dev: Annotated[str | None, typer.Option("--dev", metavar="F", help=_help("dev"))] = None,
     call_rate: Annotated[str | None, typer.Option("--call-rate", metavar="X", help=_help("call_rate"))] = None,
+    train_sizes: Annotated[str | None, typer.Option("--train-sizes", metavar="F1,F2",
+                                                    help=_help("train_sizes"))] = None,
     as_json: Annotated[bool, json_option()] = False,
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", help="Directory for results.json, results.csv, tables.md and one call-rate plot per "
@@ -176,7 +178,7 @@ def two_model_cmd(
         id_datasets=dataset_list(id_datasets, "--id") if id_datasets is not None else None,
         ood_datasets=dataset_list(ood_datasets, "--ood") if ood_datasets is not None else None, split=split,
         encoder=encoder, n_boot=boot, convention=convention, lpm_band=lpm_band, rp_band=rp_band,
-        compare_to=compare_to, dev=dev, call_rate=call_rate)
+        compare_to=compare_to, dev=dev, call_rate=call_rate, train_sizes=train_sizes)
     if output is not None:
         check_output_dir(output)
         refuse_overwrite(output, force)

@@ -360,13 +360,22 @@ def _apply_quick(r: _Reader, data: dict[str, Any]) -> dict[str, Any]:
                 item = {**({"name": item} if isinstance(item, str) else item), **merged[pname]}
             new.append(item)
         out["protocols"] = new
-    if "paper" in data and isinstance(out.get("tables"), list):  # entries on skipped tables or protocols go
+    if isinstance(data.get("paper"), list) and isinstance(out.get("tables"), list):
+        # entries on skipped tables, protocols or routers go: the quick run has no number for them
         left_t = set(_table_names(out["tables"]))
         left_p = {p if isinstance(p, str) else p.get("name") for p in out.get("protocols", []) if
                   isinstance(p, str | dict)}
+        routers = out.get("routers")
+        left_r: list[Any] = routers if isinstance(routers, list) else []
         out["paper"] = [e for e in data["paper"] if not isinstance(e, dict) or (
-            e.get("table", next(iter(left_t), None)) in left_t and e.get("protocol") in left_p)]
+            e.get("table", next(iter(left_t), None)) in left_t and e.get("protocol") in left_p
+            and (e.get("router", "") in left_r or not _routed(e.get("protocol"))))]
     return out
+
+
+def _routed(protocol: Any) -> bool:
+    """Whether ``protocol`` (a name from the file, maybe unknown) evaluates routers."""
+    return isinstance(protocol, str) and protocol in protocol_names() and get_protocol(protocol).uses_routers
 
 
 def _papers(r: _Reader, value: Any, tables: list[TableSpec], protocols: list[ProtocolSpec],

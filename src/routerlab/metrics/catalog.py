@@ -305,6 +305,14 @@ _BASE: tuple[Metric, ...] = (
            "mean score of the answers a two-model router gives on the test queries when its threshold is fixed on "
            f"development queries for the target call rate (two-model --dev --call-rate; {cite('6')})",
            ("two-model",), title="Phi at the call rate fixed on dev"),
+    Metric("top_share", "top share", "share in [0, 1]", "none", "5",
+           "the largest share of the test queries a router sends to one actor (its expected share for a router that "
+           f"samples); 1/m is an even spread, 1 a router that always picks one actor ({cite('5')})", _EVAL,
+           title="largest selection share"),
+    Metric("collapsed_flag", "collapsed", "flag 0/1", "none", "5",
+           "1 when one actor takes >= 99% of the test queries (top share >= 0.99; the collapsed routers of "
+           f"RouterWorld's Table 3), else 0; expected of fixed routers, a warning sign for a learned one ({cite('5')})",
+           _EVAL, title="collapsed (one actor takes >= 99%)", digits=".0f"),
     Metric("checkpoint_round", "checkpoint", "round", "none", "5",
            "the Voyager round whose fit a router deploys at this round: the one with the highest mu_o on the "
            f"development queries (voyager --dev; {cite('5')})", ("voyager",), title="round of the chosen checkpoint"),
@@ -324,6 +332,24 @@ _BASE: tuple[Metric, ...] = (
     Metric("perf_large", "Perf_L", "score in [0, 1]", "none", "6",
            f"Phi(1): mean score of the large model alone on the dataset, in [0, 1] ({cite('6')})", ("two-model",),
            title="the large model alone"),
+    Metric("both_fail", "both fail", "share in [0, 1]", "none", "6",
+           "share of the evaluated queries both models fail (score < 0.5: 0 on 0/1 scores), where routing cannot "
+           "help (routerxbench appendix D.2), in [0, 1], with a 95% bootstrap interval; a property of the pair on "
+           f"the evaluated queries, so the same for every router of a run ({cite('6')})", ("two-model",),
+           title="queries both models fail"),
+    Metric("youden_accuracy", "Youden acc", "share in [0, 1]", "higher", "6",
+           "routing accuracy at the Youden-J threshold: share of the test queries sent to the large model exactly "
+           "when it is needed (the small model is not good enough), the threshold maximising TPR - FPR fixed on the "
+           f"development part (else the training queries), never on test, in [0, 1] ({cite('6', '8')})",
+           ("two-model",), title="routing accuracy at the Youden-J threshold"),
+    Metric("youden_j", "Youden J", "difference in [-1, 1]", "higher", "6",
+           "Youden's J = TPR - FPR for 'the large model is needed' on the test queries at the threshold fixed on the "
+           "development part (else the training queries), in [-1, 1]; 0 = no better than a coin "
+           f"({cite('6', '8')})", ("two-model",), title="Youden's J at the fixed threshold"),
+    Metric("layer_weight", "layer weight", "share in [0, 1]", "none", "6",
+           "a hidden-state probe's inference weight of one layer (slice layer=L, 0 = the embedding output): "
+           "ProbeDirichlet's normalised concentration alpha_l / sum(alpha) (routerxbench Fig. 7), uniform for "
+           f"probe-mean; the weights sum to 1 ({cite('6')})", ("two-model",), title="layer importance"),
     # SPEC 2: society diversity
     Metric("hse", "HSE", "bits x distance units", "none", "2",
            "hierarchic social entropy: the area under H(h), the entropy in bits of the actors' cluster sizes at "

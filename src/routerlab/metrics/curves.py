@@ -211,6 +211,24 @@ def small_good_enough(small_score: npt.ArrayLike, large_score: npt.ArrayLike | N
     return np.asarray(small >= large)
 
 
+FAIL_BELOW = 0.5
+"""A model fails on a query when its score is below this mark: 0 on 0/1 scores, under half marks on graded ones."""
+
+
+def both_fail(small_score: npt.ArrayLike, large_score: npt.ArrayLike, fail_below: float = FAIL_BELOW) -> BoolArray:
+    """Per query, whether both models fail it (score < ``fail_below``): the queries routing cannot help
+    (routerxbench-probedirichlet.txt appendix D.2), where sending to either model gives a wrong answer."""
+    small = _known(small_score, "small_score")
+    large = _known(large_score, "large_score", small.size)
+    return np.asarray((small < fail_below) & (large < fail_below))
+
+
+def both_fail_share(small_score: npt.ArrayLike, large_score: npt.ArrayLike, fail_below: float = FAIL_BELOW) -> float:
+    """The share of queries both models fail (:func:`both_fail`), in [0, 1]; NaN for no query."""
+    fail = both_fail(small_score, large_score, fail_below)
+    return float(fail.mean()) if fail.size else float("nan")
+
+
 def auroc(scores: npt.ArrayLike, labels: npt.ArrayLike, convention: AurocConvention = "routerlab") -> float:
     """Area under the ROC curve of ``scores`` for boolean ``labels`` (SPEC 6 router ability): the
     probability that a positive outscores a negative, ties counted 1/2 (average ranks, Mann-Whitney).

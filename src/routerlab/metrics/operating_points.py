@@ -83,6 +83,84 @@ def escalate(scores: npt.ArrayLike, threshold: Threshold, seed: int = 0) -> Bool
     return np.asarray(below | (tied & coin))
 
 
+@dataclass(frozen=True)
+class YoudenPoint:
+    """The threshold that maximises Youden's J = TPR - FPR for "the large model is needed" on the queries it was
+    fitted on: a query goes to the large model when ``s(q) < value`` (``-inf``: none, ``inf``: every one). ``j``,
+    ``tpr``, ``fpr`` and ``call_rate`` are its values on those ``n_fit`` queries (NaN when they hold one label)."""
+
+    value: float
+    j: float
+    tpr: float
+    fpr: float
+    call_rate: float
+    n_fit: int
+
+    def to_dict(self) -> dict[str, float | int | str | None]:
+        """JSON-ready: a non-finite threshold written as None, ``sends`` saying which ("none", "all", "below")."""
+        sends = "below" if math.isfinite(self.value) else "none" if self.value < 0 else "all"
+        return {"threshold": self.value if math.isfinite(self.value) else None, "sends": sends,
+                "j_fit": self.j, "tpr_fit": self.tpr, "fpr_fit": self.fpr, "call_rate_fit": self.call_rate,
+                "n_fit": self.n_fit}
+
+
+def _needed(large_needed: npt.ArrayLike, n: int) -> BoolArray:
+    y = np.asarray(large_needed)
+    if y.shape != (n,):
+        raise UsageError(f"large_needed must have one label per query ({n}), got shape {y.shape}")
+    return np.asarray(y.astype(bool))
+
+
+def youden_j(escalated: npt.ArrayLike, large_needed: npt.ArrayLike) -> float:
+    """Youden's J of routing decisions (True = sent to the large model) for the label "the large model is needed":
+    TPR - FPR, the share of needing queries sent minus the share of the others sent; NaN with one label only."""
+    sent = np.asarray(escalated, dtype=bool)
+    y = _needed(large_needed, sent.size)
+    pos, neg = int(y.sum()), int((~y).sum())
+    if pos == 0 or neg == 0:
+        return float("nan")
+    return float(sent[y].sum() / pos - sent[~y].sum() / neg)
+
+
+def routing_accuracy(escalated: npt.ArrayLike, large_needed: npt.ArrayLike) -> float:
+    """The share of queries routed right: sent to the large model exactly when it is needed; NaN for no query."""
+    sent = np.asarray(escalated, dtype=bool)
+    y = _needed(large_needed, sent.size)
+    return float((sent == y).mean()) if y.size else float("nan")
+
+
+def youden_threshold(fit_scores: npt.ArrayLike, large_needed: npt.ArrayLike) -> YoudenPoint:
+    """The threshold on s(q) that maximises Youden's J on the fit queries (development or training queries, never
+    the test ones). Candidates: escalate none, escalate every query below each distinct score but the lowest (the
+    threshold halfway between it and the next lower one, so it carries to new queries), escalate all. Among equal
+    J the candidate with the lowest call rate wins (keep the small model when the data cannot tell)."""
+    s = _scores(fit_scores, "fit queries")
+    n = s.size
+    if n == 0:
+        raise UsageError("no queries to choose a Youden threshold on")
+    y = _needed(large_needed, n)
+    pos, neg = int(y.sum()), int((~y).sum())
+    values = np.unique(s)
+    cuts = np.concatenate([[-math.inf], (values[:-1] + values[1:]) / 2.0, [math.inf]])
+    order = np.argsort(s, kind="stable")
+    ends = np.searchsorted(s[order], values, side="right")  # queries below each cut: 0, ends[0], ..., n
+    sent = np.concatenate([[0], ends])
+    tp = np.concatenate([[0], np.cumsum(y[order])])[sent]
+    fp = sent - tp
+    if pos == 0 or neg == 0:
+        return YoudenPoint(-math.inf, math.nan, math.nan, math.nan, 0.0, n)
+    tpr, fpr = tp / pos, fp / neg
+    j = tpr - fpr
+    best = int(np.argmax(j))  # the first maximum: the lowest call rate
+    return YoudenPoint(float(cuts[best]), float(j[best]), float(tpr[best]), float(fpr[best]), float(sent[best] / n),
+                       n)
+
+
+def youden_escalate(scores: npt.ArrayLike, point: YoudenPoint) -> BoolArray:
+    """Which queries a Youden threshold sends to the large model (True): those with ``s(q) < point.value``."""
+    return np.asarray(_scores(scores, "queries") < point.value)
+
+
 PACE_BAND = 0.02
 """The pacing band: a paced threshold keeps the running call rate within ``rate +- (band + 1/(2t))`` after every
 query t, so the realized rate over n queries is within ``band + 1/(2n)`` of the target (0.03 from 50 queries on)."""
@@ -122,4 +200,5 @@ def paced_escalate(scores: npt.ArrayLike, threshold: Threshold, seed: int = 0, b
     return out
 
 
-__all__ = ["PACE_BAND", "PACE_SLACK", "Threshold", "escalate", "paced_bound", "paced_escalate", "threshold_for_rate"]
+__all__ = ["PACE_BAND", "PACE_SLACK", "Threshold", "YoudenPoint", "escalate", "paced_bound", "paced_escalate",
+           "routing_accuracy", "threshold_for_rate", "youden_escalate", "youden_j", "youden_threshold"]

@@ -843,12 +843,17 @@ def router_records(results: Sequence[RouterResult | dict[str, Any]], bon: dict[s
                    ) -> list[MetricRecord]:
     """The metric records of one evaluation's routers (objects, or their ``to_dict`` form as Voyager keeps each
     round): every metric with its interval, the paired difference against the reference router
-    (``mu_o_difference``), the sweep's AIQ, then Oracle(Best-of-N) without interval."""
+    (``mu_o_difference``), the sweep's AIQ, the largest selection share (``top_share``) and the collapse flag
+    (``collapsed_flag``, 1 when that share is >= 99%: RouterWorld's collapsed routers), then Oracle(Best-of-N)
+    without interval."""
     out: list[MetricRecord] = []
     for r in results:
         d = r.to_dict() if isinstance(r, RouterResult) else r
         for name, value in d["metrics"].items():
             out.append(MetricRecord.of(d["spec"], name, value, d.get("ci", {}).get(name), slice))
+        if d.get("selection"):
+            out.append(MetricRecord.of(d["spec"], "top_share", max(d["selection"].values()), None, slice))
+            out.append(MetricRecord.of(d["spec"], "collapsed_flag", float(bool(d["collapsed"])), None, slice))
         if d.get("paired"):
             p = d["paired"]
             out.append(MetricRecord.of(d["spec"], "mu_o_difference", p["mu_o_difference"], p["ci"], slice))

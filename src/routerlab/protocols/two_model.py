@@ -25,6 +25,13 @@ there (:func:`routerlab.metrics.operating_points.threshold_for_rate`) and applie
 query (:func:`~routerlab.metrics.operating_points.escalate`); each router's ``operating_point`` reports the
 realized call rate next to the target and Phi there, per dataset and pooled over each domain's queries (records
 ``call_rate`` and ``phi_at_call_rate``). Bounds (they read the outcomes of what they route) get none.
+
+For RouterXBench's replication (docs/two-model.md): the share of the evaluated queries both models fail (record
+``both_fail``, under every router: they route the same queries), each router's Youden-J threshold for "the large
+model is needed" fixed on the development part or else on the training queries and applied to test (records
+``youden_accuracy``, ``youden_j``), a hidden-state probe's layer weights (``layer_weight``, slice ``layer=L``), and
+with ``train_sizes`` every router retrained on nested seeded shares of the training queries (every metric with the
+slices ``train_size=F,dataset=NAME`` / ``train_size=F,domain=id|ood``).
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from typing import Any, get_args
 import numpy as np
 import numpy.typing as npt
 
+from routerlab._spec import Interval
 from routerlab._words import plural, verb
 from routerlab.data.provenance import Provenance
 from routerlab.data.splits import Split, make_split, with_dev
@@ -99,16 +107,24 @@ class TwoModelRouterResult:
     operating_point: dict[str, Any] | None = None
     # with a development part, for a router that trains by epochs (the probes, mlp, barp): the epoch it kept there
     early_stopping: dict[str, Any] | None = None
+    # the Youden-J threshold fixed on the development part (or the training queries) and its routing on test
+    youden: dict[str, Any] | None = None
+    # a hidden-state probe's inference layer weights (index = layer; ProbeDirichlet's normalised concentration)
+    layer_weights: list[float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"router": self.spec, "datasets": self.datasets, "id_mean": self.id_mean, "ood_mean": self.ood_mean,
-               "fit_seconds": round(self.fit_seconds, 4)}
+        out: dict[str, Any] = {"router": self.spec, "datasets": self.datasets, "id_mean": self.id_mean,
+                               "ood_mean": self.ood_mean, "fit_seconds": round(self.fit_seconds, 4)}
         if self.versus is not None:
             out["versus"] = self.versus
         if self.operating_point is not None:
             out["operating_point"] = self.operating_point
         if self.early_stopping is not None:
             out["early_stopping"] = self.early_stopping
+        if self.youden is not None:
+            out["youden"] = self.youden
+        if self.layer_weights is not None:
+            out["layer_weights"] = self.layer_weights
         return out
 
 
@@ -173,6 +189,10 @@ class TwoModelResult:
     signals: dict[str, Any] | None
     results: list[TwoModelRouterResult] = field(default_factory=list)
     per_query: TwoModelScores | None = None
+    # the share of the evaluated queries both models fail (appendix D.2), per dataset and the ID / OOD means
+    both_fail: dict[str, Any] | None = None
+    # with train_sizes: each router's metrics when trained on nested seeded shares of the training queries
+    train_sizes: list[dict[str, Any]] | None = None
 
     def result(self, spec: str) -> TwoModelRouterResult:
         """The result of the router labelled ``spec``."""
@@ -191,6 +211,8 @@ class TwoModelResult:
             "dropped": dict(self.dropped), "signals": self.signals,
             "results": [r.to_dict() for r in self.results],
             "curves": {r.spec: r.curves for r in self.results},
+            **({"both_fail": self.both_fail} if self.both_fail is not None else {}),
+            **({"train_sizes": self.train_sizes} if self.train_sizes is not None else {}),
         }
 
 
@@ -269,6 +291,13 @@ def check_call_rate(rate: Any) -> float:
 BAND_TYPE = "pair of float"
 
 
+def check_train_sizes(sizes: tuple[float, ...] | None) -> tuple[float, ...] | None:
+    """Training-size shares (each in (0, 1] by the rule) in increasing order: the nested subsets grow."""
+    if sizes is not None and list(sizes) != sorted(sizes):
+        raise UsageError(f"must be in increasing order (nested subsets grow), got {','.join(f'{v:g}' for v in sizes)}")
+    return sizes
+
+
 @dataclass(frozen=True)
 class TwoModelSettings(ProtocolSettings):
     """The settings of ``routerlab two-model`` that change its numbers (the routers and seed are the run's)."""
@@ -305,6 +334,10 @@ class TwoModelSettings(ProtocolSettings):
         None, f"with dev: the target share of queries sent to the large model (default {DEFAULT_CALL_RATE:g}); its "
               "threshold is fixed on the development part and applied unchanged to the test queries",
         check=lambda v: None if v is None else check_call_rate(v))
+    train_sizes: tuple[float, ...] | None = setting(
+        None, "training-size scaling (Fig. 4): shares F of the in-domain training queries (nested seeded subsets, "
+              "stratified by dataset); every router is trained again on each and scored on the same test queries; "
+              "none = off", Interval(float, 0, 1, closed="right"), check=check_train_sizes)
 
     def validate(self) -> None:
         if (self.small is None) != (self.large is None):
@@ -395,6 +428,7 @@ def run_two_model(
     cache_dir: str | None = None,
     dev: float | None = None,
     call_rate: float | None = None,
+    train_sizes: Sequence[float] | None = None,
 ) -> TwoModelResult:
     """Train ``routers`` on the in-domain train part and score each in-domain test part and each out-of-domain
     dataset (module docstring; SPEC 6). ``signals`` (an extract directory or an ``.npz``) adds the small
@@ -470,26 +504,10 @@ def run_two_model(
         eval_rows = eval_rows[:n_eval]
     _check_signals(chosen, ftrain)
 
-    scores: dict[str, FloatArray] = {}
-    dev_scores: dict[str, FloatArray] = {}
-    seconds: dict[str, float] = {}
-    stopped: dict[str, dict[str, Any]] = {}
     # routers that train by epochs (the probes, mlp, barp) stop on the development part (its signals attached too)
     dev_part = None if fdev is None else DevPart(pair.select_queries(dev_rows), fdev)
-    for spec, router in track(chosen, "two-model: router", unit="router", label=lambda item: item[0]):
-        t0 = time.perf_counter()
-        if dev_part is not None and router.uses_dev:
-            router.fit(train, ftrain, dev=dev_part)
-            if router.early_stopping is not None:
-                stopped[spec] = router.early_stopping
-        else:
-            router.fit(train, ftrain)
-        if router.uses_test_labels:  # a bound: the only routers handed the test outcomes
-            router.reveal(evaluation)
-        elif fdev is not None:  # a bound reads the outcomes of what it routes: no threshold fixed on dev for it
-            dev_scores[spec] = _two_model_scores(router, fdev)
-        scores[spec] = _two_model_scores(router, feval)
-        seconds[spec] = time.perf_counter() - t0
+    fitted = _fit_and_score(chosen, train, ftrain, feval, fdev, dev_part, evaluation, youden=True)
+    scores, dev_scores, seconds, stopped = fitted.scores, fitted.dev_scores, fitted.seconds, fitted.stopped
 
     result = TwoModelResult(
         provenance=Provenance.of(table, sp, seed=seed, encoder=ftrain.encoder, routers=labels,
@@ -503,6 +521,9 @@ def run_two_model(
     with task("two-model: curves and bootstrap intervals"):
         cells = _score_datasets(scores, evaluation, [*id_names, *ood_names], convention, lpm_band, rp_band,
                                 int(n_boot), int(seed))
+    result.both_fail = both_fail_cells(evaluation, id_names, ood_names, int(n_boot), int(seed))
+    fit_on = "dev" if fdev is not None else "train"
+    fit_table = pair.select_queries(dev_rows) if fdev is not None else train
     for spec in scores:
         per = cells[spec]
         result.results.append(TwoModelRouterResult(
@@ -516,8 +537,189 @@ def run_two_model(
             operating_point=(operating_point(spec, dev_scores[spec], scores[spec], evaluation, id_names, ood_names,
                                              rate, int(n_boot), int(seed)) if spec in dev_scores else None),
             early_stopping=stopped.get(spec),
+            youden=(youden_point(fitted.fit_scores[spec], fit_table, fit_on, scores[spec], evaluation, id_names,
+                                 ood_names, int(n_boot), int(seed)) if spec in fitted.fit_scores else None),
+            layer_weights=fitted.layer_weights.get(spec),
         ))
+    if train_sizes is not None:
+        sizes = _checked("train_sizes", check_train_sizes,
+                         tuple(_checked("train_sizes", check_train_share, v) for v in train_sizes))
+        result.train_sizes = _train_size_runs(
+            list(routers), sizes or (), train, ftrain, feval, fdev, dev_part, evaluation, result, cells, id_names,
+            ood_names, convention, lpm_band, rp_band, int(n_boot), int(seed))
     return result
+
+
+def check_train_share(value: Any) -> float:
+    """One training-size share: a number in (0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 < float(value) <= 1.0:
+        raise UsageError(f"each share must be a number in (0, 1], got {value!r}")
+    return float(value)
+
+
+@dataclass
+class _Fitted:
+    """What fitting a run's routers gave: s(q) on the evaluated queries (``scores``), on the development ones
+    (``dev_scores``, not for bounds), on the queries a Youden threshold is fitted on (``fit_scores``: the
+    development part if there is one, else the training queries; not for bounds), fit seconds, the epochs kept,
+    and the probes' layer weights."""
+
+    scores: dict[str, FloatArray] = field(default_factory=dict)
+    dev_scores: dict[str, FloatArray] = field(default_factory=dict)
+    fit_scores: dict[str, FloatArray] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    stopped: dict[str, dict[str, Any]] = field(default_factory=dict)
+    layer_weights: dict[str, list[float]] = field(default_factory=dict)
+
+
+def _fit_and_score(chosen: Sequence[tuple[str, Router]], train: RoutingTable, ftrain: Features, feval: Features,
+                   fdev: Features | None, dev_part: DevPart | None, evaluation: RoutingTable, *, youden: bool,
+                   label: str = "two-model: router") -> _Fitted:
+    """Fit every router on ``train`` (stopping on ``dev_part`` where it trains by epochs), reveal the evaluated
+    outcomes to the bounds only, and read each router's s(q) (:class:`_Fitted`). With ``youden`` and no
+    development part, non-bounds also score their own training queries, where their Youden threshold is fixed."""
+    out = _Fitted()
+    for spec, router in track(chosen, label, unit="router", label=lambda item: item[0]):
+        t0 = time.perf_counter()
+        if dev_part is not None and router.uses_dev:
+            router.fit(train, ftrain, dev=dev_part)
+            if router.early_stopping is not None:
+                out.stopped[spec] = router.early_stopping
+        else:
+            router.fit(train, ftrain)
+        if router.uses_test_labels:  # a bound: the only routers handed the test outcomes
+            router.reveal(evaluation)
+        elif fdev is not None:  # a bound reads the outcomes of what it routes: no threshold fixed on dev for it
+            out.dev_scores[spec] = _two_model_scores(router, fdev)
+            if youden:
+                out.fit_scores[spec] = out.dev_scores[spec]
+        out.scores[spec] = _two_model_scores(router, feval)
+        out.seconds[spec] = time.perf_counter() - t0
+        if youden and fdev is None and not router.uses_test_labels:  # after the evaluated queries: their s(q) stay
+            out.fit_scores[spec] = _two_model_scores(router, ftrain)  # as without it, even for a router that draws
+        weights = getattr(router, "layer_weights", None)
+        if callable(weights):
+            out.layer_weights[spec] = [float(w) for w in weights()]
+    return out
+
+
+def nested_train_subsets(datasets: Sequence[str] | npt.NDArray[Any], shares: Sequence[float], seed: int
+                         ) -> list[npt.NDArray[np.intp]]:
+    """For each share F (increasing), the rows of a seeded subset of the training queries holding round(F * n_d)
+    (at least 1) of each dataset's n_d rows, sorted: one seeded order per dataset, each subset its first rows, so
+    every subset holds the smaller ones (nested)."""
+    names = np.asarray(datasets).astype(str)
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), zlib.crc32(b"train sizes")]))
+    orders = {d: rng.permutation(np.flatnonzero(names == d)) for d in dict.fromkeys(names.tolist())}
+    out = []
+    for share in shares:
+        rows = [order[:max(1, round(float(share) * order.size))] for order in orders.values()]
+        out.append(np.sort(np.concatenate(rows)).astype(np.intp) if rows else np.zeros(0, dtype=np.intp))
+    return out
+
+
+def _train_size_runs(specs: Sequence[RouterLike], sizes: Sequence[float], train: RoutingTable, ftrain: Features,
+                     feval: Features, fdev: Features | None, dev_part: DevPart | None, evaluation: RoutingTable,
+                     main: TwoModelResult, main_cells: Mapping[str, Mapping[str, _Cell]], id_names: Sequence[str],
+                     ood_names: Sequence[str], convention: str, lpm_band: tuple[float, float],
+                     rp_band: tuple[float, float], n_boot: int, seed: int) -> list[dict[str, Any]]:
+    """Fig. 4's training-size scaling: per share, every router trained again on the nested subset of the training
+    queries and scored like the main run (same evaluated queries, same resamples); share 1 is the main run. A
+    router that cannot train on a subset (e.g. one label only) is left out of that share, with the reason."""
+    subsets = nested_train_subsets(train.queries.dataset.astype(str), sizes, seed)
+    out: list[dict[str, Any]] = []
+    for share, rows in zip(sizes, subsets, strict=True):
+        entry: dict[str, Any] = {"train_size": float(share), "n_train": int(rows.size), "results": {},
+                                 "skipped": {}}
+        if rows.size == train.n_queries:
+            cells: Mapping[str, Mapping[str, _Cell]] = main_cells
+        else:
+            sub = train.select_queries(rows)
+            chosen, skipped = applicable_routers(list(specs), sub, seed, skip_inapplicable=True)
+            entry["skipped"].update(skipped)
+            fitted = _Fitted()
+            for spec, router in chosen:
+                try:
+                    one = _fit_and_score([(spec, router)], sub, ftrain.take(rows), feval, fdev, dev_part, evaluation,
+                                         youden=False, label=f"two-model: train size {share:g}")
+                except UsageError as exc:
+                    entry["skipped"][spec] = str(exc)
+                    continue
+                fitted.scores.update(one.scores)
+            cells = _score_datasets(fitted.scores, evaluation, [*id_names, *ood_names], convention, lpm_band,
+                                    rp_band, n_boot, seed) if fitted.scores else {}
+        for spec, per in cells.items():
+            entry["results"][spec] = {
+                "datasets": {d: per[d].cell for d in per},
+                "id_mean": _mean_cell([per[d] for d in id_names]),
+                "ood_mean": _mean_cell([per[d] for d in ood_names]) if ood_names else None}
+        out.append(entry)
+    return out
+
+
+def both_fail_cells(evaluation: RoutingTable, id_names: Sequence[str], ood_names: Sequence[str], n_boot: int,
+                    seed: int) -> dict[str, Any]:
+    """The share of the evaluated queries both models fail (:func:`routerlab.metrics.curves.both_fail`), per
+    dataset with a 95% bootstrap interval over its queries, and its mean over the in-domain and out-of-domain
+    datasets (interval from the replicate-wise means), as the other metrics' ID / OOD averages."""
+    from routerlab.metrics.bootstrap import bootstrap_means
+
+    datasets = evaluation.queries.dataset.astype(str)
+    fail = C.both_fail(evaluation.score[:, 0], evaluation.score[:, 1])
+    cells: dict[str, dict[str, Any]] = {}
+    reps: dict[str, FloatArray] = {}
+    for name in [*id_names, *ood_names]:
+        v = fail[datasets == name].astype(np.float64)
+        value = float(v.mean())
+        reps[name] = (bootstrap_means(v, n_boot, _dataset_seed(seed, f"both fail {name}"))
+                      if enough_queries(v.size, warn=False) else np.full(n_boot, np.nan))
+        cells[name] = {"n": int(v.size), "both_fail": value,
+                       "both_fail_ci": list(interval(value, *percentile_interval(reps[name])))}
+
+    def mean(names: Sequence[str]) -> dict[str, Any]:
+        value = float(np.mean([cells[d]["both_fail"] for d in names]))
+        means = np.mean(np.stack([reps[d] for d in names]), axis=0)
+        return {"n": int(sum(cells[d]["n"] for d in names)), "both_fail": value,
+                "both_fail_ci": list(interval(value, *percentile_interval(means)))}
+
+    return {"fail_below": C.FAIL_BELOW, "datasets": cells, "id_mean": mean(id_names),
+            "ood_mean": mean(ood_names) if ood_names else None}
+
+
+def youden_point(fit_s: FloatArray, fit_table: RoutingTable, fit_on: str, eval_s: FloatArray,
+                 evaluation: RoutingTable, id_names: Sequence[str], ood_names: Sequence[str], n_boot: int, seed: int
+                 ) -> dict[str, Any]:
+    """A router's Youden-J threshold for "the large model is needed" (not :func:`C.small_good_enough`) fixed on
+    its s(q) over ``fit_table`` (``fit_on``: the development part, else the training queries) and applied
+    unchanged to the evaluated queries: per dataset and pooled over each domain's queries, J (TPR - FPR), the
+    routing accuracy (share sent to the large model exactly when it is needed, with a 95% bootstrap interval) and
+    the call rate there."""
+    from routerlab.metrics.bootstrap import bootstrap_ci
+    from routerlab.metrics.operating_points import routing_accuracy, youden_escalate, youden_j, youden_threshold
+
+    def needed(table: RoutingTable) -> npt.NDArray[np.bool_]:
+        return ~C.small_good_enough(table.score[:, 0], table.score[:, 1])
+
+    point = youden_threshold(fit_s, needed(fit_table))
+    sent = youden_escalate(eval_s, point)
+    y = needed(evaluation)
+    datasets = evaluation.queries.dataset.astype(str)
+
+    def cell(mask: npt.NDArray[np.bool_], name: str) -> dict[str, Any]:
+        right = (sent[mask] == y[mask]).astype(np.float64)
+        value = routing_accuracy(sent[mask], y[mask])
+        ci = (math.nan, math.nan)
+        if enough_queries(right.size, warn=False):  # the run warns once about its datasets with too few queries
+            est = bootstrap_ci(right, n_boot=n_boot, seed=_dataset_seed(seed, f"youden {name}"))
+            ci = interval(value, est.lo, est.hi)
+        return {"n": int(mask.sum()), "youden_accuracy": value, "youden_accuracy_ci": list(ci),
+                "youden_j": youden_j(sent[mask], y[mask]), "call_rate": float(sent[mask].mean())}
+
+    domains = {"id": cell(np.isin(datasets, id_names), "domain=id")}
+    if ood_names:
+        domains["ood"] = cell(np.isin(datasets, ood_names), "domain=ood")
+    return {"fit_on": fit_on, **point.to_dict(), "domains": domains,
+            "datasets": {d: cell(datasets == d, d) for d in [*id_names, *ood_names]}}
 
 
 def operating_point(spec: str, dev_s: FloatArray, eval_s: FloatArray, evaluation: RoutingTable,
@@ -742,7 +944,34 @@ def two_model_records(result: TwoModelResult) -> list[MetricRecord]:
                 out.append(MetricRecord.of(r.spec, "call_rate", cell["call_rate"], None, where))
                 out.append(MetricRecord.of(r.spec, "phi_at_call_rate", cell["phi_at_call_rate"],
                                            cell["phi_at_call_rate_ci"], where))
+        if r.youden is not None:  # the Youden-J threshold fixed on dev (or train), as it fell on the test queries
+            for where, cell in _domain_parts(result, r.youden["datasets"], r.youden["domains"].get("id"),
+                                             r.youden["domains"].get("ood")):
+                out.append(MetricRecord.of(r.spec, "youden_accuracy", cell["youden_accuracy"],
+                                           cell["youden_accuracy_ci"], where))
+                out.append(MetricRecord.of(r.spec, "youden_j", cell["youden_j"], None, where))
+        if r.layer_weights is not None:
+            out += [MetricRecord.of(r.spec, "layer_weight", w, None, f"layer={i}")
+                    for i, w in enumerate(r.layer_weights)]
+        if result.both_fail is not None:  # every router of the run is scored on the same queries: the same share
+            bf = result.both_fail
+            out += [MetricRecord.of(r.spec, "both_fail", cell["both_fail"], cell["both_fail_ci"], where)
+                    for where, cell in _domain_parts(result, bf["datasets"], bf["id_mean"], bf["ood_mean"])]
+    for entry in result.train_sizes or ():
+        size = f"train_size={entry['train_size']:g}"
+        for spec, cells in entry["results"].items():
+            for where, cell in _domain_parts(result, cells["datasets"], cells["id_mean"], cells["ood_mean"]):
+                out += [MetricRecord.of(spec, m, cell[m], cell.get(f"{m}_ci"), f"{size},{where}") for m in METRICS]
     return out
+
+
+def _domain_parts(result: TwoModelResult, datasets: Mapping[str, Any], id_cell: Any, ood_cell: Any
+                  ) -> list[tuple[str, Any]]:
+    """(slice, cell) in the records' order: each in-domain dataset, ``domain=id``, each out-of-domain dataset,
+    ``domain=ood`` (when there is one)."""
+    return [*((f"dataset={d}", datasets[d]) for d in result.id_datasets), ("domain=id", id_cell),
+            *((f"dataset={d}", datasets[d]) for d in result.ood_datasets),
+            *((("domain=ood", ood_cell),) if ood_cell is not None else ())]
 
 
 def two_model_result(native: TwoModelResult, settings: TwoModelSettings) -> Result:
@@ -776,5 +1005,6 @@ class TwoModel(Protocol):
             table, small, large, list(routers), signals=s.features, id_datasets=s.id_datasets,
             ood_datasets=s.ood_datasets or (), split=s.split, seed=seed, encoder=s.encoder, n_boot=s.n_boot,
             convention=s.convention, lpm_band=s.lpm_band, rp_band=s.rp_band, compare_to=s.compare_to,
-            cache_dir=context.cache_dir if context is not None else None, dev=s.dev, call_rate=s.call_rate)
+            cache_dir=context.cache_dir if context is not None else None, dev=s.dev, call_rate=s.call_rate,
+            train_sizes=s.train_sizes)
         return two_model_result(native, s)

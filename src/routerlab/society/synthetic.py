@@ -181,7 +181,7 @@ def builtin_maps() -> list[str]:
 
 
 def load_society_map(spec: str | Path) -> SocietyMap:
-    """A society map: a built-in name (``mmlu-pro``, ``llmrouter``, ``routerbench``) or a path to a TOML file.
+    """A society map: a built-in name (:func:`builtin_maps`: ``mmlu-pro``, ``llmrouter``, ...) or a TOML file's path.
 
     A ``Path``, a string ending in ``.toml`` or naming an existing file is read as a file; anything else is a
     built-in name. A bad file is one :class:`DataError` naming it; an unknown name one :class:`UsageError`.
@@ -192,7 +192,8 @@ def load_society_map(spec: str | Path) -> SocietyMap:
     if isinstance(spec, Path) or text.endswith(".toml") or Path(text).is_file():
         path = Path(text)
         if not path.is_file():
-            raise UsageError(f"society map {text}: no such file (a built-in map is one of {', '.join(builtin_maps())})")
+            what = "is not a file" if path.exists() else "no such file"
+            raise UsageError(f"society map {text}: {what} (a built-in map is one of {', '.join(builtin_maps())})")
         try:
             raw = path.read_bytes()
         except OSError as exc:
