@@ -126,7 +126,8 @@ def test_robustness() -> None:
     skip = {"tested", "optimal", "by_level", "note", "n_perturbations", "n_known"}
     names: set[str] = set()
     for r in record["results"]:
-        names |= {k for k in ("rho", "accuracy", "perturbed_accuracy") if r.get(k) is not None}
+        names |= {k for k in ("rho", "accuracy", "perturbed_accuracy", "perturbed_accuracy_orig")
+                  if r.get(k) is not None}
         names |= {"kappa_rho"} & set(r)  # null here: the keyword router sends both test queries to one actor
         names |= {k for k in r["invariance"] if k not in skip and not k.endswith("_ci")}
         for block in r["invariance"]["by_level"].values():

@@ -86,6 +86,13 @@ def test_anchors_on_a_real_table(llmrouter: RoutingTable, swapped: PerturbationS
     assert fixed.accuracy == pytest.approx(float(test.score[:, test.actor_names.index(best)].mean()))
     assert not rob.invariance_tested and fixed.invariance == {"tested": False, "note": UNTESTED_NOTE}
     assert fixed.perturbed_accuracy is None
+    # without outcomes the paper's perturbed accuracy is still measured: for a fixed router, the mean over the
+    # variants of their original's score for its actor (a query weighs by its number of variants)
+    per_variant = test.score[:, test.actor_names.index(best)].astype(np.float64)[:, None]
+    have = fixed.perturbed_choice >= 0
+    expected = float((per_variant * have).sum() / have.sum())
+    assert fixed.perturbed_accuracy_orig == pytest.approx(expected)
+    assert fixed.perturbed_accuracy_orig_by_level == pytest.approx({SWAP: expected})
 
 
 def test_identical_texts_route_identically(llmrouter: RoutingTable) -> None:
@@ -185,6 +192,10 @@ def test_invariance_by_hand() -> None:
     # chosen-actor scores on the 6 variants with outcomes: 1, 1, 1 | 1, 1, 0
     assert r.perturbed_accuracy == pytest.approx(5 / 6)
     assert r.perturbed_accuracy_by_level == pytest.approx({"character": 1.0, "word": 0.5})
+    # the paper's perturbed accuracy scores each variant's choice with its ORIGINAL's outcome, all 7 variants:
+    # q0 [1,0,0]: c0 A 1, c1 B 0, w0 C 0, w1 A 1 | q1 [1,1,0]: c0 A 1, c1 B 1, w0 A 1
+    assert r.perturbed_accuracy_orig == pytest.approx(5 / 7)
+    assert r.perturbed_accuracy_orig_by_level == pytest.approx({"character": 3 / 4, "word": 2 / 3})
     inv = r.invariance
     assert inv["tested"] and rob.invariance_tested
     assert (inv["n_perturbations"], inv["n_known"]) == (7, 6)

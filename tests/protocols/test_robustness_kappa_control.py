@@ -68,6 +68,10 @@ def test_kappa_by_hand_and_control_left_out_of_the_whole() -> None:
     assert r.choice.tolist() == [0, 0, 1, 1]
     assert r.rho_by_level == pytest.approx({"character": 0.5, "control": 1.0})
     assert r.rho == pytest.approx(0.5)  # the control level's 1.0 is not in the whole (it would make it 0.75)
+    # the paper's perturbed accuracy (original's outcome): character A 1, B 0, B 1, C 0; control all kept -> 1;
+    # the whole leaves control out, as rho does
+    assert r.perturbed_accuracy_orig_by_level == pytest.approx({"character": 0.5, "control": 1.0})
+    assert r.perturbed_accuracy_orig == pytest.approx(0.5)
     assert r.rho_by_actor == pytest.approx({"A": 0.5, "B": 0.5, "C": 0.0})
     assert r.weakest_level() is None  # one meaning-preserving level: none is weaker (control is no candidate)
     k = r.kappa

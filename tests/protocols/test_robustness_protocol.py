@@ -90,8 +90,11 @@ def test_records_carry_every_number_under_its_slice(tmp_path: Path) -> None:
     (rec,) = result.select(r, "rho", "")
     # 2 test queries: no interval (NaN in the native result, NULL in the record; issue 21)
     assert (rec.ci_low, rec.ci_high) == (None, None) and all(math.isnan(x) for x in direct.results[0].rho_ci)
+    assert result.value(r, "perturbed_accuracy_orig") == pytest.approx(5 / 7)
+    assert result.value(r, "perturbed_accuracy_orig", "level=word") == pytest.approx(2 / 3)
     assert {x.metric for x in result.records} == {"rho", "kappa_rho", "accuracy", "perturbed_accuracy",
-                                                  "changed_share", "changed_share_argmax", "rho_all", "rho_invariant"}
+                                                  "perturbed_accuracy_orig", "changed_share",
+                                                  "changed_share_argmax", "rho_all", "rho_invariant"}
     # both test queries go to A: collapsed, so kappa_rho is null under every slice rho has
     kappa = result.select(r, "kappa_rho")
     assert {x.slice for x in kappa} == {x.slice for x in result.select(r, "rho")}
@@ -125,6 +128,22 @@ def test_max_queries_is_a_seeded_sample_of_the_evaluable_test_queries(table: Rou
     # at or above the number of test queries: every one
     every = run_protocol("robustness", table, {**settings, "max_queries": 10_000}, 1, ["knn:k=5"])
     assert every.n_test == sp.test.size and every.notes == []
+
+
+def test_similarity_names_the_encoder_that_scores_the_variants(table: RoutingTable) -> None:
+    """``similarity = "tfidf"`` scores (and filters the word level's) variants with tf-idf, as perturb_queries does
+    when given it; left out, the default encoder does, as before."""
+    settings = {"levels": ["character", "word"], "variants": 1, "max_queries": 20, "encoder": ENC, "n_boot": 40}
+    tfidf = run_protocol("robustness", table, {**settings, "similarity": "tfidf"}, 0, ["knn:k=5"])
+    pset = tfidf.artifacts["variants"]
+    assert {str(v.encoder).split(":")[0] for v in pset.variants} == {"tfidf"}
+    assert {pset.settings[lv]["similarity_encoder"].split(":")[0] for lv in ("character", "word")} == {"tfidf"}
+    sp = make_split(table, "given", 0)
+    sampled = np.sort(sp.test[np.sort(np.random.default_rng(0).choice(sp.test.size, 20, replace=False))])
+    direct = perturb_queries(table, sampled, ["character", "word"], 1, 0, None, similarity="tfidf")
+    assert pset.variants == direct.variants
+    default = run_protocol("robustness", table, settings, 0, ["knn:k=5"]).artifacts["variants"]
+    assert default.variants == perturb_queries(table, sampled, ["character", "word"], 1, 0, None).variants
 
 
 def test_unavailable_levels_stop_the_run_or_are_left_out(table: RoutingTable, monkeypatch: pytest.MonkeyPatch
@@ -167,6 +186,9 @@ def test_unavailable_levels_stop_the_run_or_are_left_out(table: RoutingTable, mo
     ({"backend": "nosuch:m"}, "backend: 'nosuch:m': unknown backend kind 'nosuch'"),
     ({"skip_unavailable_levels": "yes"}, "skip_unavailable_levels: must be true or false"),
     ({"split": "random:2"}, "split: bad split 'random:2'"),
+    ({"similarity": "nosuch"}, "similarity: unknown encoder 'nosuch'"),
+    ({"similarity": "precomputed:path=x.npy"}, "similarity: precomputed:path=x.npy: the similarity is measured with "
+                                               "a text encoder, minilm or tfidf"),
     ({"level": "word"}, "level: not a setting of protocol robustness; did you mean 'levels'?"),
 ])
 def test_a_bad_setting_is_one_line_from_python_toml_and_the_command_line(values: dict[str, Any], message: str

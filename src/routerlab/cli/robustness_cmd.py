@@ -60,6 +60,7 @@ def robustness_cmd(
     max_queries: Annotated[int | None, typer.Option("--max-queries", help=_help("max_queries"))] = None,
     skip_unavailable_levels: Annotated[bool | None, typer.Option(
         "--skip-unavailable-levels", metavar="", help=_help("skip_unavailable_levels"))] = None,
+    similarity: Annotated[str | None, typer.Option("--similarity", help=_help("similarity"))] = None,
     encoder: Annotated[str | None, typer.Option(help=_help("encoder"))] = None,
     split: Annotated[str | None, typer.Option(help=_help("split"))] = None,
     seed: Annotated[int, seed_option("Seed of the split, the variants, the routers and the bootstrap.")] = 0,
@@ -81,7 +82,8 @@ def robustness_cmd(
         outcomes=None if outcomes is None else str(outcomes), backend=backend, ask=ask,
         reviewed=None if reviewed is None else str(reviewed),
         cache_dir=None if cache_dir is None else str(cache_dir), max_queries=max_queries,
-        skip_unavailable_levels=skip_unavailable_levels, encoder=encoder, split=split, n_boot=n_boot)
+        skip_unavailable_levels=skip_unavailable_levels, similarity=similarity, encoder=encoder, split=split,
+        n_boot=n_boot)
     specs = router_specs(routers)
     infos = RobustnessSettings.settings_info()
     try:

@@ -266,6 +266,10 @@ _BASE: tuple[Metric, ...] = (
     Metric("perturbed_accuracy", "perturbed accuracy", "score in [0, 1]", "higher", "3",
            "mean score of the actor the router chose for each variant whose outcomes are known, in [0, 1]; its "
            f"drop from accuracy is what the perturbations cost ({cite('3')})", ("robustness",)),
+    Metric("perturbed_accuracy_orig", "perturbed accuracy (original's outcome)", "score in [0, 1]", "higher", "3",
+           "the HSE paper's perturbed accuracy: mean over the meaning-preserving variants of the original query's "
+           "score for the actor the router chose for the variant (a variant is assumed to ask the same thing), in "
+           f"[0, 1]; needs no outcomes of the variants ({cite('3')})", ("robustness",)),
     Metric("changed_share", "optimal actor changed", "share in [0, 1]", "none", "3",
            "invariance check: share of the variants with known outcomes whose optimal actor set (actors within "
            "95% of the best score) differs from the original query's, in [0, 1]; the control level's must exceed "

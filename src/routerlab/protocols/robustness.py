@@ -18,7 +18,9 @@ Choices where SPEC is silent:
   originals and the variants have them) is reported beside it as ``changed_share_argmax``.
 - A variant's outcome is known when the outcomes table has a row for its key (``qid#level#j``) with every
   actor's score observed; other variants count as unknown (never as unchanged). ``perturbed_accuracy`` is the
-  mean score of the router's chosen actor over the variants with known outcomes.
+  mean score of the router's chosen actor over the variants with known outcomes. ``perturbed_accuracy_orig`` is the
+  HSE paper's perturbed accuracy, measured with or without outcomes: the chosen actor of each variant scored with
+  its ORIGINAL query's outcome (the paper's premise that a variant asks the same thing), a mean over variants.
 - Intervals: one bootstrap resampling of test queries per replicate, shared by every statistic of a run; each
   statistic is a ratio of sums over the resampled queries (e.g. rho: sum of rho_i over queries with variants /
   their count), so its point value is exactly the metric's. A replicate where a ratio is 0/0 is left out; an
@@ -143,6 +145,10 @@ class RobustnessResult:
     router_class: str | None = None
     kappa: KappaRho | None = None
     changing_levels: tuple[str, ...] = ()
+    perturbed_accuracy_orig: float = math.nan
+    perturbed_accuracy_orig_ci: Interval = NAN_INTERVAL
+    perturbed_accuracy_orig_by_level: dict[str, float] = field(default_factory=dict)
+    perturbed_accuracy_orig_by_level_ci: dict[str, Interval] = field(default_factory=dict)
 
     def _preserving_rhos(self) -> list[tuple[str, float]]:
         """(level, rho) of the meaning-preserving levels with a rho, in level order: a meaning-changing level
@@ -204,6 +210,11 @@ class RobustnessResult:
             "perturbed_accuracy_by_level": self.perturbed_accuracy_by_level,
             "perturbed_accuracy_by_level_ci": None if self.perturbed_accuracy_by_level_ci is None else
             {k: list(v) for k, v in self.perturbed_accuracy_by_level_ci.items()},
+            "perturbed_accuracy_orig": self.perturbed_accuracy_orig,
+            "perturbed_accuracy_orig_ci": list(self.perturbed_accuracy_orig_ci),
+            "perturbed_accuracy_orig_by_level": dict(self.perturbed_accuracy_orig_by_level),
+            "perturbed_accuracy_orig_by_level_ci": {k: list(v) for k, v in
+                                                    self.perturbed_accuracy_orig_by_level_ci.items()},
             **(self.kappa.to_dict() if self.kappa is not None else {}),
             "invariance": self.invariance,
             "selection": self.selection, "collapsed": self.collapsed,
@@ -628,7 +639,15 @@ def _score(spec: str, router: Router, choice: npt.NDArray[np.intp], pert: npt.ND
     for k, a in enumerate(names):
         ratios[f"actor:{a}"] = (rho_i, has * (choice == k))
     rows = np.arange(n)
-    ratios["accuracy"] = (np.asarray(bench.test.score, dtype=np.float64)[rows, choice], np.ones(n))
+    test_score = np.asarray(bench.test.score, dtype=np.float64)
+    ratios["accuracy"] = (test_score[rows, choice], np.ones(n))
+    # the paper's perturbed accuracy: each variant's chosen actor scored with its ORIGINAL's outcome (a variant
+    # asks the same thing), a mean over variants; needs no outcomes of the variants
+    orig_hit = np.where(exists, test_score[rows[:, None], np.where(exists, pert, 0)], 0.0)
+    for key, mask in [("", keep), *[(f":{lv}", labels == lv) for lv in levels]]:
+        use = exists & mask[None, :]
+        cnt = use.sum(axis=1).astype(np.float64)
+        ratios["pacc_orig" + key] = (_per(np.where(use, orig_hit, 0.0).sum(axis=1), cnt), cnt)
 
     inv: dict[str, Any] = {"tested": False, "note": UNTESTED_NOTE}
     pacc = pacc_ci = None
@@ -667,6 +686,8 @@ def _score(spec: str, router: Router, choice: npt.NDArray[np.intp], pert: npt.ND
                        else NAN_INTERVAL) for a in names}
     kappa = _kappa(choice, pert, keep, columns, levels, names, reps, share_reps)
     acc = float(point["accuracy"])
+    pacc_orig = point["pacc_orig"]
+    pacc_orig_lv = {lv: point[f"pacc_orig:{lv}"] for lv in levels}
     if truth.tested:
         pacc = point["pacc"]
         pacc_ci = interval(pacc, *cis["pacc"])
@@ -699,6 +720,10 @@ def _score(spec: str, router: Router, choice: npt.NDArray[np.intp], pert: npt.ND
         collapsed=bool(collapsed(choice, m)), choice=choice, perturbed_choice=pert,
         fit_seconds=fit_seconds, score_seconds=score_seconds, diagnostics=diagnostics, router_class=router_class,
         kappa=kappa, changing_levels=tuple(lv for lv in levels if lv in set(changing)),
+        perturbed_accuracy_orig=pacc_orig, perturbed_accuracy_orig_ci=interval(pacc_orig, *cis["pacc_orig"]),
+        perturbed_accuracy_orig_by_level=pacc_orig_lv,
+        perturbed_accuracy_orig_by_level_ci={lv: interval(v, *cis[f"pacc_orig:{lv}"]) for lv, v in
+                                             pacc_orig_lv.items()},
     )
 
 
@@ -868,6 +893,15 @@ def _check_backend(value: str) -> str:
     return value
 
 
+def _check_similarity(value: str) -> str:
+    """A text encoder the variants' similarity can be measured with (minilm or tfidf, with options)."""
+    from routerlab.features.registry import get_encoder
+
+    if get_encoder(value).name not in ("minilm", "tfidf"):
+        raise UsageError(f"{value}: the similarity is measured with a text encoder, minilm or tfidf")
+    return value
+
+
 def _check_cache_dir(value: str) -> str:
     if Path(value).exists() and not Path(value).is_dir():
         raise UsageError(f"{value}: is a file, not a directory")
@@ -912,6 +946,10 @@ class RobustnessSettings(ProtocolSettings):
     skip_unavailable_levels: bool = setting(
         False, "leave out (and list) a level that cannot be generated here (its perturber fails, e.g. WordNet "
                "missing, or an LLM level without backend) instead of stopping the run")
+    similarity: str | None = setting(
+        None, "text encoder that scores each generated variant's similarity to its original and sets the word "
+              "level's bar: minilm or tfidf; none = the default encoder (minilm where installed, else tfidf); "
+              "tfidf is much faster on a CPU", check=_check_similarity)
     encoder: str = setting("tfidf", ENCODER_HELP, check=check_encoder)
     split: str = setting("given", SPLIT_HELP, check=check_split)
     n_boot: int = setting(1000, NBOOT_HELP, NBOOT)
@@ -997,14 +1035,16 @@ def sample_test(table: RoutingTable, sp: Split, max_queries: int | None, seed: i
 
 
 def make_variants(table: RoutingTable, positions: Any, levels: Sequence[str], p: int, seed: int, backend: Any,
-                  ask: int, skip_unavailable: bool) -> tuple[PerturbationSet, dict[str, str]]:
+                  ask: int, skip_unavailable: bool, similarity: str | None = None
+                  ) -> tuple[PerturbationSet, dict[str, str]]:
     """The variants of the queries at ``positions`` at every level, and the levels left out with why: none
     unless ``skip_unavailable``, where a level that fails or makes no variant is left out instead of stopping
-    the run (the set then holds only the levels made)."""
+    the run (the set then holds only the levels made). ``similarity`` names the encoder that scores them (None:
+    the default encoder)."""
     from routerlab.perturb.base import perturb_queries
 
     if not skip_unavailable:
-        pset = perturb_queries(table, positions, levels, p, seed, backend, ask)
+        pset = perturb_queries(table, positions, levels, p, seed, backend, ask, similarity=similarity)
         if not len(pset):
             raise NoVariants(f"no variant could be made of the {len(positions)} test queries at level "
                              f"{', '.join(levels)}: {pset.describe()['stats']}", dict(pset.not_generated))
@@ -1013,7 +1053,7 @@ def make_variants(table: RoutingTable, positions: Any, levels: Sequence[str], p:
     sets: list[PerturbationSet] = []
     for level in levels:
         try:
-            made = perturb_queries(table, positions, [level], p, seed, backend, ask)
+            made = perturb_queries(table, positions, [level], p, seed, backend, ask, similarity=similarity)
         except Exception as exc:  # a missing or broken level is reported, never fatal here
             skipped[level] = f"{type(exc).__name__}: {exc}".strip().rstrip(".")
             continue
@@ -1032,7 +1072,8 @@ def make_variants(table: RoutingTable, positions: Any, levels: Sequence[str], p:
 def robustness_records(rob: Robustness) -> list[MetricRecord]:
     """The metric records of a robustness run, per router: ``rho`` and ``kappa_rho`` (whole, ``level=L``,
     ``actor=A`` for the actors it routed test queries to; kappa_rho null where collapsed) and
-    ``accuracy`` with their 95% intervals; with the variants' outcomes, ``perturbed_accuracy`` and the invariance
+    ``accuracy`` and ``perturbed_accuracy_orig`` (whole and ``level=L``) with their 95% intervals; with the
+    variants' outcomes, ``perturbed_accuracy`` and the invariance
     check (``changed_share``, ``changed_share_argmax``, ``rho_all``, ``rho_invariant``), whole and per level."""
     out: list[MetricRecord] = []
     for r in rob.results:
@@ -1050,6 +1091,10 @@ def robustness_records(rob: Robustness) -> list[MetricRecord]:
             out += [MetricRecord.of(r.spec, "kappa_rho", v, k.by_actor_ci.get(a), f"actor={a}")
                     for a, v in k.by_actor.items() if r.selection.get(a, 0.0) > 0]
         out.append(MetricRecord.of(r.spec, "accuracy", r.accuracy, r.accuracy_ci))
+        out.append(MetricRecord.of(r.spec, "perturbed_accuracy_orig", r.perturbed_accuracy_orig,
+                                   r.perturbed_accuracy_orig_ci))
+        out += [MetricRecord.of(r.spec, "perturbed_accuracy_orig", v, r.perturbed_accuracy_orig_by_level_ci.get(lv),
+                                f"level={lv}") for lv, v in r.perturbed_accuracy_orig_by_level.items()]
         if r.perturbed_accuracy is not None:
             out.append(MetricRecord.of(r.spec, "perturbed_accuracy", r.perturbed_accuracy, r.perturbed_accuracy_ci))
             out += [MetricRecord.of(r.spec, "perturbed_accuracy", v, (r.perturbed_accuracy_by_level_ci or {}).get(lv),
@@ -1112,7 +1157,7 @@ class RoutingRobustness(Protocol):
             if pset is None:
                 assert names is not None
                 pset, skipped_levels = make_variants(table, positions, names, s.variants or DEFAULT_P, seed, model,
-                                                     s.ask, s.skip_unavailable_levels)
+                                                     s.ask, s.skip_unavailable_levels, s.similarity)
             review = None
             if s.reviewed is not None:
                 from routerlab.perturb.review import apply_review, read_review
