@@ -1,4 +1,4 @@
-"""The HSE replication's figures (docs/replications/hse.md), read from the results stores of its experiment files:
+"""The HSE replication's figures (docs/replications.md), read from the results stores of its experiment files:
 
   python benchmarks/plot_hse_replication.py --store hse-results -o docs/figures/replications
   (or --store A --store B: hse.toml's store first, then hse-prompted.toml's)

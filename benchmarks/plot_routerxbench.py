@@ -1,4 +1,4 @@
-"""The RouterXBench replication's two figures from a two-model result (docs/replications/routerxbench.md).
+"""The RouterXBench replication's two figures from a two-model result (docs/replications.md).
 
     python benchmarks/plot_routerxbench.py RESULTS.json -o docs/figures/replications
 

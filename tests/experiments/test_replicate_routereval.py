@@ -1,4 +1,4 @@
-"""examples/replicate/routereval.toml (docs/replications/routereval.md) runs with --quick on the shared MMLU-Pro pool:
+"""examples/replicate/routereval.toml (docs/replications.md) runs with --quick on the shared MMLU-Pro pool:
 the scaling curve reaches the pool's size, the candidate groups at m = 3, 5, 10 carry their average over the three
 groups with V_R, and the paper's numbers are printed beside routerlab's."""
 
