@@ -65,17 +65,6 @@ class TableSpec:
         src = self.source
         return src.derivation.base if src is not None and src.derivation is not None else None
 
-    def describe(self) -> dict[str, Any]:
-        """What identifies this table's cells besides its content hash (name, source and split)."""
-        if self.source is not None:
-            source: Any = self.source.describe()
-        else:
-            source = {"demo": self.demo_options} if self.path is None else {"dir": str(self.path)}
-        out = {"name": self.name, "source": source, "split": self.split}
-        if self.sample is not None:
-            out["sample"] = {"n_queries": self.sample[0], "seed": self.sample[1]}
-        return out
-
     def load(self, loaded: dict[str, Any] | None = None, seed: int = 0) -> Any:
         """The :class:`routerlab.data.table.RoutingTable` (loaded here, so reading the file stays cheap); a
         derived table needs its base among ``loaded`` (by name), and ``seed`` for a coreset's split."""

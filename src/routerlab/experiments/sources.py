@@ -35,17 +35,6 @@ class Derivation:
     coreset: int | None = None
     actors: tuple[str, ...] = ()
 
-    def describe(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"from": self.base}
-        if self.synth is not None:
-            out["synth"] = self.synth
-            out["map"] = self.society_map
-        if self.coreset is not None:
-            out["coreset"] = self.coreset
-        if self.actors:
-            out["actors"] = list(self.actors)
-        return out
-
 
 @dataclass(frozen=True)
 class Source:
@@ -59,17 +48,6 @@ class Source:
     visible: tuple[str, ...] = ()
     demo_options: dict[str, int] = field(default_factory=dict)
     derivation: Derivation | None = None
-
-    def describe(self) -> dict[str, Any]:
-        if self.kind == "demo":
-            return {"demo": self.demo_options}
-        if self.kind == "dir":
-            return {"dir": str(self.paths[0])}
-        if self.kind == "import":
-            return {"import": self.format, "paths": [str(p) for p in self.paths], "options": self.options,
-                    "visible": list(self.visible)}
-        assert self.derivation is not None
-        return self.derivation.describe()
 
 
 def default_cache_dir() -> Path:
