@@ -18,6 +18,7 @@ loses only the cells in flight. Queries go through a read-only connection with f
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import math
 import os
@@ -219,6 +220,11 @@ class ResultStore:
         con = _connect(self.path, self.directory, read_only=False)
         try:
             yield con
+        except RuntimeError as exc:
+            if "interrupted" in str(exc).lower():
+                # DuckDB turns a Ctrl-C during any statement (a COMMIT too) into RuntimeError("Query interrupted")
+                raise KeyboardInterrupt from None
+            raise
         finally:
             con.close()
 
@@ -272,13 +278,11 @@ class ResultStore:
                             [[run_id, o.cell_id, experiment, *key[:4], router, *key[5:], m, sl, _finite(v),
                               _finite(lo), _finite(hi), version, now] for router, m, v, lo, hi, sl in o.metrics])
                     con.execute("UPDATE runs SET cells_run = cells_run + 1 WHERE run_id = ?", [run_id])
-                except BaseException as exc:
-                    con.execute("ROLLBACK")
-                    if isinstance(exc, RuntimeError) and "interrupted" in str(exc).lower():
-                        # DuckDB turns a Ctrl-C during a statement into RuntimeError("Query interrupted")
-                        raise KeyboardInterrupt from None
+                    con.execute("COMMIT")
+                except BaseException:
+                    with contextlib.suppress(Exception):  # an interrupted COMMIT may leave no transaction to undo
+                        con.execute("ROLLBACK")
                     raise
-                con.execute("COMMIT")
 
 
 def _first_line(exc: BaseException) -> str:
