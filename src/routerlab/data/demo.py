@@ -128,7 +128,11 @@ _OPENERS: tuple[str, ...] = ("", "", "", "Quick question: ", "Please answer brie
 _DOMAIN_DIFFICULTY = (0.3, 0.2, 0.0, 0.4, -0.6, -0.2)
 
 
-def demo(n_queries: int = 3000, seed: int = 0, test_fraction: float = 0.2) -> RoutingTable:
+DEFAULT_QUERIES = 3000
+"""The demo's size when none is asked for."""
+
+
+def demo(n_queries: int = DEFAULT_QUERIES, seed: int = 0, test_fraction: float = 0.2) -> RoutingTable:
     """The demo benchmark: ``n_queries`` queries over six domains x eight actors, deterministic in ``seed``.
 
     Splits are ``train``/``test`` (random, stratified by domain). Scores are 0/1; tokens, latency

@@ -42,11 +42,10 @@ def compare(exp: Experiment, store_dir: Path, hashes: dict[str, str]) -> list[Pa
     from routerlab._version import __version__
     from routerlab.experiments.runner import expand
     from routerlab.experiments.store import query
+    from routerlab.protocols.base import get_protocol
 
     if not exp.papers:
         return []
-    from routerlab.protocols.base import get_protocol
-
     cells = expand(exp, hashes, __version__)
     seed = exp.seeds[0]
     wanted: list[list[str]] = []

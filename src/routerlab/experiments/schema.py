@@ -20,13 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from routerlab.errors import RouterlabError, UsageError
-from routerlab.experiments.sources import SOCIETIES, Derivation, Source, is_table_dir
+from routerlab.experiments.sources import Derivation, Source, is_table_dir
 from routerlab.protocols.base import MAX_BOOT, MIN_BOOT, SEED_MAX, get_protocol, protocol_names, value_kind
 
 DEMO = "demo"
 """``path = "demo"`` names the embedded demo benchmark (write ``"./demo"`` for a directory called demo)."""
-DEMO_QUERIES = 3000
-"""The demo's size when ``n_queries`` does not say (:func:`routerlab.datasets.demo`'s default)."""
 
 INJECTED = {"split": "[[tables]] split / test_fraction", "encoder": "[settings] encoder",
             "n_boot": "[settings] n_boot", "skip_inapplicable": "[settings] skip_inapplicable",
@@ -378,8 +376,10 @@ def _capped(t: TableSpec, cap: int) -> TableSpec:
     if t.derived_from is not None:
         return t
     if t.source is not None and t.source.kind == "demo":
-        options = {**t.demo_options, "n_queries": min(cap, t.demo_options.get("n_queries", DEMO_QUERIES))}
-        return replace(t, demo_options=options, source=replace(t.source, demo_options=options))
+        from routerlab.data.demo import DEFAULT_QUERIES
+
+        options = {**t.demo_options, "n_queries": min(cap, t.demo_options.get("n_queries", DEFAULT_QUERIES))}
+        return replace(t, demo_options=options)
     n, seed = t.sample if t.sample is not None else (cap, 0)
     return replace(t, sample=(min(cap, n), seed))
 
@@ -514,12 +514,11 @@ def _source_table(r: _Reader, where: str, item: dict[str, Any], base: Path, over
     table_path: Path | None = None
     sample: tuple[int, int] | None = None
     if raw_paths == [DEMO] and fmt is None:
-        source = Source("demo")
         if "n_queries" in item:
             demo_options["n_queries"] = r.integer(f"{where}.n_queries", item["n_queries"], 12, 10_000_000)
         if "seed" in item:
             demo_options["seed"] = r.integer(f"{where}.seed", item["seed"], 0, SEED_MAX)
-        source = Source("demo", demo_options=demo_options)
+        source = Source("demo")
     else:
         paths = []
         for raw in raw_paths:
@@ -571,6 +570,8 @@ def _derived_table(r: _Reader, where: str, item: dict[str, Any], earlier: list[T
         raise r.fail(f"{where}.map", "applies only with synth = ...")
     d = Derivation(base=base_name)
     if "synth" in item:
+        from routerlab.society.synthetic import SOCIETIES
+
         society = r.string(f"{where}.synth", item["synth"]).lower()
         if society not in SOCIETIES:
             raise r.fail(f"{where}.synth", f"must be one of {', '.join(SOCIETIES)}, got {society!r}")

@@ -19,9 +19,6 @@ from typing import Any
 
 from routerlab.errors import RouterlabError, UsageError
 
-SOCIETIES = ("sa", "rd", "rd+sa")
-"""The synthetic specialist societies a derived table can be (``synth = ...``; the HSE paper, section 3.2)."""
-
 
 @dataclass(frozen=True)
 class Derivation:
@@ -38,15 +35,15 @@ class Derivation:
 
 @dataclass(frozen=True)
 class Source:
-    """A table's source: ``kind`` is ``demo``, ``dir`` (a routerlab table directory), ``import`` (upstream
-    ``paths`` read with ``format``, its importer ``options`` and ``visible`` columns) or ``derived``."""
+    """A table's source: ``kind`` is ``demo`` (its options are the :class:`TableSpec`'s), ``dir`` (a routerlab
+    table directory), ``import`` (upstream ``paths`` read with ``format``, its importer ``options`` and ``visible``
+    columns) or ``derived``."""
 
     kind: str
     paths: tuple[Path, ...] = ()
     format: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
     visible: tuple[str, ...] = ()
-    demo_options: dict[str, int] = field(default_factory=dict)
     derivation: Derivation | None = None
 
 
