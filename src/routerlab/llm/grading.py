@@ -51,7 +51,7 @@ _LABEL = re.compile(r"(?<![A-Za-z])([A-J])(?=[.):,]|\s*$)")
 _ARTICLES = re.compile(r"\b(?:a|an|the)\b")
 _PUNCT = str.maketrans("", "", string.punctuation)
 _NUMBER = re.compile(r"-?\$?\d[\d,]*(?:\.\d+)?%?|-?\$?\.\d+%?")
-_ANSWER_LINE = re.compile(r"answer\s*(?:is|:)\s*(.+)", re.IGNORECASE)
+_ANSWER_LINE = re.compile(r"answer\s*(?:is\s*:?|:)\s*(.+)", re.IGNORECASE)
 
 
 def letters_for(n_choices: int) -> str:
