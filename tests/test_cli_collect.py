@@ -95,7 +95,11 @@ def test_collect_sample_kind_and_mode(questions: Path, scripted_kind: str, tmp_p
     ("extra", "message"),
     [
         (["--mode", "sample"], "--mode must be one of auto, logits, generate"),
-        (["--kind", "essay"], "--kind must be one of all, mc, short"),
+        (["--kind", "essay"], "--kind must be one of all, mc, generated, short"),
+        (["--grader", "essay"], "unknown grader 'essay'"),
+        (["--grader", "quiz=essay"], "unknown grader 'essay'"),
+        (["--grader", "f1", "--grader", "short"], "two graders for every question"),
+        (["--grader", "f1:x"], "takes no argument"),
         (["--limit", "0"], "--limit"),
         (["--max-tokens", "0"], "--max-tokens"),
         (["--batch-size", "0"], "--batch-size"),

@@ -121,10 +121,16 @@ def test_logits_mode_cells_and_logits() -> None:
     assert json.loads(x["logits.fake"][0]) == [0.0, 3.0, -2.0] and x["logits.fake"][5] == ""
     assert x["output.fake"][0] == "" and x["output.fake"][5] == "The answer is 42"
     assert x["gold"].tolist() == ["B", "A", "B", "C", "A", "42", "Paris"]
-    assert x["kind"].tolist() == ["mc"] * 5 + ["short"] * 2
+    assert x["kind"].tolist() == ["mc"] * 5 + ["generated"] * 2
+    # every cell names its grader and the grade's reason
+    assert x["grader.fake"].tolist() == ["mc"] * 5 + ["short"] * 2
+    assert x["detail.fake"].tolist()[:5] == ["option-letter logits"] * 5 and x["detail.fake"][5] == "f1 1.000"
+    grading = table.meta["collect"]["graders"]
+    assert {g: v["questions"] for g, v in grading.items()} == {"mc": 5, "short": 2}
+    assert table.meta["collect"]["actors"]["fake"]["grading"]["short"]["questions"] == 2
     # routers see the question's form and options, never an answer (README "What a router sees")
     assert table.queries.visible == {"choices", "kind"}
-    assert table.queries.hidden == ("gold", "logits.fake", "output.fake", "pred.fake")
+    assert table.queries.hidden == ("detail.fake", "gold", "grader.fake", "logits.fake", "output.fake", "pred.fake")
     logits = choice_logits(table, "fake")
     assert logits.shape == (7, 10) and logits[0, :3].tolist() == [0.0, 3.0, -2.0]
     assert np.isnan(logits[0, 3:]).all() and np.isnan(logits[5]).all()

@@ -16,7 +16,11 @@ from routerlab.cli import app
 from routerlab.cli._io import call_cache_kept, json_option, on_interrupt, print_json, seed_option
 from routerlab.errors import UsageError
 
-KIND_CHOICES = {"all": ("mc", "short"), "mc": ("mc",), "short": ("short",)}
+KIND_CHOICES = {"all": ("mc", "generated"), "mc": ("mc",), "generated": ("generated",), "short": ("generated",)}
+"""--kind: ``mc`` questions have options, ``generated`` ones do not (``short``, the older name, is ``generated``)."""
+GRADER_HELP = ("The grader of every question (NAME: mc, short, f1, number, math, code, coverage, judge:SPEC) or of "
+               "some datasets (DATASET=NAME,...); repeatable. Default: the question's metric metadata (LLMRouter's "
+               "em_mc, f1_score, GSM8K, MATH, code_eval, commongen_coverage), else mc with options, short without.")
 ACTORS_HELP = ("Actors as NAME=KIND:MODEL[,key=value...], comma-separated: NAME=local:smollm2-135m, "
                "NAME=local:qwen2.5-coder-1.5b, NAME=local:/path/model.gguf, NAME=openai:MODEL@BASE_URL,key_env=VAR; "
                "options input_price= and output_price= (USD per 1M tokens) give the cost; a local model's threads=N "
@@ -38,7 +42,9 @@ def collect_cmd(
         help="Multiple choice by option-letter logits (logits, local models only), by generated text "
              "(generate), or logits where the backend gives them (auto).")] = "auto",
     kind: Annotated[str, typer.Option(
-        help="Which questions: mc (multiple choice), short (short answers) or all.")] = "all",
+        help="Which questions: mc (with options), generated (without options; 'short' is the older name) or "
+             "all.")] = "all",
+    grader: Annotated[list[str] | None, typer.Option("--grader", help=GRADER_HELP)] = None,
     max_tokens: Annotated[int, typer.Option(min=1, max=32768, help="Most tokens of a generated answer.")] = 256,
     batch_size: Annotated[int, typer.Option(min=1, max=4096, help="Questions generated in one batch.")] = 8,
     logits_batch_size: Annotated[int, typer.Option(
@@ -64,7 +70,8 @@ def collect_cmd(
     query metadata gains variant_of, level and variant, and feeds routerlab robustness --outcomes."""
     from routerlab.cli.data_cmds import _check_output
     from routerlab.llm.base import Decoding, parse_actor_list
-    from routerlab.llm.collect import MODES, check_mode, collect
+    from routerlab.llm.collect import MODES, build_graders, check_mode, collect
+    from routerlab.llm.graders import parse_grader_choice
     from routerlab.llm.questions import load_questions
 
     _check_output(output, force)
@@ -76,20 +83,27 @@ def collect_cmd(
         raise UsageError(f"--cache-dir {cache_dir}: is a file, not a directory")
     specs = parse_actor_list(actors)
     check_mode(mode, specs)
+    choice = parse_grader_choice(grader)
     decoding = Decoding(max_tokens=max_tokens)
     if variants is not None:
-        qs = load_questions(questions, kinds=KIND_CHOICES[kind])
+        qs = load_questions(questions, kinds=KIND_CHOICES[kind], graders=choice)
         asked, provenance, query_meta = _variant_questions(qs, variants, limit, seed, kind)
     else:
-        qs = load_questions(questions, limit=limit, seed=seed, kinds=KIND_CHOICES[kind])
+        qs = load_questions(questions, limit=limit, seed=seed, kinds=KIND_CHOICES[kind], graders=choice)
         if not qs:
             raise UsageError(f"{questions}: no question of kind {kind} to ask")
         asked, query_meta = list(qs), None
         provenance = {"source": str(questions), "limit": limit, "seed": seed, "kind": kind,
                       "n_available": qs.n_available, "skipped": dict(qs.skipped)}
-    table = collect(asked, specs, mode=mode, decoding=decoding, cache_dir=cache_dir, batch_size=batch_size,
-                    logits_batch_size=logits_batch_size, timing_probes=timing_probes,
-                    name=output.name or "collected", provenance=provenance, query_meta=query_meta)
+    provenance["grader_choice"] = choice.describe()
+    graders = build_graders(asked, cache_dir)  # every grader built (a judge's spec checked) before a model loads
+    try:
+        table = collect(asked, specs, graders=graders, mode=mode, decoding=decoding, cache_dir=cache_dir,
+                        batch_size=batch_size, logits_batch_size=logits_batch_size, timing_probes=timing_probes,
+                        name=output.name or "collected", provenance=provenance, query_meta=query_meta)
+    finally:
+        for g in graders.values():
+            g.close()
     table.save(output)
     summary = _summary(table)
     if as_json:
@@ -110,6 +124,10 @@ def collect_cmd(
             typer.echo(f"  {actor:<{width}}  accuracy {s['accuracy']:.3f}  {s['mode']:8}  {rate}  "
                        f"TTFT {_num(s['ttft_ms'], '.0f')} ms  ITL {_num(s['itl_ms'], '.1f')} ms  "
                        f"calls {s['fresh_calls']} new, {s['cached_calls']} cached")
+        graded = table.meta["collect"]["graders"]
+        if set(graded) - {"mc", "short"}:  # a run of mc and short answers only prints what it printed before
+            typer.echo("  graded: " + "; ".join(f"{g} {v['questions']} answers in {v['seconds']:.2f} s"
+                                               for g, v in graded.items()))
     from routerlab.reports.files import say_written
 
     say_written([output], to_stderr=as_json)

@@ -1,18 +1,26 @@
 """Build a routing table by running actors (LLM backends) on questions with gold answers.
 
-:func:`collect` loads each actor once, asks it every question, grades the answers
-(:mod:`routerlab.llm.grading`) and returns a :class:`~routerlab.data.table.RoutingTable`:
+:func:`collect` loads each actor once, asks it every question, grades each answer with the question's grader
+(:mod:`routerlab.llm.graders`; ``Question.grader`` names it) and returns a
+:class:`~routerlab.data.table.RoutingTable`:
 
-- **How a question is asked.** One user message: the question, then its options as ``A. text`` lines and
-  ``Answer with the letter of the correct option.`` (multiple choice), or ``Answer with the final answer
-  only.`` (short answer). ``mode`` says how multiple choice is answered: ``logits`` reads the next-token
+- **How a question is asked.** One user message, the grader's :meth:`~routerlab.llm.graders.Grader.prompt`:
+  for ``mc`` the question, its options as ``A. text`` lines and ``Answer with the letter of the correct
+  option.``; for ``short`` and ``f1`` the question and ``Answer with the final answer only.``; ``number``,
+  ``math``, ``code`` and ``coverage`` ask as :mod:`routerlab.llm.graders._prompts` says. ``mode`` says how a
+  question graded by ``mc`` is answered: ``logits`` reads the next-token
   logits of the option letters after the prompt (one forward pass, no generation; local backends only),
   ``generate`` generates a reply and reads the letter from it, ``auto`` takes logits wherever the backend
-  can give them. Short answers are always generated (greedy, ``decoding``). Generation goes in batches of
+  can give them. Every other question is generated (greedy, ``decoding``). Generation goes in batches of
   ``batch_size`` (8: decoding is memory-bound, a batch pays); option-letter scoring one question per forward
   pass by default (``logits_batch_size=1``): on a CPU the prefill is compute-bound, so a padded batch was
   slower than single passes, and in bf16 it changed logits by up to 0.5 and 3 of 50 SmolLM2 answers.
-- **What a cell holds.** ``score`` 1/0 against the gold answer; ``tokens_in`` (the prompt's tokens);
+- **Grading.** One grader per name per run (built, and an unknown name refused, before any model loads;
+  closed at the end). An actor's generated answers are graded after it has answered everything, each grader's
+  in chunks of :data:`GRADE_CHUNK` through ``grade_many`` (the code grader runs its sandboxes side by side); an
+  answer read from logits is graded by its letter.
+- **What a cell holds.** ``score`` in [0, 1], the grade (1/0 for a binary grader; F1 or a share for ``f1``
+  and ``coverage``); ``tokens_in`` (the prompt's tokens);
   ``tokens_out`` (the generated tokens; 1 for an answer read from logits: the one letter a forward pass
   decides); ``latency_s`` as measured for that call (a cache hit keeps the latency first measured, never 0);
   ``cost_usd`` from the actor's ``input_price`` / ``output_price`` (USD per 1M tokens, from the actor spec;
@@ -32,6 +40,8 @@
   ``gold``, ``choices`` (JSON list) and ``kind`` are kept too, so a collected table is itself a question
   source for another collect. Routers see only ``choices`` and ``kind``: the gold answer, every actor's
   ``pred``/``logits``/``output`` and the variant columns are hidden (:mod:`routerlab.data.visibility`).
+  ``grader.<actor>`` names the grader of each cell and ``detail.<actor>`` holds its reason (hidden too); the
+  questions' ``metric`` and ``task_id`` are kept when the source had them.
 - **Resuming.** Every call goes through the on-disk call cache (:mod:`routerlab.llm.cache`): a rerun asks
   nothing again, and an interrupted run resumes where it stopped (only the missing calls run). Nothing is
   written until every actor has answered; the caller saves the table once (atomically).
@@ -45,6 +55,8 @@
   scored by logits, decoding steps/s generated); when the latest :data:`SLOW_WINDOW` go at under
   1/:data:`SLOW_FACTOR` of it, one :class:`SlowdownWarning` says so (usually other processes competing for
   the cores; ``threads=`` in the spec sets torch's thread count).
+- **Grading time** in ``meta["collect"]["graders"]``: per grader, the answers graded and the seconds spent
+  grading them (all actors), and per actor under ``grading``.
 """
 
 from __future__ import annotations
@@ -71,7 +83,8 @@ from routerlab.llm.base import (
     Message,
     backend_class,
 )
-from routerlab.llm.grading import extract_letter, grade_choice, grade_short, letter_from_logits
+from routerlab.llm.graders import Grade, Grader, get_grader
+from routerlab.llm.grading import grade_choice, letter_from_logits
 from routerlab.llm.questions import Question
 
 if TYPE_CHECKING:
@@ -83,16 +96,40 @@ MC_INSTRUCTION = "Answer with the letter of the correct option."
 SHORT_INSTRUCTION = "Answer with the final answer only."
 PROBE_DECODING = Decoding(max_tokens=16)
 """The short greedy reply that times an actor whose answers all came from logits."""
+GRADE_CHUNK = 32
+"""Answers handed to a grader's ``grade_many`` at once (the code grader runs a chunk's sandboxes side by side)."""
 
 
-def prompt_messages(question: Question) -> tuple[Message, ...]:
-    """The chat that asks ``question`` (module docstring): one user message."""
-    if question.choices:
-        lines = [f"{letter}. {text}" for letter, text in zip(question.letters, question.choices, strict=True)]
-        body = f"{question.text.rstrip()}\n\n" + "\n".join(lines) + f"\n\n{MC_INSTRUCTION}"
-    else:
-        body = f"{question.text.rstrip()}\n\n{SHORT_INSTRUCTION}"
-    return (Message("user", body),)
+def prompt_messages(question: Question, grader: Grader | None = None) -> tuple[Message, ...]:
+    """The chat that asks ``question`` (module docstring): one user message, ``grader``'s prompt (default: the
+    question's own grader, built for this one call)."""
+    if grader is None:
+        with get_grader(question.grader) as own:
+            return (Message("user", own.prompt(question.item())),)
+    return (Message("user", grader.prompt(question.item())),)
+
+
+def by_logits(question: Question) -> bool:
+    """Whether ``question`` can be answered by option-letter logits: options, graded by ``mc``."""
+    return bool(question.choices) and question.grader == "mc"
+
+
+def build_graders(questions: Sequence[Question], cache_dir: str | Path | None = None) -> dict[str, Grader]:
+    """One grader per name the questions use (an unknown name: a UsageError, before anything is built)."""
+    from routerlab.llm.graders import grader_class
+
+    names = sorted({q.grader for q in questions})
+    for name in names:
+        grader_class(name)
+    out: dict[str, Grader] = {}
+    try:
+        for name in names:
+            out[name] = get_grader(name, cache_dir=None if cache_dir is None else Path(cache_dir))
+    except BaseException:
+        for g in out.values():
+            g.close()
+        raise
+    return out
 
 
 @dataclass
@@ -107,6 +144,9 @@ class _Column:
     logits: list[str] = field(init=False)
     pred: list[str] = field(init=False)
     output: list[str] = field(init=False)
+    grader: list[str] = field(init=False)
+    detail: list[str] = field(init=False)
+    grading: dict[str, list[float]] = field(default_factory=dict)  # grader -> [answers graded, seconds]
     ttft: list[float] = field(default_factory=list)
     itl: list[float] = field(default_factory=list)
     fresh: int = 0
@@ -122,6 +162,8 @@ class _Column:
         self.logits = [""] * self.n
         self.pred = [""] * self.n
         self.output = [""] * self.n
+        self.grader = [""] * self.n
+        self.detail = [""] * self.n
 
     def count(self, cached: bool) -> None:
         if cached:
@@ -130,22 +172,28 @@ class _Column:
             self.fresh += 1
 
     def from_scores(self, i: int, q: Question, sc: ChoiceScores) -> None:
+        t0 = time.perf_counter()
         letter = letter_from_logits(sc.letters, sc.logits)
-        self.score[i] = grade_choice(letter, q.gold)
+        self.graded(i, Grade(grade_choice(letter, q.gold), q.grader, letter, "option-letter logits"),
+                    time.perf_counter() - t0)
         self.tokens_in[i] = sc.tokens_in
         self.tokens_out[i] = 1.0
         self.latency[i] = sc.latency_s
         self.logits[i] = json.dumps([round(float(v), 6) for v in sc.logits])
-        self.pred[i] = letter
         self.count(sc.cached)
 
+    def graded(self, i: int, grade: Grade, seconds: float, n: int = 1) -> None:
+        """Record cell ``i``'s grade; ``seconds`` of grading counted once per call of ``n`` answers."""
+        self.score[i] = grade.score
+        self.pred[i] = grade.extracted
+        self.grader[i] = grade.grader
+        self.detail[i] = grade.detail
+        spent = self.grading.setdefault(grade.grader, [0.0, 0.0])
+        spent[0] += 1
+        spent[1] += seconds / n
+
     def from_completion(self, i: int, q: Question, c: Completion) -> None:
-        if q.kind == "mc":
-            letter = extract_letter(c.text, q.letters, q.choices)
-            self.score[i] = grade_choice(letter, q.gold)
-            self.pred[i] = letter or ""
-        else:
-            self.score[i], self.pred[i] = grade_short(c.text, q.gold)
+        """Keep a generated reply; it is graded once the actor has answered everything (:func:`_grade`)."""
         self.tokens_in[i] = c.tokens_in
         self.tokens_out[i] = c.tokens_out
         self.latency[i] = c.latency_s
@@ -179,6 +227,7 @@ def collect(
     questions: Sequence[Question],
     actors: Sequence[tuple[str, BackendSpec | Backend]],
     *,
+    graders: Mapping[str, Grader] | None = None,
     mode: str = "auto",
     decoding: Decoding = GREEDY,
     cache_dir: str | Path | None = None,
@@ -197,12 +246,9 @@ def collect(
     ``provenance`` adds entries to ``meta["collect"]`` (the question source, seed, skipped counts).
     ``progress``: None shows it on stderr as :mod:`routerlab.progress` decides, False hides it.
     ``query_meta`` adds query metadata columns, one value per question (``collect --variants``: ``variant_of``,
-    ``level``, ``variant``).
+    ``level``, ``variant``). ``graders`` maps grader names to instances the caller owns (left open); the others
+    the questions name are built here, before any model loads, and closed at the end.
     """
-    from routerlab._version import __version__
-    from routerlab.data.table import Actors, Queries, RoutingTable
-    from routerlab.data.visibility import declared_visible
-
     if not questions:
         raise UsageError("no questions to ask")
     if not actors:
@@ -223,6 +269,42 @@ def collect(
         if len(values) != len(questions):
             raise UsageError(f"query metadata {column!r} has {len(values)} values for {len(questions)} questions")
 
+    given = dict(graders or {})
+    owned_graders = build_graders([q for q in questions if q.grader not in given], cache_dir)
+    try:
+        return _collect(questions, actors, {**owned_graders, **given}, mode=mode, decoding=decoding,
+                        cache_dir=cache_dir, batch_size=batch_size, logits_batch_size=logits_batch_size,
+                        timing_probes=timing_probes, name=name, provenance=provenance, progress=progress,
+                        query_meta=query_meta)
+    finally:
+        for g in owned_graders.values():
+            g.close()
+
+
+def _collect(
+    questions: Sequence[Question],
+    actors: Sequence[tuple[str, BackendSpec | Backend]],
+    graders: Mapping[str, Grader],
+    *,
+    mode: str,
+    decoding: Decoding,
+    cache_dir: str | Path | None,
+    batch_size: int,
+    logits_batch_size: int,
+    timing_probes: int,
+    name: str,
+    provenance: Mapping[str, Any] | None,
+    progress: bool | None,
+    query_meta: Mapping[str, Sequence[Any]] | None,
+) -> RoutingTable:
+    """:func:`collect` once its arguments are checked and its graders built."""
+    from routerlab._version import __version__
+    from routerlab.data.table import Actors, Queries, RoutingTable
+    from routerlab.data.visibility import declared_visible
+
+    names = [a for a, _ in actors]
+    ids = [q.id for q in questions]
+    prompts = [prompt_messages(q, graders[q.grader]) for q in questions]
     columns: list[_Column] = []
     per_actor: dict[str, Any] = {}
     params: list[float] = []
@@ -235,15 +317,16 @@ def collect(
         try:
             use_logits = mode == "logits" or (mode == "auto" and backend.supports_choice_scores)
             t0 = time.perf_counter()
-            col = _ask(actor_name, backend, questions, use_logits, decoding, (batch_size, logits_batch_size),
-                       progress)
+            col = _ask(actor_name, backend, questions, prompts, use_logits, decoding,
+                       (batch_size, logits_batch_size), progress)
             wall = time.perf_counter() - t0
             probes = 0
             if not col.ttft and timing_probes:
-                probes = _probe(backend, questions, timing_probes, col)
+                probes = _probe(backend, prompts, timing_probes, col)
         finally:
             if owned:
                 backend.close()
+        _grade(actor_name, questions, col, graders, progress)
         columns.append(col)
         spec = backend.spec
         specs.append(spec.describe())
@@ -251,7 +334,7 @@ def collect(
         params_b: Any = spec.params_b if spec.params_b is not None else getattr(backend, "params_b", None)
         known = isinstance(params_b, int | float) and not isinstance(params_b, bool)
         params.append(float(params_b) if known else math.nan)
-        used = "logits" if use_logits and any(q.kind == "mc" for q in questions) else "generate"
+        used = "logits" if use_logits and any(by_logits(q) for q in questions) else "generate"
         modes.append(used)
         threads = getattr(backend, "threads", None)
         per_actor[actor_name] = {
@@ -260,6 +343,8 @@ def collect(
             "wall_s": round(wall, 3), "model_s": round(col.model_s, 3),
             "questions_per_s": round(col.fresh / col.model_s, 3) if col.fresh and col.model_s > 0 else None,
             "accuracy": float(np.nanmean(col.score)),
+            "grading": {g: {"questions": int(n), "seconds": round(sec, 4)}
+                        for g, (n, sec) in sorted(col.grading.items())},
             **({"threads": threads} if isinstance(threads, int) and not isinstance(threads, bool) else {}),
             **({"slowdown": col.slowdown} if col.slowdown is not None else {}),
         }
@@ -268,12 +353,16 @@ def collect(
         "gold": [q.gold for q in questions],
         "choices": [json.dumps(list(q.choices), ensure_ascii=False) if q.choices else "" for q in questions],
         "kind": [q.kind for q in questions],
+        **{column: [getattr(q, column) for q in questions] for column in ("metric", "task_id")
+           if any(getattr(q, column) for q in questions)},
         **{column: list(values) for column, values in (query_meta or {}).items()},
     }
     for actor_name, col in zip(names, columns, strict=True):
         qx[f"pred.{actor_name}"] = col.pred
         qx[f"logits.{actor_name}"] = col.logits
         qx[f"output.{actor_name}"] = col.output
+        qx[f"grader.{actor_name}"] = col.grader
+        qx[f"detail.{actor_name}"] = col.detail
     prices = [_price(actor, "input_price") for _, actor in actors]
     out_prices = [_price(actor, "output_price") for _, actor in actors]
     actor_table = Actors.create(
@@ -292,7 +381,9 @@ def collect(
         "mode": mode,
         "decoding": decoding.as_dict(),
         "prompt": {"multiple_choice": "QUESTION\\n\\nA. OPTION\\n...\\n\\n" + MC_INSTRUCTION,
-                   "short": "QUESTION\\n\\n" + SHORT_INSTRUCTION},
+                   "short": "QUESTION\\n\\n" + SHORT_INSTRUCTION,
+                   "graders": "each question is asked with its grader's prompt (routerlab.llm.graders)"},
+        "graders": _grading_totals(columns),
         "timing_probe_decoding": PROBE_DECODING.as_dict(),
         "batch_size": batch_size,
         "logits_batch_size": logits_batch_size,
@@ -321,19 +412,21 @@ def _load(name: str, spec: BackendSpec, cache_dir: str | Path | None, progress: 
         return load_backend(spec, cache_dir=None if cache_dir is None else Path(cache_dir))
 
 
-def batches(questions: Sequence[Question], use_logits: bool, batch_size: int, logits_batch_size: int | None = None
-            ) -> list[tuple[str | None, list[int]]]:
+def batches(questions: Sequence[Question], use_logits: bool, batch_size: int, logits_batch_size: int | None = None,
+            prompts: Sequence[Sequence[Message]] | None = None) -> list[tuple[str | None, list[int]]]:
     """The calls that ask ``questions``: (option letters, rows) for a batch scored by logits (at most
     ``logits_batch_size`` rows, default ``batch_size``), (None, rows) for a batch generated (at most
     ``batch_size``). Multiple-choice questions scored by logits are grouped by their letters (one call scores
     one set of letters); within a group, rows are ordered by prompt length, longest first, so that a batch pads
-    its prompts as little as possible and the rate shown early is the slow end's."""
+    its prompts as little as possible and the rate shown early is the slow end's. ``prompts`` are the questions'
+    chats (default: :func:`prompt_messages` with each question's own grader)."""
+    chats = list(prompts) if prompts is not None else [prompt_messages(q) for q in questions]
     groups: dict[str | None, list[int]] = {}
     for i, q in enumerate(questions):
-        groups.setdefault(q.letters if use_logits and q.kind == "mc" else None, []).append(i)
+        groups.setdefault(q.letters if use_logits and by_logits(q) else None, []).append(i)
     out: list[tuple[str | None, list[int]]] = []
     for key, rows in groups.items():
-        rows = sorted(rows, key=lambda i: (-len(prompt_messages(questions[i])[-1].content), i))
+        rows = sorted(rows, key=lambda i: (-len(chats[i][-1].content), i))
         size = batch_size if key is None or logits_batch_size is None else logits_batch_size
         out.extend((key, rows[s : s + size]) for s in range(0, len(rows), size))
     return out
@@ -386,8 +479,8 @@ _now = time.perf_counter
 """The clock of the model's pace (a test replaces it with a fake one)."""
 
 
-def _ask(name: str, backend: Backend, questions: Sequence[Question], use_logits: bool, decoding: Decoding,
-         sizes: tuple[int, int], progress: bool | None) -> _Column:
+def _ask(name: str, backend: Backend, questions: Sequence[Question], prompts: Sequence[tuple[Message, ...]],
+         use_logits: bool, decoding: Decoding, sizes: tuple[int, int], progress: bool | None) -> _Column:
     """Every question to one backend, in the batches of :func:`batches`: multiple choice by logits when
     ``use_logits``, everything else generated. The model's own rate counts the calls it answered (cache hits
     take no model time): ``model_s`` and ``fresh`` on the column; a run that goes far slower than its own first
@@ -401,8 +494,8 @@ def _ask(name: str, backend: Backend, questions: Sequence[Question], use_logits:
     warned = False
     done = 0
     with Progress(f"collect: {name}", len(questions), unit="q", enabled=progress) as bar:
-        for letters, rows in batches(questions, use_logits, *sizes):
-            chats = [prompt_messages(questions[i]) for i in rows]
+        for letters, rows in batches(questions, use_logits, *sizes, prompts=prompts):
+            chats = [prompts[i] for i in rows]
             fresh_before = col.fresh
             t0 = _now()
             if letters is not None:
@@ -453,13 +546,53 @@ def _bar_label(col: _Column, remaining: int) -> str:
     return f"model {rate:.2f} q/s{hits}, ETA {_duration(remaining / rate)}"
 
 
-def _probe(backend: Backend, questions: Sequence[Question], k: int, col: _Column) -> int:
-    """Time ``k`` short greedy replies (never graded), one request at a time so that TTFT is a single
-    request's, to set TTFT/ITL when no answer was generated."""
-    asked = list(questions[:k])
-    for q in asked:
-        col.timing(backend.complete(prompt_messages(q), PROBE_DECODING))
+def _probe(backend: Backend, prompts: Sequence[tuple[Message, ...]], k: int, col: _Column) -> int:
+    """Time ``k`` short greedy replies (never graded) to the first questions' prompts, one request at a time so
+    that TTFT is a single request's, to set TTFT/ITL when no answer was generated."""
+    asked = list(prompts[:k])
+    for chat in asked:
+        col.timing(backend.complete(chat, PROBE_DECODING))
     return len(asked)
+
+
+def _grade(name: str, questions: Sequence[Question], col: _Column, graders: Mapping[str, Grader],
+           progress: bool | None) -> None:
+    """Grade ``name``'s generated answers (those not read from logits), each grader's in chunks of
+    :data:`GRADE_CHUNK` through ``grade_many``; the seconds of a chunk are shared evenly by its answers."""
+    from routerlab.progress import Progress
+
+    todo: dict[str, list[int]] = {}
+    for i, q in enumerate(questions):
+        if not col.grader[i]:
+            todo.setdefault(q.grader, []).append(i)
+    total = sum(len(rows) for rows in todo.values())
+    if not total:
+        return
+    with Progress(f"collect: grading {name}", total, unit="answer", enabled=progress) as bar:
+        for grader_name, rows in todo.items():
+            grader = graders[grader_name]
+            for s in range(0, len(rows), GRADE_CHUNK):
+                chunk = rows[s : s + GRADE_CHUNK]
+                t0 = time.perf_counter()
+                grades = grader.grade_many([questions[i].item(col.output[i]) for i in chunk])
+                seconds = time.perf_counter() - t0
+                if len(grades) != len(chunk):
+                    raise UsageError(f"grader {grader_name} returned {len(grades)} grades for {len(chunk)} answers")
+                for i, g in zip(chunk, grades, strict=True):
+                    col.graded(i, g, seconds, len(chunk))
+                bar.update(len(chunk), grader_name)
+
+
+def _grading_totals(columns: Sequence[_Column]) -> dict[str, dict[str, Any]]:
+    """Per grader over every actor: answers graded, seconds of grading, and seconds per answer."""
+    totals: dict[str, list[float]] = {}
+    for col in columns:
+        for g, (n, sec) in col.grading.items():
+            t = totals.setdefault(g, [0.0, 0.0])
+            t[0] += n
+            t[1] += sec
+    return {g: {"questions": int(n), "seconds": round(sec, 4), "s_per_question": round(sec / n, 6) if n else None}
+            for g, (n, sec) in sorted(totals.items())}
 
 
 def _check_count(backend: Backend, got: Sequence[Any], asked: Sequence[int]) -> None:

@@ -1,23 +1,30 @@
 """Questions with gold answers, read from a routing table's query metadata or a JSON-lines file.
 
-``routerlab collect`` runs actors on these and grades them (:mod:`routerlab.llm.grading`). Two sources:
+``routerlab collect`` runs actors on these and grades each answer with the question's grader
+(:mod:`routerlab.llm.graders`). Two sources:
 
-- **A routing table** (a saved directory, or an importer's output in Python). The gold answer is the first
+- **A routing table** (a saved directory, or an importer's output in Python). The reference is the first
   non-empty of the query metadata columns ``answer`` (MMLU-Pro), ``ground_truth`` (LLMRouter's query files
-  joined by the ``routerdc`` importer) or ``gold``; the options are ``options`` or ``choices`` (JSON text:
-  a list of option texts, or ``{"text": [...], "label"|"labels": [...]}``). A question with options is
-  multiple choice: its gold must be one of the labels (ARC's ``1``-``4`` read as A-D) or an option letter; the
-  options are always shown lettered A, B, C, ...; LLMRouter's ``metric`` column refines the rest: ``GSM8K`` takes
-  the number after ``####`` of the worked solution, ``MATH`` the last ``\\boxed{}`` (or the whole answer when it
-  has none), ``f1_score`` and others the answer text. Questions that cannot be graded by matching an answer
-  are skipped and counted by reason: no gold answer, ``code_eval`` (needs running code),
-  ``commongen_coverage`` (a coverage score), options that are not a list of texts (or more than ten), a gold
-  answer that is not one of the options' letters or labels.
+  joined by the ``routerdc`` importer) or ``gold``, kept as the source wrote it (GSM8K's worked solution, MATH's
+  solution with its ``\\boxed{}``, MBPP's list of ``assert`` lines, HumanEval's ``check``): the grader takes what
+  it needs. The options are ``options`` or ``choices`` (JSON text: a list of option texts, or ``{"text": [...],
+  "label"|"labels": [...]}``), read only for questions whose ``metric`` is empty or ``em_mc`` (LLMRouter's MBPP
+  rows carry their tests in ``choices``: tests, not options). A question with options is multiple choice: its
+  gold must be one of the labels (ARC's ``1``-``4`` read as A-D) or an option letter, and the options are always
+  shown lettered A, B, C, ... The ``metric`` and ``task_id`` columns are kept. Skipped and counted by reason are
+  only the questions no grader can grade: no reference, options that are not a list of texts (or more than
+  ten), a gold answer that is not one of the options' letters or labels, ``em_mc`` without options, and the
+  ``mc`` grader chosen for a question without options.
 - **A JSON-lines file**, one question per line: ``{"id", "question", "choices"?, "answer", "dataset"?,
-  "split"?}``. ``choices`` is a list of option texts (or the ``{"text", "label"}`` form above); ``answer`` is
-  then the option's letter or its exact text. Without choices the answer is a short answer. ``id`` defaults
-  to ``line<N>``, ``dataset`` to the file's stem. Here every problem is an error naming the file, line and
-  field: a file written for collect should not lose questions silently.
+  "split"?, "metric"?, "grader"?, "task_id"?}``. ``choices`` is a list of option texts (or the ``{"text",
+  "label"}`` form above); ``answer`` is then the option's letter or its exact text, else the reference as
+  written. ``id`` defaults to ``line<N>``, ``dataset`` to the file's stem. Here every problem is an error
+  naming the file, line and field: a file written for collect should not lose questions silently.
+
+Each question carries its grader's full name (:class:`~routerlab.llm.graders.GraderChoice`): the user's
+``DATASET=NAME``, the user's ``NAME``, a JSON line's own ``grader``, the ``metric`` (``METRIC_GRADERS``), ``mc``
+with options, ``short`` otherwise. Its **kind** is ``mc`` when it has options and ``generated`` otherwise
+(``--kind``; ``short``, the older name, still means ``generated``).
 
 ``limit`` takes a seeded sample stratified by dataset (:func:`stratified_order`): the first ``limit`` of one
 seeded order in which every dataset keeps its share within one question at every length, so the same seed
@@ -37,22 +44,29 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import numpy as np
 
 from routerlab.errors import DataError, UsageError
+from routerlab.llm.graders import GraderChoice, Item, grader_class, parse_grader_choice
 from routerlab.llm.grading import LETTERS, last_boxed
 
 if TYPE_CHECKING:
     from routerlab.data.table import RoutingTable
 
-Kind = Literal["mc", "short"]
-KINDS: tuple[Kind, ...] = ("mc", "short")
+Kind = Literal["mc", "generated"]
+KINDS: tuple[Kind, ...] = ("mc", "generated")
+KIND_ALIASES = {"short": "generated"}
+"""Older kind names: before graders, every question without options was a ``short`` answer."""
 GOLD_COLUMNS = ("answer", "ground_truth", "gold")
 OPTION_COLUMNS = ("options", "choices")
-UNGRADED_METRICS = {"code_eval": "metric code_eval (needs running code)",
-                    "commongen_coverage": "metric commongen_coverage (a coverage score, not a match)"}
+OPTION_METRICS = ("", "em_mc")
+"""The ``metric`` values whose ``choices`` are answer options (MBPP's ``code_eval`` rows hold tests there)."""
 
 
 @dataclass(frozen=True)
 class Question:
-    """One question: ``gold`` is the option letter (``kind == "mc"``, with ``choices``) or the short answer."""
+    """One question. ``gold`` is the option letter (with ``choices``) or the reference; ``reference`` is the
+    reference as the source wrote it (an option label such as ARC's ``3``, a worked solution, a test list);
+    ``grader`` the full name of the grader that scores its answers (``mc`` with options, ``short`` without,
+    when not given); ``kind`` is ``mc`` with options, ``generated`` without (``short``, the older name, is read
+    as ``generated``)."""
 
     id: str
     text: str
@@ -61,11 +75,32 @@ class Question:
     choices: tuple[str, ...] | None
     gold: str
     kind: Kind
+    reference: str = ""
+    metric: str = ""
+    task_id: str = ""
+    grader: str = ""
+
+    def __post_init__(self) -> None:
+        kind = KIND_ALIASES.get(self.kind, self.kind)
+        if kind not in KINDS:
+            raise ValueError(f"question {self.id!r}: kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+        object.__setattr__(self, "kind", kind)
+        if not self.reference:
+            object.__setattr__(self, "reference", self.gold)
+        if not self.grader:
+            object.__setattr__(self, "grader", "mc" if self.choices else "short")
 
     @property
     def letters(self) -> str:
-        """The option letters (``"ABCD"`` for four options); empty for a short-answer question."""
+        """The option letters (``"ABCD"`` for four options); empty for a question without options."""
         return LETTERS[: len(self.choices)] if self.choices else ""
+
+    def item(self, answer: str = "") -> Item:
+        """The grader's view of ``answer`` to this question: the reference is the gold letter for a question
+        with options, else the reference as the source wrote it; ``extra`` holds the ``task_id``."""
+        return Item(question=self.text, answer=answer, reference=self.gold if self.choices else self.reference,
+                    choices=self.choices, dataset=self.dataset, metric=self.metric, query_id=self.id,
+                    extra={"task_id": self.task_id} if self.task_id else {})
 
 
 @dataclass(frozen=True)
@@ -100,17 +135,22 @@ def load_questions(
     limit: int | None = None,
     seed: int = 0,
     kinds: Sequence[str] = KINDS,
+    graders: GraderChoice | str | Sequence[str] | None = None,
 ) -> QuestionSet:
     """Questions from a table directory, a :class:`RoutingTable` or a ``.jsonl`` file (module docstring),
-    keeping the ``kinds`` asked for (``mc``, ``short``), then a seeded stratified sample of ``limit``."""
+    each with its grader (``graders``: the user's choice, a :class:`GraderChoice` or ``--grader`` values),
+    keeping the ``kinds`` asked for (``mc``, ``generated``), then a seeded stratified sample of ``limit``."""
     from routerlab.data.table import RoutingTable
 
-    bad = [k for k in kinds if k not in KINDS]
+    bad = [k for k in kinds if KIND_ALIASES.get(k, k) not in KINDS]
     if bad or not kinds:
         raise UsageError(f"question kinds must be some of {', '.join(KINDS)}, got {', '.join(kinds) or 'none'}")
+    kinds = [KIND_ALIASES.get(k, k) for k in kinds]
+    choice = graders if isinstance(graders, GraderChoice) else parse_grader_choice(graders)
     if limit is not None and limit < 1:
         raise UsageError(f"the question limit must be at least 1, got {limit}")
     skipped: dict[str, int] = {}
+    named: dict[str, str] = {}
     if isinstance(source, RoutingTable):
         questions = questions_from_table(source, skipped)
         where = source.name
@@ -122,11 +162,12 @@ def load_questions(
 
             questions = questions_from_table(load(path), skipped)
         elif path.suffix.lower() == ".jsonl":
-            questions = questions_from_jsonl(path)
+            questions = questions_from_jsonl(path, named)
         elif not path.exists():
             raise DataError("no such file or table directory", file=path)
         else:
             raise DataError("questions come from a table directory or a .jsonl file", file=path)
+    questions = assign_graders(questions, choice, skipped, named)
     kept = [q for q in questions if q.kind in kinds]
     other = len(questions) - len(kept)
     if other:
@@ -137,6 +178,31 @@ def load_questions(
         chosen = np.sort(order[:limit])
         kept = [kept[i] for i in chosen.tolist()]
     return QuestionSet(tuple(kept), where, n_available, dict(sorted(skipped.items())))
+
+
+def assign_graders(questions: Sequence[Question], choice: GraderChoice, skipped: dict[str, int],
+                   named: Mapping[str, str] | None = None) -> list[Question]:
+    """Each question with its grader's full name (module docstring for the order): ``named`` (question id ->
+    the grader its source named, a JSON line's ``grader``) yields only to the user's choice. Every name is
+    checked against the registry (an unknown one is a UsageError); the ``mc`` grader on a question without
+    options is skipped and counted."""
+    out: list[Question] = []
+    checked: set[str] = set()
+    for q in questions:
+        own = (named or {}).get(q.id)
+        if own is not None and q.dataset not in choice.by_dataset and choice.default is None:
+            name = own
+        else:
+            name = choice.name_for(q.dataset, q.metric, bool(q.choices))
+        if name not in checked:
+            _check_grader(name)
+            checked.add(name)
+        if grader_class(name).kind == "mc" and not q.choices:
+            reason = "grader mc on a question without options"
+            skipped[reason] = skipped.get(reason, 0) + 1
+            continue
+        out.append(replace(q, grader=name) if name != q.grader else q)
+    return out
 
 
 def stratified_order(datasets: Sequence[str], seed: int) -> np.ndarray:
@@ -250,6 +316,7 @@ def questions_from_table(table: RoutingTable, skipped: dict[str, int]) -> list[Q
     golds = _column(q.extra, GOLD_COLUMNS, n)
     options = _column(q.extra, OPTION_COLUMNS, n)
     metrics = _column(q.extra, ("metric",), n)
+    task_ids = _column(q.extra, ("task_id",), n)
     out: list[Question] = []
 
     def skip(reason: str) -> None:
@@ -260,12 +327,10 @@ def questions_from_table(table: RoutingTable, skipped: dict[str, int]) -> list[Q
         if not gold:
             skip("no gold answer")
             continue
-        if metric in UNGRADED_METRICS:
-            skip(UNGRADED_METRICS[metric])
-            continue
-        base = {"id": str(q.ids[i]), "text": str(q.text[i]), "dataset": str(q.dataset[i]), "split": str(q.split[i])}
+        base = {"id": str(q.ids[i]), "text": str(q.text[i]), "dataset": str(q.dataset[i]), "split": str(q.split[i]),
+                "reference": gold, "metric": metric, "task_id": task_ids[i]}
         parsed = None
-        if metric in ("", "em_mc"):
+        if metric.lower() in OPTION_METRICS:
             try:
                 parsed = parse_options(options[i])
             except ValueError:
@@ -277,22 +342,19 @@ def questions_from_table(table: RoutingTable, skipped: dict[str, int]) -> list[Q
                 skip("gold is not one of the options' letters or labels")
                 continue
             out.append(Question(**base, choices=parsed[0], gold=letter, kind="mc"))
-        elif metric == "em_mc":
+        elif metric.lower() == "em_mc":
             skip("multiple choice without options")
         else:
-            answer = short_gold(gold, metric)
-            if not answer:
-                skip("no gold answer")
-                continue
-            out.append(Question(**base, choices=None, gold=answer, kind="short"))
+            out.append(Question(**base, choices=None, gold=gold, kind="generated"))
     return out
 
 
 # ---------------------------------------------------------------------------------------- JSON lines
 
 
-def questions_from_jsonl(path: Path) -> list[Question]:
-    """Questions from a JSON-lines file (module docstring); any bad line is a DataError naming it."""
+def questions_from_jsonl(path: Path, named: dict[str, str] | None = None) -> list[Question]:
+    """Questions from a JSON-lines file (module docstring); any bad line is a DataError naming it. A line's own
+    ``grader`` goes into ``named`` (question id -> grader name) for :func:`assign_graders`."""
     from routerlab.data._files import iter_jsonl
 
     out: list[Question] = []
@@ -317,8 +379,24 @@ def questions_from_jsonl(path: Path) -> list[Question]:
             if not isinstance(value, str):
                 raise DataError(f"expected a text, got {value!r}", file=path, row=line, field=key)
             meta[key] = value
+        for key in ("metric", "grader", "task_id"):
+            value = obj.get(key, "")
+            if value is None:
+                value = ""
+            if isinstance(value, int) and not isinstance(value, bool) and key == "task_id":
+                value = str(value)
+            if not isinstance(value, str):
+                raise DataError(f"expected a text, got {value!r}", file=path, row=line, field=key)
+            meta[key] = value.strip()
+        if meta["grader"]:
+            try:
+                _check_grader(meta["grader"])
+            except UsageError as exc:
+                raise DataError(str(exc), file=path, row=line, field="grader") from None
+            if named is not None:
+                named[qid] = meta["grader"]
         try:
-            parsed = parse_options(obj.get("choices"))
+            parsed = parse_options(obj.get("choices")) if meta["metric"].lower() in OPTION_METRICS else None
         except ValueError as exc:
             raise DataError(str(exc), file=path, row=line, field="choices") from None
         answer = obj.get("answer")
@@ -326,8 +404,10 @@ def questions_from_jsonl(path: Path) -> list[Question]:
             answer = str(answer)
         if not isinstance(answer, str) or not answer.strip():
             raise DataError("missing or not a non-empty text (the gold answer)", file=path, row=line, field="answer")
+        common = {"reference": answer.strip(), "metric": meta["metric"], "task_id": meta["task_id"]}
         if parsed is None:
-            out.append(Question(qid, text, meta["dataset"], meta["split"], None, answer.strip(), "short"))
+            out.append(Question(qid, text, meta["dataset"], meta["split"], None, answer.strip(), "generated",
+                                **common))
             continue
         choices, labels = parsed
         gold = gold_letter(answer, choices, labels)
@@ -338,11 +418,19 @@ def questions_from_jsonl(path: Path) -> list[Question]:
             raise DataError(f"{answer!r} is neither an option letter ({letters[0]}-{letters[-1]}"
                             f"{', or a label ' + '/'.join(labels) if labels else ''}) nor an option's exact text",
                             file=path, row=line, field="answer")
-        out.append(Question(qid, text, meta["dataset"], meta["split"], choices, gold, "mc"))
+        out.append(Question(qid, text, meta["dataset"], meta["split"], choices, gold, "mc", **common))
     if not out:
         raise DataError("holds no question", file=path)
     return out
 
+
+
+def _check_grader(name: str) -> None:
+    """A known grader name, with an argument only where the grader takes one (a UsageError otherwise)."""
+    cls = grader_class(name)
+    if (":" in name) != cls.takes_arg:
+        raise UsageError(f"grader {name!r}: {cls.kind!r} " + ("needs an argument" if cls.takes_arg
+                                                              else "takes no argument"))
 
 
 # ---------------------------------------------------------------------------------------- variants
