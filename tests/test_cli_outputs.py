@@ -49,13 +49,13 @@ ROLES: dict[tuple[str, str], str] = {
     ("audit", "output"): OUTPUT, ("evaluate", "output"): OUTPUT, ("groups", "output"): OUTPUT,
     ("log", "output"): OUTPUT, ("ope", "output"): OUTPUT, ("perturb", "output"): OUTPUT,
     ("robustness", "output"): OUTPUT, ("scaling", "output"): OUTPUT, ("society", "output"): OUTPUT,
-    ("two-model", "output"): OUTPUT, ("choose", "output"): OUTPUT,
+    ("two-model", "output"): OUTPUT, ("choose", "output"): OUTPUT, ("grade", "output"): OUTPUT,
     ("collect", "output"): TABLE, ("import", "output"): TABLE, ("join", "output"): TABLE,
     ("synth", "output"): TABLE,
     ("run", "store"): RESUMED,  # the results store: a rerun reuses the cells it holds
     ("extract", "output"): RESUMED,  # the signals directory: a rerun extracts only the questions not there yet
     ("audit", "cache_dir"): RESUMED, ("collect", "cache_dir"): RESUMED, ("extract", "cache_dir"): RESUMED,
-    ("perturb", "cache_dir"): RESUMED, ("robustness", "cache_dir"): RESUMED,
+    ("perturb", "cache_dir"): RESUMED, ("robustness", "cache_dir"): RESUMED, ("grade", "cache_dir"): RESUMED,
     ("serve", "log"): APPENDED,
     ("audit", "table_dir"): INPUT, ("audit", "logs"): INPUT, ("collect", "questions"): INPUT,
     ("collect", "variants"): INPUT, ("import", "paths"): INPUT, ("info", "table_dir"): INPUT,
@@ -68,7 +68,7 @@ ROLES: dict[tuple[str, str], str] = {
     ("choose", "table_dir"): INPUT, ("two-model", "features"): INPUT,
     ("results query", "store"): INPUT, ("results show", "store"): INPUT,
     ("results paper", "experiment"): INPUT, ("results paper", "store"): INPUT,
-    ("power", "table_dir"): INPUT, ("synth", "table_dir"): INPUT,
+    ("power", "table_dir"): INPUT, ("synth", "table_dir"): INPUT, ("grade", "answers"): INPUT,
 }
 
 # a parameter (not a flag) named like an output must be declared even when it is not typed as a path
@@ -113,7 +113,7 @@ def test_every_path_parameter_is_declared() -> None:
     stale = sorted(set(ROLES) - set(PATHS))
     assert not undeclared, f"declare these path parameters in ROLES (and give outputs a recipe): {undeclared}"
     assert not stale, f"ROLES names parameters no command has: {stale}"
-    assert len(WRITTEN) == 15
+    assert len(WRITTEN) == 16
 
 
 def test_every_command_that_writes_has_force() -> None:
@@ -153,6 +153,9 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Inputs]:
     rows = [{"id": f"q{i}", "question": q, "choices": ["yes", "no"], "answer": "A", "dataset": "d"}
             for i, q in enumerate(["Which is a fruit?", "Which flies?"])]
     (root / "quiz.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    answers = [{"query_id": r["id"], "actor": "m", "question": r["question"], "answer": "A", "reference": "yes"}
+               for r in rows]
+    (root / "answers.jsonl").write_text("".join(json.dumps(r) + "\n" for r in answers))
 
     class Scripted(ScriptedBackend):
         def __init__(self, spec: BackendSpec, *, cache_dir: Path | None = None) -> None:
@@ -186,6 +189,7 @@ RECIPES: dict[tuple[str, str], tuple[str, Callable[[Inputs], list[str]]]] = {
     ("collect", "output"): ("collected", lambda i: ["collect", str(i.questions), "-a", f"x={i.backend}:m",
                                                     "--cache-dir", str(i.cache)]),
     ("import", "output"): ("imported", lambda i: ["import", "long", str(i.long_csv)]),
+    ("grade", "output"): ("graded.jsonl", lambda i: ["grade", str(i.questions.parent / "answers.jsonl")]),
     ("join", "output"): ("joined", lambda i: ["join", str(i.left), str(i.right)]),
     ("synth", "output"): ("synth", lambda i: ["synth", str(i.table), "--society", "sa"]),
 }
