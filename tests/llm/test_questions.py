@@ -36,7 +36,9 @@ def test_jsonl_questions(tmp_path: Path) -> None:
     a, sky, paris, n, arc, low = qs
     assert (a.kind, a.gold, a.choices, a.letters, a.dataset, a.split) == ("mc", "B", ("3", "4"), "AB", "quiz", "")
     assert (sky.gold, sky.dataset, sky.split) == ("B", "sky", "test")  # the option's text -> its letter
-    assert (paris.kind, paris.gold, paris.choices, paris.letters) == ("short", "Paris", None, "")
+    assert (paris.kind, paris.gold, paris.choices, paris.letters) == ("generated", "Paris", None, "")
+    assert [q.grader for q in qs] == ["mc", "mc", "short", "short", "mc", "mc"]
+    assert (arc.reference, arc.item("B").reference, paris.item("Paris!").reference) == ("2", "B", "Paris")
     assert n.gold == "42"
     assert arc.gold == "B"  # the source's label 2 -> B
     assert low.gold == "A"
@@ -58,6 +60,10 @@ def test_jsonl_questions(tmp_path: Path) -> None:
         ({"id": "a", "question": "q?", "choices": {"text": ["x", "y"], "label": ["1"]}, "answer": "1"}, "choices"),
         ({"id": True, "question": "q?", "answer": "A"}, "id"),
         ({"id": "a", "question": "q?", "answer": "A", "dataset": 3}, "dataset"),
+        ({"id": "a", "question": "q?", "answer": "A", "metric": 3}, "metric"),
+        ({"id": "a", "question": "q?", "answer": "A", "grader": "essay"}, "grader"),
+        ({"id": "a", "question": "q?", "answer": "A", "grader": "f1:x"}, "grader"),
+        ({"id": "a", "question": "q?", "answer": "A", "grader": ["f1"]}, "grader"),
     ],
 )
 def test_jsonl_errors_name_line_and_field(tmp_path: Path, row: dict[str, object], field: str) -> None:
@@ -109,21 +115,32 @@ def test_questions_from_a_saved_table(tmp_path: Path) -> None:
     table.save(tmp_path / "t")
     qs = load_questions(tmp_path / "t")
     by_id = {q.id: q for q in qs}
-    assert sorted(by_id) == ["q0", "q1", "q2", "q3", "q4"]
+    assert sorted(by_id) == ["q0", "q1", "q2", "q3", "q4", "q6", "q8"]  # code and coverage questions too now
     assert (by_id["q0"].kind, by_id["q0"].gold, by_id["q0"].choices) == ("mc", "C", ("w", "x", "y", "z"))
     assert (by_id["q1"].kind, by_id["q1"].gold, by_id["q1"].letters) == ("mc", "D", "ABCD")
-    assert (by_id["q2"].kind, by_id["q2"].gold) == ("short", "1250")
-    assert by_id["q3"].gold == "\\frac{1}{2}"
-    assert (by_id["q4"].kind, by_id["q4"].gold, by_id["q4"].split) == ("short", "Ben Gibbard", "test")
+    # a grader reads the reference as the source wrote it
+    assert (by_id["q2"].kind, by_id["q2"].gold, by_id["q2"].grader) == ("generated", "Solution...\n#### 1,250",
+                                                                       "number")
+    assert (by_id["q3"].reference, by_id["q3"].grader) == ("so \\boxed{\\frac{1}{2}}.", "math")
+    assert (by_id["q4"].kind, by_id["q4"].gold, by_id["q4"].split, by_id["q4"].grader) == \
+        ("generated", "Ben Gibbard", "test", "f1")
+    assert [(by_id[i].grader, by_id[i].metric) for i in ("q0", "q1", "q6", "q8")] == \
+        [("mc", ""), ("mc", "em_mc"), ("code", "code_eval"), ("coverage", "commongen_coverage")]
     assert dict(qs.skipped) == {
         "gold is not one of the options' letters or labels": 1,  # q9: B with one option
-        "metric code_eval (needs running code)": 1,
-        "metric commongen_coverage (a coverage score, not a match)": 1,
         "multiple choice without options": 1,  # q5
         "no gold answer": 1,  # q7
     }
     only_mc = load_questions(table, kinds=["mc"])
-    assert [q.id for q in only_mc] == ["q0", "q1"] and only_mc.skipped["kind not in mc"] == 3
+    assert [q.id for q in only_mc] == ["q0", "q1"] and only_mc.skipped["kind not in mc"] == 5
+    assert len(load_questions(table, kinds=["short"])) == 5  # the older name of generated
+    # the user's choice comes first; mc cannot grade a question without options
+    forced = load_questions(table, graders="mc")
+    assert [q.id for q in forced] == ["q0", "q1"] and forced.skipped["grader mc on a question without options"] == 5
+    per_dataset = load_questions(table, graders=["d=short"])
+    assert {q.grader for q in per_dataset} == {"short"}
+    with pytest.raises(UsageError, match="unknown grader 'essay'"):
+        load_questions(table, graders="essay")
 
 
 def test_a_table_without_gold_is_one_line(tmp_path: Path) -> None:
@@ -180,7 +197,7 @@ def test_real_tables_give_questions(real_table: Callable[[str], RoutingTable]) -
     llmrouter = load_questions(real_table("llmrouter"))
     kinds = Counter((q.dataset, q.kind) for q in llmrouter)
     assert kinds[("arc_challenge", "mc")] == 498 and kinds[("openbook_qa", "mc")] == 496
-    assert kinds[("gsm8k", "short")] == 550 and ("mbpp", "short") not in kinds
-    assert llmrouter.skipped["metric code_eval (needs running code)"] == 762
+    assert kinds[("gsm8k", "generated")] == 550 and kinds[("mbpp", "generated")] == 548
+    assert len(llmrouter) == 6108 and dict(llmrouter.skipped) == {}  # every question has a grader
     gsm = next(q for q in llmrouter if q.dataset == "gsm8k")
-    assert gsm.gold.lstrip("-").replace(".", "").isdigit()
+    assert gsm.grader == "number" and gsm.reference.rsplit("####", 1)[1].strip().replace(",", "").isdigit()
