@@ -44,11 +44,14 @@ DECLARED: Mapping[str, Mapping[str, str]] = MappingProxyType({
         "src": "the question's source subset (e.g. ori_mmlu-business_ethics), a task label",
         "options": _CHOICES,
     },
-    # hidden: gold, pred.<actor>, logits.<actor>, output.<actor> (answers and what each actor answered),
-    # variant_of, level, variant (which perturbation of which question: known to the evaluation only)
+    # hidden: gold, pred.<actor>, logits.<actor>, output.<actor>, grader.<actor>, detail.<actor> (answers, what
+    # each actor answered and how it was graded), variant_of, level, variant (which perturbation of which
+    # question: known to the evaluation only)
     "collect": {
         "choices": _CHOICES,
-        "kind": "multiple choice or short answer: the form of the question, which the prompt shows",
+        "kind": "multiple choice or generated: the form of the question, which the prompt shows",
+        "metric": _METRIC,
+        "task_id": _TASK_ID,
     },
     # the long format keeps only the per-query columns its options name (visible=..., hidden=...)
     "long": {},
