@@ -44,7 +44,8 @@ def collect_cmd(
     kind: Annotated[str, typer.Option(
         help="Which questions: mc (with options), generated (without options; 'short' is the older name) or "
              "all.")] = "all",
-    grader: Annotated[list[str] | None, typer.Option("--grader", help=GRADER_HELP)] = None,
+    grader: Annotated[list[str] | None, typer.Option(
+        "--grader", metavar="NAME|DATASET=NAME,...", help=GRADER_HELP)] = None,
     max_tokens: Annotated[int, typer.Option(min=1, max=32768, help="Most tokens of a generated answer.")] = 256,
     batch_size: Annotated[int, typer.Option(min=1, max=4096, help="Questions generated in one batch.")] = 8,
     logits_batch_size: Annotated[int, typer.Option(

@@ -27,7 +27,8 @@ def grade_cmd(
         help="A JSON-lines file of answers: {query_id, actor, question, answer, reference} per line, optional "
              "metric, dataset, choices (and task_id).")],
     output: Annotated[Path, typer.Option("-o", "--output", help="The JSON-lines file to write the graded rows to.")],
-    grader: Annotated[list[str] | None, typer.Option("--grader", help=GRADER_HELP)] = None,
+    grader: Annotated[list[str] | None, typer.Option(
+        "--grader", metavar="NAME|DATASET=NAME,...", help=GRADER_HELP)] = None,
     cache_dir: Annotated[Path | None, typer.Option(
         help="Call cache directory of a judge grader (default: $ROUTERLAB_CACHE_DIR/llm or "
              "~/.cache/routerlab/llm).")] = None,
