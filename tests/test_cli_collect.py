@@ -91,6 +91,24 @@ def test_collect_sample_kind_and_mode(questions: Path, scripted_kind: str, tmp_p
     assert "(4 available in" in capsys.readouterr().out
 
 
+def test_collect_grader_choice(questions: Path, scripted_kind: str, tmp_path: Path,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "t"
+    assert main(["collect", str(questions), "-a", f"x={scripted_kind}:m", "--grader", "math=f1", "--kind",
+                 "generated", "-o", str(out), "--cache-dir", str(tmp_path / "cache")]) == 0
+    table = load(out)
+    x = table.queries.extra
+    assert x["grader.x"].tolist() == ["f1"] and x["detail.x"].tolist() == ["f1 1.000"]  # "The answer is 42"
+    assert table.meta["collect"]["grader_choice"] == {"default": None, "by_dataset": {"math": "f1"}}
+    assert table.meta["collect"]["graders"]["f1"]["questions"] == 1
+    assert "graded: f1 1 answers in" in capsys.readouterr().out
+    # the user's single grader for every question: mc cannot grade a question without options, which is counted
+    assert main(["collect", str(questions), "-a", f"x={scripted_kind}:m", "--grader", "mc", "-o", str(out),
+                 "--force", "--cache-dir", str(tmp_path / "cache")]) == 0
+    assert "grader mc on a question without options 1" in capsys.readouterr().out
+    assert load(out).n_queries == 4
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
