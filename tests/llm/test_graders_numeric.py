@@ -67,7 +67,8 @@ def _grade(grader: object, answer: str, reference: str, question: str = "q") -> 
 @pytest.mark.parametrize(("text", "value"), [
     ("$1,250.50", 1250.5), ("20 cm", 20), ("-3", -3), ("3/4 cup", 0.75), (r"\frac{3}{4}", 0.75),
     (r"\dfrac{-1}{2}", -0.5), ("50%", 50), ("20.", 20), ("costs \\$18.00 each", 18), ("\u22125", -5),
-    ("40{,}000 dollars", 40000), ("1,2,3", 1), ("no digits", None),
+    ("40{,}000 dollars", 40000), ("1,2,3", 1), ("20,000, which is a lot", 20000), ("20 - 5", 20), ("a - 5", 5),
+    ("20-5", 20), ("no digits", None),
 ])
 def test_read_number(text: str, value: float | None) -> None:
     got = read_number(text)

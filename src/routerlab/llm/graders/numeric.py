@@ -38,7 +38,7 @@ __all__ = ["MathGrader", "NumberGrader", "final_math_answer", "read_number", "re
            "reference_number", "reply_number"]
 
 _NUMBER_IN_TEXT = re.compile(
-    r"(?<![\w.])(-\s?)?[$€£]?\s?(-\s?)?(\d{1,3}(?:,\d{3})+(?![\d,])|\d+)(\.\d+)?"
+    r"(?<![\w.])(-)?(?:[$€£]\s?)?(-)?(\d{1,3}(?:,\d{3})+(?!\d|,\d)|\d+)(\.\d+)?"
     r"(?:\s*/\s*(\d+(?:\.\d+)?)(?![\d.]))?")
 _LATEX_FRAC = re.compile(r"\\[dt]?frac\s*\{\s*(-?[\d.,]+)\s*\}\s*\{\s*(-?[\d.,]+)\s*\}")
 _ANSWER_IS = re.compile(r"answer\s+is\s*[:=]?\s*([^\n]*)", re.IGNORECASE)
