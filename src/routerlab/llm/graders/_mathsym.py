@@ -105,7 +105,7 @@ def normalize(text: str) -> tuple[str, bool]:
     # spaces: one kept after a command followed by a letter or digit (\sin x), every other one removed
     s = re.sub(r"(\\[A-Za-z]+)\s+(?=[A-Za-z0-9])", "\\1\x00", s)
     s = re.sub(r"\s+", "", s).replace("\x00", " ")
-    s = s.rstrip(".").rstrip("\\").strip()
+    s = s.rstrip(".,;").rstrip("\\").strip()
     if _THOUSANDS.fullmatch(s):
         s = s.replace(",", "")
     s = re.sub(r"\\frac ?(\d)(\d)", r"\\frac{\1}{\2}", s)
@@ -166,6 +166,8 @@ def structure(s: str) -> tuple[Any, ...]:
     """The shape of a normalised answer: ``("matrix", rows)``, ``("seq", open, close, items)`` (an interval or
     a tuple), ``("set", items)``, ``("union", parts)``, ``("list", items)``, ``("eq", sides)`` or
     ``("expr", s)``."""
+    if not s:
+        return ("expr", s)
     m = re.fullmatch(r"\\begin\{([pbvB]?matrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{\1\}", s)
     if m:
         rows = [r for r in re.split(r"\\\\", m.group(2)) if r.strip()]
@@ -320,6 +322,8 @@ def _fraction(s: str) -> Fraction | None:
 def _scalar_equal(a: str, b: str, sympy_ok: bool) -> bool:
     if a == b:
         return True
+    if not a or not b:
+        return False
     fa, fb = _fraction(a), _fraction(b)
     if fa is not None and fb is not None:
         return fa == fb or math.isclose(fa, fb, rel_tol=REL_TOL, abs_tol=1e-12)

@@ -134,7 +134,10 @@ class NumberGrader(Grader):
 _SHORT_REPLY = 40
 """A reply of one line this short with no marked answer is itself the answer (``28``, ``x = 5``)."""
 _BOXED_BARE = re.compile(r"\\(?:boxed|fbox)\s+([^\s$]+)")
-_MATH_SPANS = re.compile(r"\$\$(.+?)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
+_MATH_SPANS = re.compile(r"\$\$(.+?)\$\$|(?<![\\$])\$(?![\s$])([^$\n]+?)(?<![\s\\])\$|\\\((.+?)\\\)|\\\[(.+?)\\\]",
+                         re.DOTALL)
+"""Math spans: ``$$...$$``, ``\\(...\\)``, ``\\[...\\]`` and ``$...$`` on one line with no space just inside
+its dollars (so the currency in ``costs $30 - $3 = $27`` is not read as one)."""
 
 
 def _last_fbox(text: str) -> str | None:
@@ -276,6 +279,8 @@ class MathGrader(Grader):
             equal, detail = _mathsym.equivalent(answer, reference, sympy_ok=False)
         except _mathsym.NeedSympy:
             equal, detail = self._ask_worker(answer, reference)
+        except Exception as e:  # a bug in reading one answer costs that answer, never the run
+            equal, detail = False, f"error: {type(e).__name__}: {e}"
         return Grade(1.0 if equal else 0.0, self.name, answer, f"{where}: {detail}")
 
     def _ask_worker(self, answer: str, reference: str) -> tuple[bool, str]:
