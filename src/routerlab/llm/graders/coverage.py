@@ -22,7 +22,10 @@ A multi-word concept counts when its words appear in a row (the last one inflect
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from abc import abstractmethod
+from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
+from functools import lru_cache
 
 from routerlab.llm.graders import _prompts
 from routerlab.llm.graders.base import Grade, Grader, Item, register_grader
@@ -83,7 +86,8 @@ def _doubles(word: str) -> bool:
     return len(word) >= 3 and word[-1] not in _VOWELS + "wxy" and word[-2] in _VOWELS and word[-3] not in _VOWELS
 
 
-def inflections(word: str) -> set[str]:
+@lru_cache(maxsize=4096)
+def inflections(word: str) -> frozenset[str]:
     """``word`` and its regular and irregular inflections (plural, third person, past, participle, ``-ing``);
     generous on purpose: a spelling no English word has cannot match a reply's word anyway."""
     w = word.lower()
@@ -107,7 +111,7 @@ def inflections(word: str) -> set[str]:
     if _doubles(w):
         forms |= {w + w[-1] + "ed", w + w[-1] + "ing"}
     forms |= set(_IRREGULAR_VERBS.get(w, "").split()) | set(_IRREGULAR_NOUNS.get(w, "").split())
-    return forms
+    return frozenset(forms)
 
 
 def concepts_of(item: Item) -> list[str]:
@@ -116,7 +120,7 @@ def concepts_of(item: Item) -> list[str]:
     return [c.strip().lower() for c in text.split(",") if c.strip()]
 
 
-def _in_a_row(needles: list[set[str]], words: list[str]) -> bool:
+def _in_a_row(needles: Sequence[AbstractSet[str]], words: list[str]) -> bool:
     """Whether some run of ``len(needles)`` consecutive words has its i-th word in ``needles[i]``."""
     n = len(needles)
     return any(all(words[i + k] in needles[k] for k in range(n)) for i in range(len(words) - n + 1))
@@ -133,15 +137,17 @@ class _CoverageBase(Grader):
     def instruction(self, item: Item) -> str:
         return "Write one short, plausible sentence that uses all of these words."
 
-    def present(self, concept: str, reply: str) -> bool:
-        raise NotImplementedError
+    @abstractmethod
+    def matcher(self, reply: str) -> Callable[[str], bool]:
+        """Whether a concept is present in ``reply`` (the reply read once, each concept asked in turn)."""
 
     def grade(self, item: Item) -> Grade:
         concepts = concepts_of(item)
         if not concepts:
             return Grade(0.0, self.name, "", "no concept words in the reference")
         reply = item.answer.strip()
-        found = [c for c in concepts if self.present(c, reply)]
+        present = self.matcher(reply)
+        found = [c for c in concepts if present(c)]
         missing = [c for c in concepts if c not in found]
         detail = f"{len(found)}/{len(concepts)} concepts"
         if missing:
@@ -157,21 +163,28 @@ def _words(text: str) -> list[str]:
 class CoverageGrader(_CoverageBase):
     """Share of concepts the reply uses, any inflection counting (module docstring)."""
 
-    def present(self, concept: str, reply: str) -> bool:
-        parts = _words(concept)
-        if not parts:
-            return False
-        needles = [{p} for p in parts[:-1]] + [inflections(parts[-1])]
-        return _in_a_row(needles, _words(reply))
+    def matcher(self, reply: str) -> Callable[[str], bool]:
+        words = _words(reply)
+        vocabulary = set(words)
+
+        def present(concept: str) -> bool:
+            parts = _words(concept)
+            if not parts:
+                return False
+            if len(parts) == 1:
+                return not inflections(parts[0]).isdisjoint(vocabulary)
+            return _in_a_row([{p} for p in parts[:-1]] + [inflections(parts[-1])], words)
+
+        return present
 
 
 @register_grader("coverage-exact")
 class ExactCoverageGrader(_CoverageBase):
     """Share of concepts that appear as whole words exactly as written (case ignored)."""
 
-    def present(self, concept: str, reply: str) -> bool:
-        parts = _words(concept)
-        return bool(parts) and _in_a_row([{p} for p in parts], _words(reply))
+    def matcher(self, reply: str) -> Callable[[str], bool]:
+        words = _words(reply)
+        return lambda concept: bool(_words(concept)) and _in_a_row([{p} for p in _words(concept)], words)
 
 
 def llmrouter_stem(word: str) -> str:
@@ -184,13 +197,10 @@ def llmrouter_stem(word: str) -> str:
     return w
 
 
-def _stems(pieces: Iterable[str]) -> set[str]:
-    return {llmrouter_stem(p) for p in pieces}
-
-
 @register_grader("coverage-llmrouter")
 class LLMRouterCoverageGrader(_CoverageBase):
     """Share of concepts whose stem equals the stem of a white-space piece of the reply (module docstring)."""
 
-    def present(self, concept: str, reply: str) -> bool:
-        return llmrouter_stem(concept) in _stems(reply.split())
+    def matcher(self, reply: str) -> Callable[[str], bool]:
+        stems = {llmrouter_stem(piece) for piece in reply.split()}
+        return lambda concept: llmrouter_stem(concept) in stems
