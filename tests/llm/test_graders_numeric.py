@@ -132,6 +132,10 @@ def test_number_on_llmrouter_gsm8k(rows: dict[str, list[dict[str, str]]]) -> Non
     ("The answer is $x = 5$.", "x = 5", "answer is"),
     (r"We get $a = 1$ and then $\sqrt{2}$ remains", r"\sqrt{2}", "last $...$"),
     ("28", "28", "whole reply"),
+    ("The answer is $12$ apples.", "12", "answer is"), ("The answer is 12 apples.", "12", "answer is"),
+    ("The answer is 5, since 2+3=5.", "5", "answer is"), ("The answer is (2, 4).", "(2, 4)", "answer is"),
+    ("The answer is x^2 + 1 because it factors.", "x^2 + 1", "answer is"),
+    ("The answer is 1, 2 and 3", "1, 2 and 3", "answer is"), ("the answer is: 3/4 of the cake", "3/4", "answer is"),
     ("It costs $30,000 - $3,000 = $27,000, so she paid less than she had hoped for.", None, None),
     ("pay $10 (savings) = $10 and then $x^2$.", "x^2", "last $...$"),
 ])

@@ -156,9 +156,7 @@ def final_math_answer(reply: str) -> tuple[str, str] | None:
         return bare[-1].group(1), "boxed"
     said = list(_ANSWER_IS.finditer(reply))
     if said:
-        text = said[-1].group(1).strip().rstrip(".").strip()
-        if len(text) > 1 and text[0] == "$" and text[-1] == "$":
-            text = text.strip("$").strip()
+        text = _answer_text(said[-1].group(1))
         if text:
             return text, "answer is"
     spans = list(_MATH_SPANS.finditer(reply))
@@ -169,6 +167,23 @@ def final_math_answer(reply: str) -> tuple[str, str] | None:
     if short and "\n" not in short and len(short) <= _SHORT_REPLY:
         return short, "whole reply"
     return None
+
+
+_CLAUSE = re.compile(r",\s+(?=[A-Za-z]{2,}\b)|\s+(?:because|since|which|so|as|for|where|when)\b", re.IGNORECASE)
+_NUMBER_THEN_WORDS = re.compile(r"(-?[\d.,/]+)\s+[A-Za-z][A-Za-z\s'-]*")
+
+
+def _answer_text(line: str) -> str:
+    """The answer in the rest of a ``The answer is ...`` line: its first math span if it has one (``$x = 5$
+    apples`` gives ``x = 5``), else the text before a clause (a comma and a word, ``because``, ``since``, ...),
+    and a number followed by plain words alone (``12 apples`` gives ``12``)."""
+    text = line.strip().rstrip(".").strip()
+    span = _MATH_SPANS.search(text)
+    if span is not None:
+        return next(g for g in span.groups() if g is not None).strip()
+    text = _CLAUSE.split(text, maxsplit=1)[0].strip().rstrip(".").strip()
+    m = _NUMBER_THEN_WORDS.fullmatch(text)
+    return m.group(1) if m else text
 
 
 def reference_math_answer(reference: str) -> str:
