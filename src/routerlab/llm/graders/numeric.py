@@ -41,7 +41,7 @@ _NUMBER_IN_TEXT = re.compile(
     r"(?<![\w.])(-)?(?:[$€£]\s?)?(-)?(\d{1,3}(?:,\d{3})+(?!\d|,\d)|\d+)(\.\d+)?"
     r"(?:\s*/\s*(\d+(?:\.\d+)?)(?![\d.]))?")
 _LATEX_FRAC = re.compile(r"\\[dt]?frac\s*\{\s*(-?[\d.,]+)\s*\}\s*\{\s*(-?[\d.,]+)\s*\}")
-_ANSWER_IS = re.compile(r"answer\s+is\s*[:=]?\s*([^\n]*)", re.IGNORECASE)
+_ANSWER_IS = re.compile(r"answer\s*(?:is\b\s*[:=]?|:)[\s*]*([^\n]*)", re.IGNORECASE)
 
 
 def _plain(text: str) -> str:
