@@ -1,11 +1,11 @@
 """Graders of final answers to maths questions: ``number`` (GSM8K-style) and ``math`` (MATH-style).
 
 - ``number``: the reference's number (after GSM8K's ``####``, else read from the whole reference as from a
-  reply) against the reply's final number: the number on the last ``The answer is N`` line (the prompt asks for
-  one), else in the last ``\\boxed{}``, else the last number in the reply. Read through currency and units
-  (``$1,250.50``, ``20 cm``, ``50%``, ``\\frac{3}{4}``, ``3/4``, a trailing period); compared numerically
-  (relative tolerance 1e-6).
-- ``math``: the final answer (the last ``\\boxed{}``, else the last ``The answer is ...``, else the last
+  reply) against the reply's final number: the first number on the last ``The answer is N`` (or ``Answer: N``)
+  line (the prompt asks for one), else in the last ``\\boxed{}``, else the last number in the reply. Read
+  through currency and units (``$1,250.50``, ``20 cm``, ``50%``, ``\\frac{3}{4}``, ``3/4``, a trailing period);
+  compared numerically (relative tolerance 1e-6).
+- ``math``: the final answer (the last ``\\boxed{}``, else the last ``The answer is ...`` line, else the last
   ``$...$``, else a reply of one short line) against the reference's (the last ``\\boxed{}`` of a MATH worked
   solution, else the whole reference: MGSM's bare numbers), equal by
   :func:`routerlab.llm.graders._mathsym.equivalent`. What plain strings and numbers decide is decided here; the
