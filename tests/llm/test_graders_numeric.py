@@ -343,6 +343,30 @@ def test_every_math_reference_has_a_boxed_answer(rows: dict[str, list[dict[str, 
     assert [r["ground_truth"][-60:] for r in math_rows if last_boxed(r["ground_truth"]) is None] == []
 
 
+def _leaves(text: str) -> list[str]:
+    shape = _mathsym.structure(text)
+    if shape[0] == "expr":
+        return [text]
+    parts = {"eq": lambda: shape[1], "matrix": lambda: [c for row in shape[1] for c in row],
+             "seq": lambda: shape[3]}.get(shape[0], lambda: shape[-1])()
+    return [leaf for part in parts for leaf in _leaves(part)]
+
+
+@needs_sympy
+@pytest.mark.shared_data
+def test_math_references_are_readable(rows: dict[str, list[dict[str, str]]]) -> None:
+    """Every expression in the 560 MATH final answers is read by the LaTeX reader but four numbers in a base
+    (``11011100_2``), which compare as strings."""
+    unreadable = []
+    for row in rows["math"]:
+        for leaf in _leaves(_mathsym.normalize(reference_math_answer(row["ground_truth"]))[0]):
+            try:
+                _mathsym.to_sympy(leaf)
+            except _mathsym.ParseError:
+                unreadable.append(leaf)
+    assert unreadable == ["11011100_2", "33_4", "2215_6", "10000_2"]
+
+
 @pytest.mark.shared_data
 def test_gold_answers_grade_one(math_grader: MathGrader, rows: dict[str, list[dict[str, str]]]) -> None:
     both = rows["math"] + rows["agentverse-mgsm"]
