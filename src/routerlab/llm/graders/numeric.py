@@ -213,8 +213,10 @@ class _Worker:
 
     @staticmethod
     def _pump(stream: IO[str], lines: queue.Queue[str | None]) -> None:
-        for line in stream:
-            lines.put(line)
+        """Moves the worker's lines to the queue until its end (or the pipe closed by a kill), then None."""
+        with contextlib.suppress(ValueError, OSError):
+            for line in stream:
+                lines.put(line)
         lines.put(None)
 
     def _read(self, timeout: float) -> dict[str, Any] | None:
