@@ -7,6 +7,7 @@ import importlib.util
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -305,6 +306,19 @@ def test_hostile_answer_times_out_to_a_failed_grade(math_grader: MathGrader) -> 
     assert math_grader.worker_pid is None and not _alive(old)
     assert _grade(math_grader, r"\boxed{\sqrt{8}}", r"\boxed{2\sqrt{2}}")[0] == 1.0
     assert math_grader.worker_pid not in (None, old)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
+def test_a_worker_killed_from_outside_is_replaced(math_grader: MathGrader) -> None:
+    _grade(math_grader, r"\boxed{2\sqrt{2}}", r"\boxed{\sqrt{8}}")
+    pid = math_grader.worker_pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _grade(math_grader, r"\boxed{\sqrt{12}}", r"\boxed{2\sqrt{3}}")[0] == 1.0
+    assert math_grader.worker_pid not in (None, pid)
 
 
 def test_refused_answer_is_quick_and_keeps_the_worker(math_grader: MathGrader) -> None:

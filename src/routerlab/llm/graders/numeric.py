@@ -246,6 +246,10 @@ class _Worker:
     def pid(self) -> int:
         return self.proc.pid
 
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
     def kill(self) -> None:
         self._finalizer()
 
@@ -302,6 +306,9 @@ class MathGrader(Grader):
 
     def _ask_worker(self, answer: str, reference: str) -> tuple[bool, str]:
         with self._lock:
+            if self._worker is not None and not self._worker.alive:
+                self._worker.kill()  # ended between two answers (killed from outside): not this answer's fault
+                self._worker = None
             if self._worker is None:
                 self._worker = _Worker(self.startup_timeout_s)
             start = time.perf_counter()
