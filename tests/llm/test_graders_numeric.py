@@ -217,6 +217,9 @@ def test_quick_path_needs_no_sympy() -> None:
     ("11011100_{2}", "11011100_2", True), ("220", "11011100_2", False), ("3", "4", False),
     (r"5^{12}", "244140625", True), ("10^{300}", "10^{300}+1", False), ("2^{10}", "1024", True),
     (r"\binom{5}{2}", "10", True), ("5!", "120", True), (r"|-3|", "3", True), (r"\infty", r"\infty", True),
+    (r"1 \pm \sqrt{2}", r"1 + \sqrt{2}, 1 - \sqrt{2}", True), (r"x = \pm 3", "-3, 3", True), (r"\pm 3", "3", False),
+    (r"\frac{-1 \pm \sqrt{5}}{2}", r"\frac{-1+\sqrt5}{2}, \frac{-1-\sqrt5}{2}", True),
+    (r"x \in [2, 5)", "[2,5)", True), (r"x \in (2, 5)", "[2,5)", False),
 ])
 def test_equivalent(answer: str, reference: str, equal: bool) -> None:
     assert _mathsym.equivalent(answer, reference)[0] is equal

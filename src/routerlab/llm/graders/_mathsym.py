@@ -116,6 +116,7 @@ def normalize(text: str) -> tuple[str, bool]:
     s = re.sub(r"_\{([A-Za-z0-9]+)\}", r"_\1", s)
     s = re.sub(r"(?<![\d])\.(\d)", r"0.\1", s)
     s = re.sub(r"^\(([A-Za-z])\)$", r"\1", s)
+    s = re.sub(r"^[A-Za-z]\\in(?![A-Za-z])", "", s)
     return s, percent
 
 
@@ -164,8 +165,8 @@ def _encloses(s: str) -> bool:
 
 def structure(s: str) -> tuple[Any, ...]:
     """The shape of a normalised answer: ``("matrix", rows)``, ``("seq", open, close, items)`` (an interval or
-    a tuple), ``("set", items)``, ``("union", parts)``, ``("list", items)``, ``("eq", sides)`` or
-    ``("expr", s)``."""
+    a tuple), ``("set", items)``, ``("union", parts)``, ``("list", items)`` (also ``a \\pm b``: ``a+b, a-b``),
+    ``("eq", sides)`` or ``("expr", s)``."""
     if not s:
         return ("expr", s)
     m = re.fullmatch(r"\\begin\{([pbvB]?matrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{\1\}", s)
@@ -175,6 +176,8 @@ def structure(s: str) -> tuple[Any, ...]:
     union = _split_top(s, "\\cup")
     if len(union) > 1:
         return ("union", union)
+    if s.count("\\pm") == 1 and len(_split_top(s, ",")) == 1 and len(_split_top(s, "=")) == 1:
+        return ("list", [s.replace("\\pm", "+"), s.replace("\\pm", "-")])
     if s.startswith("\\{") and s.endswith("\\}"):
         return ("set", [p for p in _split_top(s[2:-2], ",") if p])
     if s[0] in "([" and s[-1] in ")]" and _encloses(s):
