@@ -124,9 +124,6 @@ def normalize(text: str) -> tuple[str, bool]:
 # structure
 # --------------------------------------------------------------------------------------------------------------
 
-_OPEN = {"(": ")", "[": "]", "{": "}"}
-
-
 def _split_top(s: str, sep: str) -> list[str]:
     """``s`` split at ``sep`` outside brackets (``\\{``/``\\}`` count as brackets)."""
     parts, depth, start, i = [], 0, 0, 0

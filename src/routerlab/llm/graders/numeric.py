@@ -146,8 +146,9 @@ def _last_fbox(text: str) -> str | None:
 
 def final_math_answer(reply: str) -> tuple[str, str] | None:
     """A reply's final answer and where it was read: the last ``\\boxed{}`` (``\\fbox{}``, ``\\boxed 5``), else
-    the last ``The answer is ...`` (to the end of its line, without ``$`` and a final period), else the last
-    ``$...$`` (or ``\\(...\\)``, ``\\[...\\]``), else a whole reply of one short line; None without any."""
+    the answer on the last ``The answer is ...``/``Answer: ...`` line (:func:`_answer_text`), else the last math
+    span ``$...$`` (or ``$$...$$``, ``\\(...\\)``, ``\\[...\\]``), else a whole reply of one short line; None
+    without any."""
     boxed = last_boxed(reply) if "\\boxed{" in reply else _last_fbox(reply)
     if boxed is not None:
         return boxed, "boxed"
@@ -282,7 +283,7 @@ class MathGrader(Grader):
         self._worker: _Worker | None = None
         self._lock = threading.Lock()
         self.restarts = 0
-        """How many times the worker was killed (a timeout) and so restarted."""
+        """How many times the worker was killed (a timeout, or it ended without an answer) and so restarted."""
 
     def instruction(self, item: Item) -> str:
         return _prompts.MATH
