@@ -127,8 +127,8 @@ def test_real_row_hand_computed(commongen: list[dict[str, str]]) -> None:
 @pytest.mark.shared_data
 def test_against_recorded_commongen_scores(shared_data: Path) -> None:
     """RouteProfile's 400 real CommonGen replies (50 questions, 8 models) and the coverage its pipeline recorded:
-    ours gives the same share on 287 and one or two concepts more on 112 (its lemmas depend on the part of speech:
-    an exact 'shot' can be lost); exact presence and LLMRouter's suffix rule give less on almost every reply."""
+    ours gives the same share on 287 and one or two concepts more on 112 (a reply with all 28 concepts verbatim is
+    recorded 27/28); exact presence and LLMRouter's suffix rule give less on almost every reply."""
     with open(shared_data / "routeprofile" / "route_data" / "routing_test_data.json", encoding="utf-8") as f:
         rows = [r for r in json.load(f) if r["task_name"] == "commongen"]
     counts = {}

@@ -10,11 +10,12 @@ letters, lower-cased (``dog's`` gives ``dog`` and ``s``; ``wheel-barrow`` is two
   ``lying``), irregular forms from a table (``foot`` -> ``feet``, ``knife`` -> ``knives``, ``eat`` -> ``ate``).
   CommonGen's concepts are lemmas (``clothe``, ``jean``) and its task allows any inflection.
 - ``coverage-exact``: a concept counts only when it appears as a whole word exactly as written (case ignored).
-- ``coverage-llmrouter``: the convention of the evaluation code that LLMRouter's CommonGen rows come with: both
-  the concept and each white-space-separated piece of the reply lose the first of the suffixes ``ing``, ``ed``,
-  ``er``, ``s`` they end with (when something of two letters or more is left), then must be equal. So
-  ``drives`` matches ``drive``, ``driving`` and ``drove`` do not, ``player`` matches ``play``, and a concept
-  followed by punctuation (``drive.``) does not count.
+- ``coverage-llmrouter``: the rule of an evaluation written for LLMRouter's task set in LLMRouter-derived code
+  (LLMRouter's own ``eval_perf`` has no CommonGen branch; ``docs/grading.md``): the concept and each
+  white-space-separated piece of the reply lose the first of the suffixes ``ing``, ``ed``, ``er``, ``s`` they end
+  with (when two letters or more are left), then must be equal. So ``drives`` counts for ``drive`` but
+  ``driving`` and ``drove`` do not; ``play`` counts for ``player`` but ``players`` does not; a concept followed by
+  punctuation (``drive.``) does not count.
 
 A multi-word concept counts when its words appear in a row (the last one inflected, for ``coverage``).
 """
