@@ -11,7 +11,8 @@ The tests come from the reference as the source wrote it:
 
 The code read from the reply (:func:`read_code`): the first fenced block (```python, ```py or untagged) that
 defines the needed function; else all such blocks joined (a helper and its use may be split); else the whole
-reply when it parses as Python and defines something. Other fences (```text, ```bash) are never run; a fence
+reply when it parses as Python and defines something. Without such fences, the code between MBPP's few-shot
+markers ``[BEGIN]`` and ``[DONE]`` counts as one block. Other fences (```text, ```bash) are never run; a fence
 cut off by the end of the reply runs to the end. For HumanEval, code that does not define the entry point is
 read as a completion: the question's prompt, then the code (indented by four spaces when it only compiles so);
 code that defines it runs after the question's lines before that ``def`` (its imports and helper functions, which
@@ -43,6 +44,7 @@ from routerlab.llm.graders.sandbox import Limits, SandboxResult, run_python
 __all__ = ["CodeGrader", "Program", "Tests", "python_blocks", "read_code", "read_tests"]
 
 _FENCE_RE = re.compile(r"^[ \t]*```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)(?:^[ \t]*```|\Z)", re.MULTILINE | re.DOTALL)
+_BEGIN_RE = re.compile(r"\[BEGIN\][ \t]*\n?(.*?)(?:\[DONE\]|\Z)", re.IGNORECASE | re.DOTALL)
 _PYTHON_TAGS = {"", "python", "python3", "py", "py3"}
 _DEF_RE = re.compile(r"^[ \t]*def[ \t]+(\w+)[ \t]*\(", re.MULTILINE)
 
@@ -138,9 +140,14 @@ def _defines_something(code: str) -> bool:
 
 
 def python_blocks(reply: str) -> list[str]:
-    """The fenced code blocks of a reply tagged python/py (or untagged), in order."""
-    return [m.group(2) for m in _FENCE_RE.finditer(reply) if m.group(1).lower() in _PYTHON_TAGS
-            and m.group(2).strip()]
+    """The fenced code blocks of a reply tagged python/py (or untagged), in order; without one, the code
+    between MBPP's few-shot markers ``[BEGIN]`` and ``[DONE]`` (its quotes removed)."""
+    blocks = [m.group(2) for m in _FENCE_RE.finditer(reply) if m.group(1).lower() in _PYTHON_TAGS
+              and m.group(2).strip()]
+    if not blocks:
+        blocks = [m.group(1) for m in _BEGIN_RE.finditer(reply) if m.group(1).strip()]
+        blocks = [b.strip()[1:-1] + "\n" if re.fullmatch(r"\s*'.*'\s*", b, re.DOTALL) else b for b in blocks]
+    return blocks
 
 
 def read_code(reply: str, needed: str | None = None, prompt: str | None = None) -> tuple[str, str]:

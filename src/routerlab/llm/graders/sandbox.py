@@ -18,8 +18,8 @@ docs/grading.md ("What the sandbox does and does not protect against") says what
 
 from __future__ import annotations
 
+import ast
 import contextlib
-import json
 import math
 import os
 import select
@@ -190,7 +190,8 @@ def run_python(program: str, limits: Limits | None = None, *, tail_bytes: int = 
                "isolate_network": bool(limits.isolate_network)}
         start = time.perf_counter()
         try:
-            proc = subprocess.Popen([sys.executable, "-I", str(_CHILD), json.dumps(cfg)], cwd=work,
+            args = [f"{key}={int(value) if isinstance(value, bool) else value}" for key, value in cfg.items()]
+            proc = subprocess.Popen([sys.executable, "-I", str(_CHILD), *args], cwd=work,
                                     env=_environment(str(work)), stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         except OSError as exc:
@@ -205,8 +206,8 @@ def run_python(program: str, limits: Limits | None = None, *, tail_bytes: int = 
             return SandboxResult(False, "killed", f"the sandbox did not finish within {limits.wall_s + _GRACE_S:g} s "
                                  "and was killed", seconds)
         try:
-            report = json.loads(out.decode())
-        except ValueError:
+            report = ast.literal_eval(out.decode())
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
             last = (err.decode(errors="replace").strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
             raise SandboxError(f"sandbox: the supervisor failed: {last}") from None
         stdout, stdout_bytes = _tail(root / "stdout", tail_bytes)
@@ -222,7 +223,15 @@ def run_python(program: str, limits: Limits | None = None, *, tail_bytes: int = 
 def _result(report: dict[str, Any], limits: Limits, stdout: str, stdout_bytes: int, stderr: str,
             stderr_bytes: int) -> SandboxResult:
     """Classify the supervisor's report (see :class:`SandboxResult` for the reasons)."""
-    runner = report.get("runner")
+    runner: dict[str, Any] | None = None
+    raw = report.get("runner") or ""
+    if raw:
+        try:
+            parsed = ast.literal_eval(raw)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            parsed = None
+        runner = parsed if isinstance(parsed, dict) else {"status": "exception", "type": "garbled report",
+                                                            "message": raw[:200], "line": None, "errno": None}
     sig = report.get("signal")
     cpu = float(report.get("cpu_seconds", 0.0))
     line: int | None = None
