@@ -14,8 +14,9 @@ hangs would hang the in-process reference). Each program runs, in the same round
 - ``subprocess``: ``subprocess.run([sys.executable, "-c", program])``, output captured, no limits;
 - ``in-process``: ``exec`` of the compiled program in a fresh namespace, output swallowed (no isolation at all).
 
-Each figure is the median over the rounds of one program's wall time, then the mean over the programs; the
-ratios are of those means, measured in the same run. ``grade_many`` then grades the same answers with each
+Each figure is the median over the rounds of one program's wall time (and CPU time: this process's plus its
+reaped children's, steadier than wall time on a loaded machine), then the mean over the programs; the ratios
+are of those means, measured in the same run. ``grade_many`` then grades the same answers with each
 worker count (answers per second). The machine's load (``os.getloadavg``) is printed before and after.
 """
 
@@ -27,6 +28,7 @@ import io
 import json
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -53,6 +55,12 @@ def load_answers() -> list[tuple[Any, float]]:
                              dataset=row["task_name"], metric=row["metric"],
                              query_id=f"{row['task_id']}|{model}"), float(cell["task_performance"])))
     return out
+
+
+def cpu_seconds() -> float:
+    """User + system CPU of this process and of its reaped children (the sandbox's supervisor and runner)."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def in_process(program: str) -> None:
@@ -115,20 +123,28 @@ def main() -> None:
 
     methods = {"sandbox": lambda p: run_python(p, limits), "subprocess": naive_subprocess, "in-process": in_process}
     times: dict[str, list[list[float]]] = {m: [[] for _ in chosen] for m in methods}
+    cpus: dict[str, list[list[float]]] = {m: [[] for _ in chosen] for m in methods}
     for _ in range(args.repeat):
         order = [(m, i) for m in methods for i in range(len(chosen))]
         rng.shuffle(order)
         for m, i in order:
+            c0 = cpu_seconds()
             t0 = time.perf_counter()
             methods[m](chosen[i][1].text)
             times[m][i].append(time.perf_counter() - t0)
+            cpus[m][i].append(cpu_seconds() - c0)
     means = {m: statistics.fmean(statistics.median(t) for t in times[m]) for m in methods}
-    print("\nper program (mean over programs of the median of rounds):")
+    cpu = {m: statistics.fmean(statistics.median(t) for t in cpus[m]) for m in methods}
+    print("\nper program (mean over programs of the median of rounds): wall, and CPU of this process and its "
+          "children")
     for m in methods:
-        print(f"  {m:<11} {means[m] * 1000:8.2f} ms")
-    print(f"  sandbox / subprocess = {means['sandbox'] / means['subprocess']:.2f}x; "
-          f"sandbox / in-process = {means['sandbox'] / means['in-process']:.0f}x; "
-          f"overhead over subprocess {(means['sandbox'] - means['subprocess']) * 1000:.1f} ms per answer")
+        print(f"  {m:<11} wall {means[m] * 1000:8.2f} ms   cpu {cpu[m] * 1000:8.2f} ms")
+    print(f"  sandbox / subprocess: wall {means['sandbox'] / means['subprocess']:.2f}x, "
+          f"cpu {cpu['sandbox'] / cpu['subprocess']:.2f}x; overhead over subprocess "
+          f"{(means['sandbox'] - means['subprocess']) * 1000:.1f} ms wall, "
+          f"{(cpu['sandbox'] - cpu['subprocess']) * 1000:.1f} ms cpu per answer")
+    print(f"  sandbox / in-process: wall {means['sandbox'] / means['in-process']:.0f}x, "
+          f"cpu {cpu['sandbox'] / cpu['in-process']:.0f}x")
 
     print("\ngrade_many on the same answers:")
     items = [item for item, _ in chosen]

@@ -217,11 +217,13 @@ def run_program(cfg: dict[str, Any], report: int) -> int:
         record = {"status": "exit" if isinstance(exc, SystemExit) else "exception",
                   "type": type(exc).__name__, "message": message[:600], "line": line,
                   "errno": exc.errno if isinstance(exc, OSError) else None}
-        try:
-            traceback.print_exception(type(exc), exc, tb)
-            sys.stderr.flush()
-        except BaseException:
-            pass
+        for stream in (sys.stdout, sys.stderr):  # what was printed before the failure, for the tails
+            try:
+                if stream is sys.stderr:
+                    traceback.print_exception(type(exc), exc, tb)
+                stream.flush()
+            except BaseException:
+                pass
     if os.getpid() != runner:  # a child the program forked came back here: only the runner reports
         os._exit(0)
     if not _report(report, record):
@@ -232,9 +234,10 @@ def run_program(cfg: dict[str, Any], report: int) -> int:
 def supervise(cfg: dict[str, Any]) -> dict[str, Any]:
     libc = _libc()
     subreaper = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    network = isolate_network(libc) if cfg["isolate_network"] else "not isolated: not asked"
     root = os.geteuid() == 0
+    # counted before a user namespace hides other users' processes behind the overflow uid
     cfg["nproc_limit"] = cfg["nproc"] if root else user_tasks(os.geteuid()) + cfg["nproc"]
+    network = isolate_network(libc) if cfg["isolate_network"] else "not isolated: not asked"
     read_end, write_end = os.pipe()
     start = time.monotonic()
     pid = os.fork()
