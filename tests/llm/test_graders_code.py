@@ -319,3 +319,25 @@ def test_a_right_answer_that_leaves_30_children_passes_and_leaves_none(questions
     grade = CodeGrader(limits=SMALL).grade(answer(questions["970"], fenced(code)))
     assert (grade.score, grade.detail) == (1.0, "passed 3 asserts")
     assert alive_with(marker) == []
+
+
+@pytest.mark.shared_data
+def test_real_model_replies_from_routeprofile(shared_data: Path) -> None:
+    """Replies as models wrote them (RouteProfile's test data): MBPP's [BEGIN]/[DONE] format, a HumanEval body
+    at column 0, a missing import, markdown-escaped names."""
+    rows = json.loads((shared_data / "routeprofile" / "route_data" / "routing_test_data.json").read_text())
+    by_task = {row["task_id"]: row for row in rows if row["metric"] == "code_eval"}
+    wanted = [("541", "llama-3.2-3b-instruct"), ("HumanEval/152", "mixtral-8x22b-instruct-v0.1"),
+              ("434", "gemma-2-9b-it"), ("487", "mixtral-8x7b-instruct-v0.1")]
+    items = [Item(question=by_task[t]["query"], answer=by_task[t]["model_performance"][m]["response"],
+                  reference=by_task[t]["ground_truth"], dataset=by_task[t]["task_name"]) for t, m in wanted]
+    assert items[0].answer.startswith("[BEGIN]") and items[1].answer.lstrip().startswith("[BEGIN]\nreturn [")
+    grades = CodeGrader(limits=SMALL, workers=2).grade_many(items)
+    assert [(g.score, g.detail) for g in grades] == [
+        (1.0, "passed 3 asserts"),
+        (1.0, "passed 5 asserts"),
+        (0.0, "NameError: name 're' is not defined (at answer line 2: if re.search(r'a.*b', text):)"),
+        (0.0, "SyntaxError: unexpected character after line continuation character "
+              "(at answer line 1: def sort\\_tuple(tuples):)"),
+    ]
+    assert grades[0].extracted == "def check_abundant(n):\n    return sum(i for i in range(1, n) if n % i == 0) > n\n"
