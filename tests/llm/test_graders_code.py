@@ -11,6 +11,7 @@ import os
 import socket
 import sys
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -100,17 +101,24 @@ def test_sandbox_directory_environment_and_main_guard(monkeypatch: pytest.Monkey
 
 
 def test_sandbox_limits_cpu_wall_memory_output() -> None:
-    loop = run_python("while True:\n    pass\n", SMALL)
+    programs = [("while True:\n    pass\n", SMALL), ("import time\ntime.sleep(60)\n", Limits(wall_s=0.5, cpu_s=1)),
+                ("x = []\nwhile True:\n    x.append(bytearray(10**7))\n", SMALL),
+                ("import sys\nfor _ in range(1000):\n    sys.stdout.write('x' * 10**6)\n", SMALL)]
+    with ThreadPoolExecutor(len(programs)) as pool:  # side by side, as grade_many runs them
+        loop, hang, hog, flood = pool.map(lambda p: run_python(*p), programs)
     assert (loop.passed, loop.reason, loop.signal) == (False, "cpu", "SIGXCPU")
     assert loop.cpu_seconds < 2.5
-    hang = run_python("import time\ntime.sleep(60)\n", Limits(wall_s=0.5, cpu_s=1))
     assert (hang.reason, hang.detail) == ("timeout", "timeout after 0.5 s (wall clock)")
     assert hang.seconds < 3
-    hog = run_python("x = []\nwhile True:\n    x.append(bytearray(10**7))\n", SMALL)
     assert (hog.reason, hog.line) == ("memory", 3) and hog.max_rss_bytes < 300 << 20
-    flood = run_python("import sys\nfor _ in range(1000):\n    sys.stdout.write('x' * 10**6)\n", SMALL)
     assert flood.reason == "output-limit" and flood.stdout_bytes == 64 << 10
     assert len(flood.stdout) == 2000  # only the tail is read back
+
+
+def test_sandbox_takes_any_text() -> None:
+    assert run_python("s = '\ud800'\nassert len(s) == 1\n", SMALL).passed  # a lone surrogate, as JSON allows
+    nul = run_python("x = 1\0\n", SMALL)
+    assert (nul.passed, nul.reason) == (False, "error") and "null bytes" in nul.detail
 
 
 def test_sandbox_limits_must_be_positive() -> None:
@@ -290,14 +298,9 @@ def test_hostile_answers_fail_within_their_limits_and_leave_no_process(questions
                                 "for _ in range(30)]\n"
                                 "def min_of_two(x, y):\n    return len(kids)",
         "os.system": f"import os\ndef min_of_two(x, y):\n    return os.system(\"{sleeper} &\")",
-        "fork and hang": "import os, time\n"
-                         "def min_of_two(x, y):\n    if os.fork() == 0:\n"
-                         f"        os.execv('/bin/sleep', ['{marker}', '60'])\n"
-                         "    time.sleep(60)",
     }
     question = questions["970"]
-    grader = CodeGrader(limits=Limits(wall_s=4, cpu_s=1, memory_bytes=256 << 20, output_bytes=64 << 10),
-                      workers=len(hostile))
+    grader = CodeGrader(limits=SMALL, workers=len(hostile))
     grades = grader.grade_many([answer(question, fenced(code)) for code in hostile.values()])
     details = dict(zip(hostile, (g.detail for g in grades), strict=True))
     assert all(g.score == 0.0 for g in grades), details
@@ -306,7 +309,18 @@ def test_hostile_answers_fail_within_their_limits_and_leave_no_process(questions
     assert details["1 GB of output"].startswith("output limit of 65536 bytes reached")
     assert details["30 sleeping children"] == "test failed: assert min_of_two(10,20)==10"
     assert details["os.system"] == "test failed: assert min_of_two(10,20)==10"
-    assert details["fork and hang"] == "timeout after 4 s (wall clock)"
+    assert alive_with(marker) == []
+
+
+@pytest.mark.shared_data
+def test_a_hang_with_a_child_ends_at_the_wall_clock_limit(questions: dict[str, Item]) -> None:
+    marker = f"routerlab-sandbox-test-{uuid.uuid4().hex}"
+    code = ("import os, time\n"
+            "def min_of_two(x, y):\n    if os.fork() == 0:\n"
+            f"        os.execv('/bin/sleep', ['{marker}', '60'])\n"
+            "    time.sleep(60)")
+    grade = CodeGrader(limits=Limits(wall_s=1, cpu_s=1)).grade(answer(questions["970"], fenced(code)))
+    assert (grade.score, grade.detail) == (0.0, "timeout after 1 s (wall clock)")
     assert alive_with(marker) == []
 
 

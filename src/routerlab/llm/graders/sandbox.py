@@ -182,7 +182,7 @@ def run_python(program: str, limits: Limits | None = None, *, tail_bytes: int = 
         work = root / "work"
         work.mkdir(mode=0o700)
         program_path = root / "solution.py"
-        program_path.write_text(program, encoding="utf-8")
+        program_path.write_bytes(program.encode("utf-8", errors="replace"))  # a lone surrogate becomes '?'
         cfg = {"program": str(program_path), "stdout": str(root / "stdout"), "stderr": str(root / "stderr"),
                "wall_s": float(limits.wall_s), "cpu_s": math.ceil(limits.cpu_s),
                "memory_bytes": int(limits.memory_bytes), "output_bytes": int(limits.output_bytes),
