@@ -6,7 +6,7 @@ The tests come from the reference as the source wrote it:
   call (``sum`` when that is all they call). A module the asserts use by name (``sys.getsizeof``) is imported
   before them: MBPP's setup code did that and LLMRouter's reference leaves it out.
 - HumanEval: the ``check(candidate)`` function (with its ``METADATA``); the entry point is the last
-  ``def NAME(`` of the question, and the program ends with ``check(NAME)``.
+  top-level ``def NAME(`` of the question, and the program ends with ``check(NAME)``.
 - Any other reference that parses as Python and holds an ``assert`` runs as test code after the answer.
 
 The code read from the reply (:func:`read_code`): the first fenced block (```python, ```py or untagged) that
@@ -46,7 +46,7 @@ __all__ = ["CodeGrader", "Program", "Tests", "python_blocks", "read_code", "read
 _FENCE_RE = re.compile(r"^[ \t]*```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)(?:^[ \t]*```|\Z)", re.MULTILINE | re.DOTALL)
 _BEGIN_RE = re.compile(r"\[BEGIN\][ \t]*\n?(.*?)(?:\[DONE\]|\Z)", re.IGNORECASE | re.DOTALL)
 _PYTHON_TAGS = {"", "python", "python3", "py", "py3"}
-_DEF_RE = re.compile(r"^[ \t]*def[ \t]+(\w+)[ \t]*\(", re.MULTILINE)
+_DEF_RE = re.compile(r"^def[ \t]+(\w+)[ \t]*\(", re.MULTILINE)  # a top-level def: HumanEval's entry point
 
 
 @dataclass(frozen=True)
