@@ -174,6 +174,8 @@ def run_program(cfg: dict[str, Any], report: int) -> int:
         os.setpgid(0, 0)
         libc = _libc()
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != cfg["supervisor"]:  # the supervisor died before the line above: nobody to report to
+            os._exit(4)
         null = os.open(os.devnull, os.O_RDONLY)
         out = os.open(cfg["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         err = os.open(cfg["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -239,6 +241,7 @@ def supervise(cfg: dict[str, Any]) -> dict[str, Any]:
     cfg["nproc_limit"] = cfg["nproc"] if root else user_tasks(os.geteuid()) + cfg["nproc"]
     network = isolate_network(libc) if cfg["isolate_network"] else "not isolated: not asked"
     read_end, write_end = os.pipe()
+    cfg["supervisor"] = os.getpid()
     start = time.monotonic()
     pid = os.fork()
     if pid == 0:  # the runner: never returns

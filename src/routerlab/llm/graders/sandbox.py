@@ -125,17 +125,18 @@ def _tail(path: Path, limit: int) -> tuple[str, int]:
 
 
 def _remove_tree(root: Path) -> None:
-    """Remove the temporary directory whatever modes the program left on it."""
-    def retry(func: Any, path: str, exc_info: Any) -> None:
-        try:
-            os.chmod(os.path.dirname(path), stat.S_IRWXU)
-            if os.path.isdir(path) and not os.path.islink(path):
-                os.chmod(path, stat.S_IRWXU)
-            func(path)
-        except OSError:
-            pass
-
-    shutil.rmtree(root, onerror=retry)
+    """Remove the temporary directory whatever modes the program left on it (a directory it made unreadable is
+    opened up again first: a user, unlike root, could not delete it)."""
+    shutil.rmtree(root, ignore_errors=True)
+    if not root.exists():
+        return
+    with contextlib.suppress(OSError):
+        os.chmod(root, stat.S_IRWXU)
+    for path, dirs, _files in os.walk(root):
+        for name in dirs:
+            with contextlib.suppress(OSError):
+                os.chmod(os.path.join(path, name), stat.S_IRWXU)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def _signal_name(number: int | None) -> str | None:
