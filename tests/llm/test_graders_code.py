@@ -270,16 +270,20 @@ def test_humaneval_whole_function_completion_and_the_question_helpers(questions:
         answer(questions["HumanEval/13"], "```python\nimport math\n\ndef greatest_common_divisor(a, b):\n"
                                           "    return math.gcd(a, b)\n\nif __name__ == '__main__':\n"
                                           "    print(greatest_common_divisor(int(input()), 5))\n```"),
+        # a __future__ import must stay first: the question's lines are not put before it
+        answer(questions["HumanEval/8"], fenced("from __future__ import annotations\n\n"
+                                                 "def sum_product(numbers: List[int]) -> Tuple[int, int]:\n" + body)),
         # wrong
         answer(questions["HumanEval/8"], fenced("def sum_product(numbers):\n    return sum(numbers), 0")),
         answer(questions["HumanEval/48"], fenced("def is_palindrome(text):\n    return text[0] == text[-1]")),
     ]
     grades = grader.grade_many(items)
-    assert [g.score for g in grades] == [1.0] * 6 + [0.0] * 2, [g.detail for g in grades]
+    assert [g.score for g in grades] == [1.0] * 7 + [0.0] * 2, [g.detail for g in grades]
     assert grades[1].extracted.startswith(questions["HumanEval/8"].question.rstrip())
     assert grades[0].detail == "passed 5 asserts"
-    assert grades[6].detail == "test failed: assert candidate([]) == (0, 1)"
-    assert grades[7].detail == "IndexError: string index out of range (at answer line 2: return text[0] == text[-1])"
+    assert grades[0].extracted.startswith("from typing import List, Tuple\n\n\ndef sum_product(numbers: List[int])")
+    assert grades[7].detail == "test failed: assert candidate([]) == (0, 1)"
+    assert grades[8].detail == "IndexError: string index out of range (at answer line 2: return text[0] == text[-1])"
 
 
 # -- hostile answers to a real question -------------------------------------------------------------------------

@@ -237,7 +237,8 @@ class CodeGrader(Grader):
         code, how = read_code(item.answer, tests.needed, tests.prompt)
         if not code:
             return how
-        if tests.preamble.strip() and not code.startswith(tests.prompt or ""):
+        # (not before a __future__ import, which must come first; postponed annotations need no typing names)
+        if tests.preamble.strip() and not code.startswith(tests.prompt or "") and "from __future__" not in code:
             code = tests.preamble.rstrip() + "\n\n\n" + code.strip("\n")
         answer = code.rstrip() + "\n"
         return Program(f"{answer}\n\n{tests.code}", answer, how, tests)
