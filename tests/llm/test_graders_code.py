@@ -302,17 +302,24 @@ def test_hostile_answers_fail_within_their_limits_and_leave_no_process(questions
                                 "for _ in range(30)]\n"
                                 "def min_of_two(x, y):\n    return len(kids)",
         "os.system": f"import os\ndef min_of_two(x, y):\n    return os.system(\"{sleeper} &\")",
+        "network": "import socket\ndef min_of_two(x, y):\n"
+                   "    socket.create_connection(('1.1.1.1', 53), timeout=2).close()\n    return min(x, y)",
     }
     question = questions["970"]
     grader = CodeGrader(limits=SMALL, workers=len(hostile))
     grades = grader.grade_many([answer(question, fenced(code)) for code in hostile.values()])
     details = dict(zip(hostile, (g.detail for g in grades), strict=True))
-    assert all(g.score == 0.0 for g in grades), details
+    network_cut = not run_python("pass", SMALL).network.startswith("not isolated")
+    assert all(g.score == 0.0 for name, g in zip(hostile, grades, strict=True) if name != "network" or network_cut), \
+        details
     assert details["infinite loop"] == "CPU limit of 1 s reached"
     assert details["memory hog"] == "MemoryError (memory limit 256 MiB)"
     assert details["1 GB of output"].startswith("output limit of 65536 bytes reached")
     assert details["30 sleeping children"] == "test failed: assert min_of_two(10,20)==10"
     assert details["os.system"] == "test failed: assert min_of_two(10,20)==10"
+    if network_cut:
+        assert details["network"] == ("OSError: [Errno 101] Network is unreachable (at answer line 3: "
+                                      "socket.create_connection(('1.1.1.1', 53), timeout=2).close())")
     assert alive_with(marker) == []
 
 
