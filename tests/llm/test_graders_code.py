@@ -132,6 +132,9 @@ def test_sandbox_cannot_start_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(sys, "executable", "/nonexistent/python")
     with pytest.raises(SandboxError, match="sandbox: cannot start /nonexistent/python"):
         run_python("pass", SMALL)
+    monkeypatch.setattr(sys, "platform", "darwin")
+    with pytest.raises(SandboxError, match="needs Linux"):
+        run_python("pass", SMALL)
 
 
 def test_sandbox_kills_children_that_left_the_group_after_success() -> None:
@@ -203,6 +206,7 @@ def test_read_tests_mbpp_names_the_function_and_imports_what_the_asserts_use() -
     assert read_tests(Item("q", "", "42")) is None
 
 
+@pytest.mark.shared_data
 def test_prompt_is_the_fixed_code_prompt(questions: dict[str, Item]) -> None:
     grader = get_grader("code")
     for task in ("970", "HumanEval/8"):

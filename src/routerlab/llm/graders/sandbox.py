@@ -177,6 +177,8 @@ def run_python(program: str, limits: Limits | None = None, *, tail_bytes: int = 
     """Run ``program`` (Python source) in the sandbox (module docstring) and say how it ended. Never raises for
     what the program does; raises :class:`SandboxError` when the sandbox itself cannot run."""
     limits = limits or Limits()
+    if not sys.platform.startswith("linux"):
+        raise SandboxError(f"sandbox: running code needs Linux (prctl, namespaces, /proc), not {sys.platform}")
     root = Path(tempfile.mkdtemp(prefix="routerlab-sandbox-"))
     proc: subprocess.Popen[bytes] | None = None
     try:
