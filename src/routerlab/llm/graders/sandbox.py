@@ -209,16 +209,19 @@ def run_python(program: str, limits: Limits | None = None, *, tail_bytes: int = 
             return SandboxResult(False, "killed", f"the sandbox did not finish within {limits.wall_s + _GRACE_S:g} s "
                                  "and was killed", seconds)
         try:
-            report = ast.literal_eval(out.decode())
+            report = ast.literal_eval(out.decode(errors="replace"))
         except (ValueError, SyntaxError, MemoryError, RecursionError):
+            report = None
+        if not isinstance(report, dict):
             last = (err.decode(errors="replace").strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
-            raise SandboxError(f"sandbox: the supervisor failed: {last}") from None
+            raise SandboxError(f"sandbox: the supervisor failed: {last}")
         stdout, stdout_bytes = _tail(root / "stdout", tail_bytes)
         stderr, stderr_bytes = _tail(root / "stderr", tail_bytes)
         return _result(report, limits, stdout, stdout_bytes, stderr, stderr_bytes)
     finally:
-        if proc is not None and proc.returncode is None:
-            proc.kill()
+        if proc is not None and proc.returncode is None:  # interrupted (Ctrl-C) while waiting: its whole group
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         _remove_tree(root)
 
