@@ -370,3 +370,22 @@ def test_real_model_replies_from_routeprofile(shared_data: Path) -> None:
               "(at answer line 1: def sort\\_tuple(tuples):)"),
     ]
     assert grades[0].extracted == "def check_abundant(n):\n    return sum(i for i in range(1, n) if n % i == 0) > n\n"
+
+
+@pytest.mark.parametrize("attack", ["SIGKILL", "SIGSTOP"])
+def test_a_program_that_kills_or_stops_its_supervisor_leaves_no_child(attack: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Killed, the supervisor takes the runner with it (PR_SET_PDEATHSIG); stopped, it is killed by the caller's
+    backstop (shortened here). Either way the caller kills the runner's group, where the child is."""
+    from routerlab.llm.graders import sandbox
+
+    monkeypatch.setattr(sandbox, "_GRACE_S", 0.5)
+    marker = f"routerlab-sandbox-test-{uuid.uuid4().hex}"
+    program = ("import os, signal, subprocess, time\n"
+               f"subprocess.Popen(['{marker}', '60'], executable='/bin/sleep')\n"
+               f"os.kill(os.getppid(), signal.{attack})\ntime.sleep(60)\n")
+    result = run_python(program, Limits(wall_s=1, cpu_s=1))
+    assert (result.passed, result.reason) == (False, "killed")
+    assert result.detail == ("the sandbox's supervisor was killed by SIGKILL" if attack == "SIGKILL"
+                             else "the sandbox did not finish within 1.5 s and was killed")
+    assert alive_with(marker) == []

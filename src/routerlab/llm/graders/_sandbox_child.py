@@ -7,7 +7,8 @@ the runner puts itself in its own process group, sets its resource limits, point
 files and executes the program in this interpreter (one interpreter start per program), reporting how it ended
 on a pipe. The supervisor enforces the wall-clock limit, kills the runner's process group and then every
 process left under it (orphans come back to a subreaper, whatever session or group they moved to), and prints
-one record on its stdout (a dict's ``repr``: json would cost its import at every start). See
+on its stdout (after the runner's pid, which the runner writes first) one record (a dict's ``repr``: json would cost its
+import at every start). See
 :mod:`routerlab.llm.graders.sandbox` for the record and the limits.
 """
 
@@ -172,6 +173,9 @@ def run_program(cfg: dict[str, Any], report: int) -> int:
     """The runner, in the forked child: limits, output files, then the program; returns the exit code."""
     try:
         os.setpgid(0, 0)
+        # Its pid (= its process group) to the caller first, before any of the program runs: should the program
+        # stop or kill the supervisor, the caller still kills this group.
+        os.write(1, f"{os.getpid()}\n".encode())
         libc = _libc()
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != cfg["supervisor"]:  # the supervisor died before the line above: nobody to report to

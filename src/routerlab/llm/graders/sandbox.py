@@ -173,6 +173,52 @@ def _wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> bool:
         os.close(fd)
 
 
+def _first_line(proc: subprocess.Popen[bytes]) -> str:
+    """What the supervisor wrote first (its runner's pid), read without blocking (the rest is not needed then)."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    os.set_blocking(fd, False)
+    try:
+        data = os.read(fd, 64)
+    except (BlockingIOError, OSError):
+        data = b""
+    finally:
+        os.set_blocking(fd, True)
+    return data.decode(errors="replace").partition("\n")[0]
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` is still running (a zombie is not: it waits for init to reap it)."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rpartition(b")")[2].split()
+        except OSError:
+            continue
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):  # state, ppid, pgrp
+            return True
+    return False
+
+
+def _kill_runner_group(pid_text: str) -> None:
+    """Kill the runner's process group when the supervisor could not (a group id is never reused while a member
+    of the group lives), and wait (up to 2 s) until its processes are dead: nobody else will wait for them."""
+    if not pid_text.strip().isdigit():
+        return
+    pgid = int(pid_text)
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            return
+        if not _group_alive(pgid):
+            return
+        time.sleep(0.01)
+
+
 def run_python(program: str, limits: Limits | None = None, *, tail_bytes: int = 2000) -> SandboxResult:
     """Run ``program`` (Python source) in the sandbox (module docstring) and say how it ended. Never raises for
     what the program does; raises :class:`SandboxError` when the sandbox itself cannot run."""
@@ -200,20 +246,28 @@ def run_python(program: str, limits: Limits | None = None, *, tail_bytes: int = 
         except OSError as exc:
             raise SandboxError(f"sandbox: cannot start {sys.executable}: {exc}") from exc
         finished = _wait_exit(proc, limits.wall_s + _GRACE_S)
+        if not finished:  # the supervisor is stuck (stopped by the program?): it still holds the runner, kill its group
+            _kill_runner_group(_first_line(proc))
         # Whatever happened, kill the supervisor's whole group; it is not reaped yet, so the id is still its own.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
         seconds = time.perf_counter() - start
+        runner_pid, _, record = out.decode(errors="replace").partition("\n")
         if not finished:
             return SandboxResult(False, "killed", f"the sandbox did not finish within {limits.wall_s + _GRACE_S:g} s "
                                  "and was killed", seconds)
         try:
-            report = ast.literal_eval(out.decode(errors="replace"))
+            report = ast.literal_eval(record)
         except (ValueError, SyntaxError, MemoryError, RecursionError):
             report = None
         if not isinstance(report, dict):
+            # the supervisor died (killed by the program?): its runner died with it, not the runner's children
+            _kill_runner_group(runner_pid)
             last = (err.decode(errors="replace").strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+            if proc.returncode is not None and proc.returncode < 0:
+                return SandboxResult(False, "killed", f"the sandbox's supervisor was killed by "
+                                     f"{_signal_name(-proc.returncode)}", seconds)
             raise SandboxError(f"sandbox: the supervisor failed: {last}")
         stdout, stdout_bytes = _tail(root / "stdout", tail_bytes)
         stderr, stderr_bytes = _tail(root / "stderr", tail_bytes)
