@@ -118,7 +118,7 @@ def test_perturb_parts(table_dir: Path, tmp_path: Path, capsys: pytest.CaptureFi
     n_train = int((table.queries.split == "train").sum())
     for part, n in (("train", n_train), ("all", table.n_queries)):
         record = run_json(["perturb", str(table_dir), "--levels", TEST_LEVEL, "--variants", "1", "--part", part,
-                           "-o", str(tmp_path / f"{part}.jsonl")], capsys)
+                           "--encoder", "tfidf", "-o", str(tmp_path / f"{part}.jsonl")], capsys)  # parts, not scores
         assert record["n_queries"] == n and record["part"] == part
 
 
