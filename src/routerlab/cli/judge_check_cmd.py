@@ -52,11 +52,11 @@ def judge_check_cmd(
     force: Annotated[bool, force_option()] = False,
     as_json: Annotated[bool, json_option("Print the report as one JSON object.")] = False,
 ) -> None:
-    """Score the same graded answers with each judge and report its agreement with the reference labels (Cohen's
-    kappa, precision, recall, F1, accuracy) and the judges' agreement with each other (Fleiss' kappa,
-    Krippendorff's alpha), every figure with a 95% bootstrap interval over rows.
+    """Check LLM judges against reference labels and against each other, with bootstrap intervals.
 
-    A judge whose kappa interval reaches 0 is reported as not better than chance; below 30 rows no interval is
+    Every judge grades the same answers; the report gives each judge's agreement with the reference labels
+    (Cohen's kappa, precision, recall, F1, accuracy) and the judges' agreement with each other (Fleiss' kappa,
+    Krippendorff's alpha), every figure with a 95% bootstrap interval over rows. A judge whose kappa interval reaches 0 is reported as not better than chance; below 30 rows no interval is
     computed and the report says so. Rows a judge gave no verdict for are counted apart (unparseable)."""
     from routerlab.llm.graders.base import get_grader
     from routerlab.llm.graders.judge import verdict_of
