@@ -142,9 +142,13 @@ def _label(value: Any, path: Path, row: int, column: str) -> float:
 
 
 def grade_all(grader: Grader, items: Sequence[Item], chunk: int = 32) -> list[Grade]:
-    """Every item's grade, in chunks (each chunk one batched call of the grader)."""
+    """Every item's grade, in chunks (each chunk one batched call of the grader), progress on stderr."""
+    from routerlab.progress import track
+
     out: list[Grade] = []
-    for start in range(0, len(items), chunk):
+    starts = range(0, len(items), chunk)
+    for start in track(starts, f"judge-check: {grader.name}", unit="chunk",
+                       label=lambda s: f"rows {s + 1}-{min(s + chunk, len(items))}"):
         out.extend(grader.grade_many(items[start:start + chunk]))
     return out
 
