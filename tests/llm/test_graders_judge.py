@@ -93,7 +93,10 @@ class FakeJudge(Backend):
         out = []
         for m in batch:
             yes, _ = self._says_yes(m)
-            pick = "A" if yes else "B"
+            yes_letter, no_letter = ("B", "A") if "\nA. No.\n" in m[-1].content else ("A", "B")  # swapped options
+            pick = yes_letter if yes else no_letter
+            if self.spec.option("flavour") == "letter-a":  # a judge that answers A whatever it reads
+                pick = "A"
             out.append(ChoiceScores(tuple(letters), tuple(2.0 if x == pick else 0.0 for x in letters), 0.1, 10))
         return out
 
@@ -130,17 +133,20 @@ MC = Item(question="Which is a fruit?", answer="B", reference="B", choices=("sto
 def test_spec_options_are_taken_out_before_the_backend_sees_them(fake_judge: str) -> None:
     spec, opts = split_judge_spec("fakejudge:m1,template=open,flavour=dry,verdict=generate,max_tokens=64")
     assert spec == BackendSpec("fakejudge", "m1", {"flavour": "dry"})
-    assert opts == {"template": "open", "verdict": "generate", "max_tokens": 64}
-    assert split_judge_spec("fakejudge:m1")[1] == {"template": "auto", "verdict": "auto", "max_tokens": 128}
+    assert opts == {"template": "open", "verdict": "generate", "max_tokens": 64, "swap": False}
+    assert split_judge_spec("fakejudge:m1")[1] == {"template": "auto", "verdict": "auto", "max_tokens": 128,
+                                                   "swap": False}
+    assert split_judge_spec("fakejudge:m1,swap=TRUE")[1]["swap"] is True
 
 
 @pytest.mark.parametrize(("arg", "message"), [
     ("fakejudge:m,template=essay", "template must be one of auto, qa, math, code, open, pair, got 'essay'"),
     ("fakejudge:m,verdict=vibes", "verdict must be one of auto, logits, generate, got 'vibes'"),
     ("fakejudge:m,max_tokens=0", "max_tokens must be an integer in 1..32768, got '0'"),
+    ("fakejudge:m,swap=yes", "swap must be true or false, got 'yes'"),
     ("fakejudge:m,template=qa,template=math", "option 'template' given twice"),
     ("fakejudge:m,colour=red", "unknown option 'colour' for kind fakejudge; known: flavour, input_price, "
-                               "output_price, params_b (judge options: template, verdict, max_tokens)"),
+                               "output_price, params_b (judge options: template, verdict, max_tokens, swap)"),
     ("fakejudge-text:m,verdict=logits", "verdict=logits needs a backend that gives option-letter logits"),
     ("nosuchkind:m", "unknown backend kind 'nosuchkind'"),
 ])
@@ -259,7 +265,7 @@ def test_pair_verdicts_are_parsed_strictly(reply: str, letter: str | None) -> No
 def test_binary_verdicts_by_logits(fake_judge: str, tmp_path: Path) -> None:
     judge = get_grader("judge:fakejudge:m", cache_dir=tmp_path)
     right, wrong, mc = judge.grade_many([QA, QA_WRONG, MC])
-    assert right == Grade(1.0, "judge:fakejudge:m", "yes", "verdict yes by logits (p=0.88)")
+    assert right == Grade(1.0, "judge:fakejudge:m", "yes", "verdict yes by logits (p_yes=0.88)")
     assert (wrong.score, wrong.extracted) == (0.0, "no") and wrong.detail.startswith("verdict no by logits")
     assert mc.score == 0.0  # the fake sees "B" does not contain "B. apple": the reference is shown as text
     assert [verdict_of(g) for g in (right, wrong)] == [1.0, 0.0]
@@ -313,3 +319,23 @@ def test_every_call_is_cached_with_its_raw_verdict(fake_judge: str, tmp_path: Pa
     get_grader("judge:fakejudge:m", cache_dir=tmp_path).grade_many(items)
     get_grader("judge:fakejudge:m", cache_dir=tmp_path).grade_many(items)
     assert FakeJudge.built[-2].batches == [("scores", 2)] and FakeJudge.built[-1].batches == []
+
+
+def test_swap_asks_both_orders_and_cancels_a_letter_preference(fake_judge: str, tmp_path: Path) -> None:
+    swapped = judge_prompt(QA, "qa", by_letters=True, swapped=True)
+    assert swapped.endswith("Is the answer to grade correct?\nA. No.\nB. Yes, its final answer agrees with the "
+                            "reference.\n\nAnswer with the letter A or B.")
+    assert swapped.rsplit("\n\n", 2)[0] == judge_prompt(QA, "qa", by_letters=True).rsplit("\n\n", 2)[0]
+    judge = get_grader("judge:fakejudge:m,swap=true", cache_dir=tmp_path)
+    right, wrong = judge.grade_many([QA, QA_WRONG])
+    assert (right.score, right.detail) == (1.0, "verdict yes by logits, both orders (p_yes=0.88)")
+    assert (wrong.score, wrong.detail) == (0.0, "verdict no by logits, both orders (p_yes=0.12)")
+    assert FakeJudge.built[-1].batches == [("scores", 2), ("scores", 2)]
+    # a judge that says A to everything: yes in one order, no in the other
+    biased = get_grader("judge:fakejudge:m,flavour=letter-a", cache_dir=tmp_path)
+    assert [g.score for g in biased.grade_many([QA, QA_WRONG])] == [1.0, 1.0]
+    fair = get_grader("judge:fakejudge:m,flavour=letter-a,swap=true", cache_dir=tmp_path)
+    assert [g.detail for g in fair.grade_many([QA, QA_WRONG])] == ["verdict no by logits, both orders (p_yes=0.50)"] * 2
+    # a generated verdict or a rating is asked once
+    get_grader("judge:fakejudge:m,swap=true,verdict=generate", cache_dir=tmp_path).grade(QA)
+    assert FakeJudge.built[-1].batches == [("complete", 1)]

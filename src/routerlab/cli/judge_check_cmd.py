@@ -56,8 +56,9 @@ def judge_check_cmd(
 
     Every judge grades the same answers; the report gives each judge's agreement with the reference labels
     (Cohen's kappa, precision, recall, F1, accuracy) and the judges' agreement with each other (Fleiss' kappa,
-    Krippendorff's alpha), every figure with a 95% bootstrap interval over rows. A judge whose kappa interval reaches 0 is reported as not better than chance; below 30 rows no interval is
-    computed and the report says so. Rows a judge gave no verdict for are counted apart (unparseable)."""
+    Krippendorff's alpha), every figure with a 95% bootstrap interval over rows. A judge whose kappa interval
+    reaches 0 is reported as not better than chance; below 30 rows no interval is computed and the report says
+    so. Rows a judge gave no verdict for are counted apart (unparseable)."""
     from routerlab.llm.graders.base import get_grader
     from routerlab.llm.graders.judge import verdict_of
     from routerlab.llm.judge_check import compare, grade_all, read_labels, split_judges, verdict_rows

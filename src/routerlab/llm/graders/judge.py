@@ -12,6 +12,10 @@
   reads the next-token logits of the verdict letters after the prompt (one forward pass; local models only:
   robust for small models, which often wander when they generate); ``generate`` generates a reply and parses it
   strictly; ``auto`` takes logits where the backend gives them. A 0-10 rating is always generated.
+- ``swap=true|false`` (default false): ask a yes/no question by logits twice, the second time with its options the
+  other way round (A. No, B. Yes), and take yes when the mean probability of yes over both orders is above 0.5:
+  a judge that prefers a letter whatever it reads (SmolLM2-135M says A to almost everything) then no longer
+  passes that preference off as a verdict. Twice the calls.
 - ``max_tokens=N`` (default 128): the longest generated verdict.
 
 The templates (one user message each; the texts are :data:`PROMPTS`):
@@ -49,7 +53,7 @@ from routerlab.llm.grading import LETTERS
 
 TEMPLATES = ("qa", "math", "code", "open", "pair")
 VERDICTS = ("auto", "logits", "generate")
-JUDGE_OPTIONS: Mapping[str, Any] = {"template": "auto", "verdict": "auto", "max_tokens": 128}
+JUDGE_OPTIONS: Mapping[str, Any] = {"template": "auto", "verdict": "auto", "max_tokens": 128, "swap": False}
 """The options a judge spec may carry besides its backend's (name -> default)."""
 
 NO_VERDICT = "no verdict"
@@ -95,15 +99,19 @@ _RULES = {
     "pair": "Judge helpfulness, correctness, relevance and completeness for the request. Do not let the order in "
             "which the answers are shown, or their length alone, decide.",
 }
+_YES_NO_QUESTION = {
+    "qa": ("Is the answer to grade correct?", "Yes, its final answer agrees with the reference."),
+    "math": ("Is the final answer of the solution to grade equal to the reference's?", "Yes, they are equal."),
+    "code": ("Does the program solve the task?", "Yes."),
+}
 _ASK_LETTERS = {
-    "qa": "Is the answer to grade correct?\nA. Yes, its final answer agrees with the reference.\nB. No.\n\n"
-          "Answer with the letter A or B.",
-    "math": "Is the final answer of the solution to grade equal to the reference's?\nA. Yes, they are equal.\n"
-            "B. No.\n\nAnswer with the letter A or B.",
-    "code": "Does the program solve the task?\nA. Yes.\nB. No.\n\nAnswer with the letter A or B.",
+    **{t: f"{q}\nA. {yes}\nB. No.\n\nAnswer with the letter A or B." for t, (q, yes) in _YES_NO_QUESTION.items()},
     "pair": "Which answer is better?\nA. Answer A.\nB. Answer B.\nC. They are equally good.\n\n"
             "Answer with the letter A, B or C.",
 }
+_ASK_SWAPPED = {t: f"{q}\nA. No.\nB. {yes}\n\nAnswer with the letter A or B."
+                for t, (q, yes) in _YES_NO_QUESTION.items()}
+"""``swap=true``: the yes/no question asked a second time with the options in the other order."""
 _ASK_TEXT = {
     "qa": "Is the answer to grade correct? Reply with one line: Verdict: yes, or Verdict: no.",
     "math": "Is the final answer of the solution to grade equal to the reference's? Reply with one line: "
@@ -123,6 +131,7 @@ _HEADINGS = {
 }
 PROMPTS: Mapping[str, Mapping[str, Any]] = {
     t: {"intro": _INTRO[t], "rules": _RULES[t], "headings": _HEADINGS[t], "ask_letters": _ASK_LETTERS.get(t),
+        "ask_letters_swapped": _ASK_SWAPPED.get(t),
         "ask_text": _ASK_TEXT[t]} for t in TEMPLATES
 }
 """Every template's texts, for reading and for provenance (they are part of every judge call's cache key)."""
@@ -153,6 +162,9 @@ def split_judge_spec(arg: str) -> tuple[BackendSpec, dict[str, Any]]:
     verdict = str(options.get("verdict", JUDGE_OPTIONS["verdict"]))
     if verdict not in VERDICTS:
         raise UsageError(f"{where}: verdict must be one of {', '.join(VERDICTS)}, got {verdict!r}")
+    swap = str(options.get("swap", "false")).lower()
+    if swap not in ("true", "false"):
+        raise UsageError(f"{where}: swap must be true or false, got {swap!r}")
     tokens = str(options.get("max_tokens", JUDGE_OPTIONS["max_tokens"]))
     if not tokens.isdigit() or not 1 <= int(tokens) <= 32768:
         raise UsageError(f"{where}: max_tokens must be an integer in 1..32768, got {tokens!r}")
@@ -166,7 +178,7 @@ def split_judge_spec(arg: str) -> tuple[BackendSpec, dict[str, Any]]:
     if verdict == "logits" and not backend_class(spec.kind).supports_choice_scores:
         raise UsageError(f"{where}: verdict=logits needs a backend that gives option-letter logits (a local "
                          f"model); {spec.kind} cannot: use verdict=generate or auto")
-    return spec, {"template": template, "verdict": verdict, "max_tokens": int(tokens)}
+    return spec, {"template": template, "verdict": verdict, "max_tokens": int(tokens), "swap": swap == "true"}
 
 
 def template_for(item: Item, forced: str = "auto") -> str:
@@ -201,9 +213,10 @@ def _reference_text(item: Item) -> str:
     return ref
 
 
-def judge_prompt(item: Item, template: str, by_letters: bool) -> str:
+def judge_prompt(item: Item, template: str, by_letters: bool, swapped: bool = False) -> str:
     """The judge's user message for ``item`` with ``template``; ``by_letters``: asking for a verdict letter
-    (read from logits) rather than a generated verdict line."""
+    (read from logits) rather than a generated verdict line; ``swapped``: a yes/no question's options in the
+    other order (A. No, B. Yes)."""
     intro, rules = _INTRO[template], _RULES[template]
     q_head, ref_head, ans_head = _HEADINGS[template]
     reference = _reference_text(item)
@@ -216,7 +229,10 @@ def judge_prompt(item: Item, template: str, by_letters: bool) -> str:
     if template == "pair":
         blocks.append(f"Answer B:\n{item.extra.get('answer_b', '').strip()}")
     blocks.append(f"Rules: {rules}")
-    blocks.append(_ASK_LETTERS[template] if by_letters and template in _ASK_LETTERS else _ASK_TEXT[template])
+    if by_letters and swapped and template in _ASK_SWAPPED:
+        blocks.append(_ASK_SWAPPED[template])
+    else:
+        blocks.append(_ASK_LETTERS[template] if by_letters and template in _ASK_LETTERS else _ASK_TEXT[template])
     return "\n\n".join(blocks)
 
 
@@ -270,6 +286,7 @@ class _Call:
     template: str
     by_letters: bool
     messages: tuple[Message, ...]
+    swapped: tuple[Message, ...] | None = None  # the yes/no question with its options the other way round
 
 
 @register_grader("judge")
@@ -286,6 +303,7 @@ class JudgeGrader(Grader):
         self.template: str = options["template"]
         self.verdict: str = options["verdict"]
         self.decoding = Decoding(max_tokens=options["max_tokens"])
+        self.swap: bool = options["swap"]
         self._backend: Backend | None = None
 
     @property
@@ -304,7 +322,10 @@ class JudgeGrader(Grader):
         """The template, verdict reading and chat of one item (no model is loaded)."""
         template = template_for(item, self.template)
         by_letters = template != "open" and self._uses_logits()
-        return _Call(template, by_letters, (Message("user", judge_prompt(item, template, by_letters)),))
+        swapped = None
+        if by_letters and self.swap and template in _ASK_SWAPPED:
+            swapped = (Message("user", judge_prompt(item, template, True, swapped=True)),)
+        return _Call(template, by_letters, (Message("user", judge_prompt(item, template, by_letters)),), swapped)
 
     def prompt(self, item: Item) -> str:
         """How ``collect`` asks a question this judge grades: as the grader of its kind would (math in
@@ -337,10 +358,18 @@ class JudgeGrader(Grader):
         for letters in (_BINARY_LETTERS, _PAIR_LETTERS):
             rows = [i for i in todo if calls[i].by_letters and
                     (calls[i].template == "pair") == (letters == _PAIR_LETTERS)]
-            if rows:
-                scores = self.backend.choice_scores_batch([calls[i].messages for i in rows], letters)
-                for i, sc in zip(rows, scores, strict=True):
-                    out[i] = self._from_letters(calls[i].template, sc.letters, sc.probabilities())
+            if not rows:
+                continue
+            scores = self.backend.choice_scores_batch([calls[i].messages for i in rows], letters)
+            first = {i: sc.probabilities() for i, sc in zip(rows, scores, strict=True)}
+            for i, probs in first.items():
+                out[i] = self._from_letters(calls[i].template, letters, probs)
+            both = [i for i in rows if calls[i].swapped is not None]
+            if both:
+                scores = self.backend.choice_scores_batch([calls[i].swapped or () for i in both], letters)
+                for i, sc in zip(both, scores, strict=True):
+                    p_yes = (first[i][0] + sc.probabilities()[1]) / 2.0  # swapped: B is yes
+                    out[i] = self._yes_no(p_yes > 0.5, f"by logits, both orders (p_yes={p_yes:.2f})")
         rows = [i for i in todo if not calls[i].by_letters]
         if rows:
             replies = self.backend.complete_batch([calls[i].messages for i in rows], self.decoding)
@@ -354,9 +383,10 @@ class JudgeGrader(Grader):
         if template == "pair":
             return Grade(_PAIR_SCORE[letters[best]], self.name, letters[best], f"verdict {letters[best]} by logits "
                                                                                 f"({p})")
-        yes = letters[best] == "A"
-        return Grade(1.0 if yes else 0.0, self.name, "yes" if yes else "no",
-                     f"verdict {'yes' if yes else 'no'} by logits ({p})")
+        return self._yes_no(letters[best] == "A", f"by logits (p_yes={probs[0]:.2f})")
+
+    def _yes_no(self, yes: bool, how: str) -> Grade:
+        return Grade(1.0 if yes else 0.0, self.name, "yes" if yes else "no", f"verdict {'yes' if yes else 'no'} {how}")
 
     def _from_text(self, template: str, reply: str) -> Grade:
         snippet = " ".join(reply.split())[:80]
@@ -382,6 +412,7 @@ class JudgeGrader(Grader):
 
 
 _PAIR_SCORE = {"A": 1.0, "B": 0.0, "C": 0.5}
+
 
 
 def _num(value: float) -> str:
