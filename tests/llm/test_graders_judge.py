@@ -137,6 +137,9 @@ def test_spec_options_are_taken_out_before_the_backend_sees_them(fake_judge: str
     assert split_judge_spec("fakejudge:m1")[1] == {"template": "auto", "verdict": "auto", "max_tokens": 128,
                                                    "swap": False}
     assert split_judge_spec("fakejudge:m1,swap=TRUE")[1]["swap"] is True
+    assert split_judge_spec("fakejudge:m1;template=math;flavour=dry") == (
+        BackendSpec("fakejudge", "m1", {"flavour": "dry"}),
+        {"template": "math", "verdict": "auto", "max_tokens": 128, "swap": False})
 
 
 @pytest.mark.parametrize(("arg", "message"), [

@@ -139,10 +139,12 @@ PROMPTS: Mapping[str, Mapping[str, Any]] = {
 
 # ------------------------------------------------------------------------------------------ the judge spec
 def split_judge_spec(arg: str) -> tuple[BackendSpec, dict[str, Any]]:
-    """``KIND:MODEL[,key=value...]`` -> (the backend spec, the judge options), every error one UsageError line."""
+    """``KIND:MODEL[,key=value...]`` -> (the backend spec, the judge options), every error one UsageError line.
+    ``;`` may stand for ``,`` (``--grader judge:local:m;template=math`` keeps ``template=math`` from reading as
+    a ``DATASET=GRADER`` pair)."""
     raw = arg.strip()
     where = f"grader judge:{raw}"
-    head, *parts = raw.split(",")
+    head, *parts = raw.replace(";", ",").split(",")
     kept: list[str] = [head]
     options: dict[str, Any] = {}
     for part in parts:
