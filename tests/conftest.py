@@ -7,6 +7,9 @@ they fail: a missing data folder must never turn a red run green.
 from __future__ import annotations
 
 import os
+import shutil
+import sys
+import tempfile
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,6 +28,31 @@ settings.register_profile("dev", deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the README walkthrough in the background when this session will run it (see
+    tests/test_readme_walkthrough.py's ``Walkthrough``): its minutes of fresh ``routerlab`` processes then run on
+    CI's second core beside the rest of the suite instead of after it. Not for --collect-only, nor in a
+    pytest-xdist worker (there the test starts it itself when its turn comes)."""
+    config = session.config
+    if config.option.collectonly or hasattr(config, "workerinput"):
+        return
+    if not any(item.nodeid.endswith("test_readme_walkthrough.py::test_readme_use_section_runs_top_to_bottom")
+               for item in session.items):
+        return
+    from tests.test_readme_walkthrough import WALKTHROUGH, Walkthrough
+
+    config.stash[WALKTHROUGH] = Walkthrough(Path(tempfile.mkdtemp(prefix="routerlab-walkthrough-test-")))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Stop a background walkthrough the session did not wait for (an interrupted or ``-x`` run); remove its files."""
+    module = sys.modules.get("tests.test_readme_walkthrough")
+    run = session.config.stash.get(module.WALKTHROUGH, None) if module is not None else None
+    if run is not None:
+        run.stop()
+        shutil.rmtree(run.work, ignore_errors=True)
 
 
 def _shared_data_dir() -> Path:

@@ -187,10 +187,12 @@ def fake_judge() -> Iterator[type[_Judge]]:
 def test_a_judge_spec_with_commas_is_one_grader(answers: Path, tmp_path: Path, fake_judge: type[_Judge],
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     spec = "test-judge:openai:m@https://h/v1,key_env=K,input_price=1"
-    choice = parse_grader_choice([f"natural_qa={spec},food=f1"])
+    # a spec runs to the end of its --grader value: other pairs come before it, or in another --grader
+    choice = parse_grader_choice([f"food=f1,natural_qa={spec}"])
     assert choice.by_dataset == {"natural_qa": spec, "food": "f1"} and choice.default is None
+    assert parse_grader_choice([f"natural_qa={spec}", "food=f1"]) == choice
     out = tmp_path / "g.jsonl"
-    assert main(["grade", str(answers), "-o", str(out), "--grader", f"natural_qa={spec},food=f1"]) == 0
+    assert main(["grade", str(answers), "-o", str(out), "--grader", f"natural_qa={spec}", "--grader", "food=f1"]) == 0
     rows = read(out)
     assert [r["grader"] for r in rows] == ["f1", "f1", spec, spec, "short", "short", "mc"]
     assert fake_judge.made == [spec]  # one instance per grader name

@@ -69,6 +69,7 @@ ROLES: dict[tuple[str, str], str] = {
     ("results query", "store"): INPUT, ("results show", "store"): INPUT,
     ("results paper", "experiment"): INPUT, ("results paper", "store"): INPUT,
     ("power", "table_dir"): INPUT, ("synth", "table_dir"): INPUT, ("grade", "answers"): INPUT,
+    ("judge-check", "output"): OUTPUT, ("judge-check", "cache_dir"): RESUMED, ("judge-check", "labels"): INPUT,
 }
 
 # a parameter (not a flag) named like an output must be declared even when it is not typed as a path
@@ -113,7 +114,7 @@ def test_every_path_parameter_is_declared() -> None:
     stale = sorted(set(ROLES) - set(PATHS))
     assert not undeclared, f"declare these path parameters in ROLES (and give outputs a recipe): {undeclared}"
     assert not stale, f"ROLES names parameters no command has: {stale}"
-    assert len(WRITTEN) == 16
+    assert len(WRITTEN) == 17
 
 
 def test_every_command_that_writes_has_force() -> None:
@@ -192,7 +193,17 @@ RECIPES: dict[tuple[str, str], tuple[str, Callable[[Inputs], list[str]]]] = {
     ("grade", "output"): ("graded.jsonl", lambda i: ["grade", str(i.questions.parent / "answers.jsonl")]),
     ("join", "output"): ("joined", lambda i: ["join", str(i.left), str(i.right)]),
     ("synth", "output"): ("synth", lambda i: ["synth", str(i.table), "--society", "sa"]),
+    ("judge-check", "output"): ("report.json", lambda i: ["judge-check", str(_labels(i)), "--judges",
+                                                          f"judge:{i.backend}:m", "--cache-dir", str(i.cache)]),
 }
+
+
+def _labels(i: Inputs) -> Path:
+    """A two-row label file for judge-check, beside the other inputs."""
+    path = i.cache.parent / "labels.csv"
+    if not path.exists():
+        path.write_text("question,answer,reference,label\nWhich is a fruit?,apple,apple,1\nWhich flies?,rock,bird,0\n")
+    return path
 
 
 def _one_error(capsys: pytest.CaptureFixture[str]) -> str:

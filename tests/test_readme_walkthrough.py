@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections import Counter
@@ -155,14 +156,53 @@ def test_the_readme_walkthrough_is_consistent() -> None:
     assert all((REPO / w).exists() for s in steps for w in walk._words(s.command) if w.startswith("examples/"))
 
 
-@pytest.mark.slow  # the README's Use section, SmolLM2 included: a few minutes of CPU
+class Walkthrough:
+    """``benchmarks/readme_walkthrough.py --json`` running in the background in ``work``: its report goes to
+    ``work/walkthrough.json``, its stdout and stderr to files there (not pipes: nobody reads them until it ends).
+
+    tests/conftest.py starts it as soon as collection selects the test below, so that on CI's two cores its
+    minutes of README commands (each a fresh ``routerlab`` process) overlap the rest of the suite, which runs on
+    one core; the test then waits for it. Run alone, the test starts it itself."""
+
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        self.report = work / "walkthrough.json"
+        with (work / "stdout.txt").open("wb") as out, (work / "stderr.txt").open("wb") as err:
+            self.proc = subprocess.Popen([sys.executable, str(REPO / "benchmarks" / "readme_walkthrough.py"),
+                                          "--json", str(self.report), "--timeout", "600"],
+                                         stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+
+    def wait(self, timeout: float) -> tuple[int, str, str]:
+        """Its exit code, stdout and stderr, once it has ended (killed after ``timeout`` seconds more)."""
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            raise
+        return rc, *((self.work / f).read_text(errors="replace") for f in ("stdout.txt", "stderr.txt"))
+
+    def stop(self) -> None:
+        """End it if it still runs (an interrupted or failed-fast session): SIGINT lets it stop its Dask cluster
+        and remove its temporary checkout; SIGKILL after 30 s."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+WALKTHROUGH = pytest.StashKey[Walkthrough]()
+
+
+@pytest.mark.slow  # the README's Use section, SmolLM2 included: a few minutes of CPU, overlapping the suite
 @pytest.mark.shared_data
-def test_readme_use_section_runs_top_to_bottom(tmp_path: Path) -> None:
-    report_file = tmp_path / "walkthrough.json"
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "readme_walkthrough.py"), "--json",
-                           str(report_file), "--timeout", "600"], capture_output=True, text=True, timeout=1800)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    report = json.loads(report_file.read_text())
+def test_readme_use_section_runs_top_to_bottom(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    run = request.config.stash.get(WALKTHROUGH, None) or Walkthrough(tmp_path)
+    rc, out, err = run.wait(timeout=1800)
+    assert rc == 0, out[-4000:] + err[-2000:]
+    report = json.loads(run.report.read_text())
     assert report["failed"] == 0 and report["ok"] + report["skipped"] == len(report["steps"])
     assert "nothing to run: 16 of 16 cells reused" in " ".join(s["readme"] for s in report["steps"])
     skipped = [f"step {s['index']} ({s['readme'].split()[1]}): {s['reason']}" for s in report["steps"]

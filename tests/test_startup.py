@@ -131,7 +131,7 @@ def test_a_narrow_page_is_plain_and_cuts_no_word(capsys: pytest.CaptureFixture[s
         assert all(len(ln) <= 80 or " " not in ln.strip() for ln in page.splitlines()), name
     assert "oracle,random,best-single,knn" in help_page("evaluate", capsys=capsys)
     root = help_page(capsys=capsys)
-    assert "write a\n              routing table (score, tokens, latency, cost; option-letter" in root
+    assert "write\n               a routing table (score, tokens, latency, cost; option-letter" in root
 
 
 def test_help_leaves_typer_s_width_as_it_was(capsys: pytest.CaptureFixture[str]) -> None:

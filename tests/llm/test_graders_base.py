@@ -84,3 +84,10 @@ def test_short_exact_match_and_f1_by_hand() -> None:
     f1 = get_grader("f1").grade(Item("q", "The answer is: Sammy Davis\nbecause ...", "Sammy Davis, Jr"))
     assert (f1.score, f1.extracted) == (pytest.approx(0.8), "Sammy Davis")
     assert get_grader("short").grade(Item("q", "Answer: $20,000.", "20000")).score == 1.0
+
+
+def test_a_judge_spec_runs_to_the_end_of_its_grader_value() -> None:
+    choice = parse_grader_choice("gsm8k=number,natural_qa=judge:local:m,template=math,threads=1")
+    assert choice.by_dataset == {"gsm8k": "number", "natural_qa": "judge:local:m,template=math,threads=1"}
+    both = parse_grader_choice(["judge:openai:m@http://h/v1,key_env=K,template=code", "math=math"])
+    assert (both.default, both.by_dataset) == ("judge:openai:m@http://h/v1,key_env=K,template=code", {"math": "math"})

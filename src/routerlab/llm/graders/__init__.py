@@ -1,6 +1,8 @@
 """Graders: an answer to a question, graded against its reference (:mod:`routerlab.llm.graders.base`).
 
-Built-ins, each in its own module: ``mc``, ``short`` and ``f1`` (:mod:`.text`). Importing this package imports
+Built-ins: ``mc``, ``short`` and ``f1`` (:mod:`.text`), ``number`` and ``math`` (:mod:`.numeric`, sympy in a
+worker process with a timeout), ``coverage``, ``coverage-exact`` and ``coverage-llmrouter`` (:mod:`.coverage`),
+``code`` (:mod:`.code`, run in :mod:`.sandbox`) and ``judge:SPEC`` (:mod:`.judge`). Importing this package imports
 no grader module; the registry imports them the first time a grader is asked for by name.
 """
 

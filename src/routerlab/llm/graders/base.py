@@ -208,24 +208,28 @@ _MAPPING_RE = re.compile(r"^\s*([^=:,\s][^=:,]*)=\s*([a-z][a-z0-9_-]*)(?::|\s*$)
 def parse_grader_choice(values: str | Sequence[str] | None) -> GraderChoice:
     """``--grader`` values: ``NAME`` (every question) or ``DATASET=NAME`` pairs, comma-separated or repeated.
 
-    A judge's spec holds commas and ``key=value`` options (``judge:openai:m@url,key_env=K``): a comma part
-    starts a new pair only when it reads ``DATASET=KNOWN_GRADER[:...]``; any other part continues the one
-    before. Every name is checked against the registry (a judge's spec is checked when it is built)."""
+    A judge's spec holds commas and ``key=value`` options (``judge:openai:m@url,key_env=K,template=math``), so
+    a grader that takes an argument runs to the end of its ``--grader`` value: give it last, or in a ``--grader``
+    of its own. Before one, a comma part starts a new pair when it reads ``DATASET=KNOWN_GRADER``, and any other
+    part continues the one before. Every name is checked against the registry (a judge's spec is checked when
+    it is built)."""
     if values is None:
         return GraderChoice()
     texts = [values] if isinstance(values, str) else list(values)
     known = set(grader_names())
     chunks: list[str] = []
     for text in texts:
-        started = False
+        started = in_spec = False
         for part in text.split(","):
             if not part.strip():
                 raise UsageError(f"--grader {text!r}: an empty grader name; write NAME or DATASET=NAME,...")
             m = _MAPPING_RE.match(part)
-            new_pair = m is not None and m.group(2) in known
+            new_pair = not in_spec and m is not None and m.group(2) in known
             if not started or new_pair:
                 chunks.append(part)
                 started = True
+                kind = (part[m.start(2):] if new_pair and m is not None else part).partition(":")[0].strip()
+                in_spec = kind in known and grader_class(kind).takes_arg
             else:
                 chunks[-1] += "," + part
     default: str | None = None
