@@ -100,6 +100,11 @@ SUBSTITUTIONS: tuple[Substitution, ...] = (
                  "collect's time here; one runs the same path"),
     Substitution("fewer-questions", r"^routerlab collect tables/llmrouter", r"--limit 200\b", "--limit 40",
                  "SmolLM2 twice on 40 questions instead of 200; serve's knn:k=10 still has its 10 neighbours"),
+    Substitution("fewer-generated", r"^routerlab collect tables/llmrouter .*--kind generated", r"--limit 100 ",
+                 "--limit 16 --max-tokens 64 ", "SmolLM2 took about 7 s per generated answer here (loaded, batches of "
+                 "8): 16 questions (two of each generated task) of at most 64 tokens instead of 100 of 256"),
+    Substitution("one-thread-judge", r"^routerlab judge-check", r"(judge:local:smollm2-135m)(?=[,\s]|$)",
+                 r"\1,threads=1", "as for collect: one torch thread on a shared machine"),
     Substitution("fewer-mmlu-questions", r"^routerlab (extract|collect tables/mmlu-pro)", r"--limit 200\b",
                  "--limit 80", "extract takes about 1.5 s a question here; 80 questions keep every category"),
     Substitution("all-in-domain", r"^routerlab two-model", r"--id math,physics,chemistry,biology ", "",

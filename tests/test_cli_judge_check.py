@@ -143,7 +143,8 @@ def test_split_judges_keeps_spec_options(judges: None) -> None:
 
 
 @pytest.mark.parametrize(("setup", "extra", "message"), [
-    (lambda p: p.with_suffix(".txt").write_text("x"), [], "{txt}: a label file is .csv or .jsonl"),
+    (lambda p: p.with_suffix(".txt").write_text("x"), [],
+     "{txt}: a label file is .csv or .jsonl (or a table directory collect wrote)"),
     (None, [], "{missing}: no such file"),
     (lambda p: _write(p, [{"question": "q", "answer": "a", "label": "1"}]), [],
      "{csv}, field 'reference': no column 'reference' (the columns: question, answer, label)"),

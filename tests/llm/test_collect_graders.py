@@ -170,3 +170,38 @@ def test_jsonl_questions_name_their_grader(tmp_path: Path) -> None:
     assert [q.grader for q in load_questions(f)] == ["number", "coverage", "short"]
     assert [q.grader for q in load_questions(f, graders="f1")] == ["f1", "f1", "f1"]  # the user's choice wins
     assert [q.grader for q in load_questions(f, graders="q=math")] == ["math", "math", "math"]
+
+
+def test_a_collected_table_is_graded_again_and_serves_as_judge_labels(
+        real_table: Callable[[str], RoutingTable], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from routerlab.cli import main
+    from routerlab.llm.judge_check import read_labels
+
+    qs = one_per_task(real_table)
+    graders = {name: get_grader(name) for name in set(TASKS.values())}
+    script = {prompt_messages(q, graders[q.grader])[0].content: right_reply(q) for q in qs}
+    for g in graders.values():
+        g.close()
+    table = collect(qs, [("right", ReplyBackend(script)), ("wrong", ReplyBackend({}))], progress=False)
+    table.save(tmp_path / "t")
+    assert main(["grade", str(tmp_path / "t"), "-o", str(tmp_path / "g.jsonl")]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "g.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 * len(qs)  # every answer was generated (the fake backend gives no logits)
+    col = {a: j for j, a in enumerate(table.actor_names)}
+    row_of = {qid: i for i, qid in enumerate(table.queries.ids.tolist())}
+    for r in rows:  # the same graders on the same answers give the same scores (the table stores float32)
+        assert r["score"] == pytest.approx(float(table.score[row_of[r["query_id"]], col[r["actor"]]]), abs=1e-6)
+        assert r["grader"] == TASKS[r["dataset"]]
+    labels = read_labels(tmp_path / "t", "score")
+    assert len(labels.items) == 2 * len(qs) and sorted(labels.labels) == [0.0] * len(qs) + [1.0] * len(qs)
+    mc = next(it for it in labels.items if it.dataset == "arc_challenge")
+    gold = next(q for q in qs if q.dataset == "arc_challenge")
+    assert "\nA. " in mc.question and mc.reference.startswith(f"{gold.gold}. ")  # as the actor saw the options
+    capsys.readouterr()
+    # a table's labels are its scores by default; graders other than judges compare the same way
+    assert main(["judge-check", str(tmp_path / "t"), "--judges", "coverage", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["rows"] == 2 * len(qs) and report["reference"] == "score"
+    assert report["labels_hash"] == table.content_hash and report["judge_specs"] == ["coverage"]

@@ -36,12 +36,14 @@ JUDGES_HELP = ("Judges, comma-separated: judge:KIND:MODEL[,key=value...] (judge:
 @on_interrupt(lambda a: call_cache_kept(a["cache_dir"], "verdicts", "the report not written"))
 def judge_check_cmd(
     labels: Annotated[Path, typer.Argument(
-        help="A .csv or .jsonl file of graded answers: question, answer, reference and a reference-label column "
+        help="A table collect wrote (its generated answers, labelled by their scores), or a .csv or .jsonl file "
+             "of graded answers: question, answer, reference and a reference-label column "
              "(1/0 or a graded share in [0, 1]); optional dataset and metric (they choose a judge's template), "
              "answer_b (a pair's second answer) and query_id.")],
     judges: Annotated[str, typer.Option("--judges", help=JUDGES_HELP)],
-    reference: Annotated[str, typer.Option(
-        "--reference", metavar="COLUMN", help="The column of reference labels.")] = "label",
+    reference: Annotated[str | None, typer.Option(
+        "--reference", metavar="COLUMN",
+        help="The column of reference labels (default: label; score for a table collect wrote).")] = None,
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", help="Write the report, with every row's verdicts, to this JSON file.")] = None,
     n_boot: Annotated[int, typer.Option("--n-boot", min=100, max=100_000,
@@ -70,6 +72,8 @@ def judge_check_cmd(
         check_file_parent(output)
     if cache_dir is not None and cache_dir.exists() and not cache_dir.is_dir():
         raise UsageError(f"--cache-dir {cache_dir}: is a file, not a directory")
+    if reference is None:
+        reference = "score" if labels.is_dir() else "label"
     if not reference.strip():
         raise UsageError("--reference: name the column of reference labels")
     names = split_judges(judges)
@@ -84,7 +88,7 @@ def judge_check_cmd(
         for grader in graders:
             grader.close()
     verdicts = {name: [verdict_of(g) for g in gs] for name, gs in grades.items()}
-    report = compare(label_set, verdicts, n_boot=n_boot, seed=seed)
+    report = {**compare(label_set, verdicts, n_boot=n_boot, seed=seed), **_provenance(labels, names)}
     if output is not None:
         from routerlab.reports.files import say_written, write_json
 
@@ -108,6 +112,22 @@ def _figure(name: str, fig: dict[str, Any], intervals: bool) -> str:
     if fig["note"] and "no interval" not in fig["note"]:
         text += f"  ({fig['note']})"
     return text
+
+
+def _provenance(labels: Path, judges: list[str]) -> dict[str, Any]:
+    """What the report was computed from: routerlab's version, the judges' specs and the labels' content hash (a
+    table's own, or the sha256 of the file's bytes)."""
+    import hashlib
+
+    from routerlab._version import __version__
+
+    if labels.is_dir():
+        from routerlab.data.store import load
+
+        digest = load(labels).content_hash
+    else:
+        digest = hashlib.sha256(labels.read_bytes()).hexdigest()
+    return {"routerlab_version": __version__, "judge_specs": judges, "labels_hash": digest}
 
 
 def report_text(report: dict[str, Any]) -> str:

@@ -9,6 +9,10 @@ output rows are the input rows, every field kept, plus ``score``, ``grader``, ``
 (``query_id``, ``actor`` and ``score`` are the long format's columns; ``-O rename=question=text`` keeps the
 questions' text).
 
+ANSWERS may also be a table ``collect`` wrote (a directory): its generated answers become the rows
+(:func:`answers_from_table`), so a collected table can be graded again with another grader, or its answers,
+graded by execution or exact match, serve ``routerlab judge-check`` as reference labels.
+
 ``choices`` (a list of option texts, ``{"text", "label"}``, or that as JSON text) are options only where the
 metric is empty or ``em_mc``, as in LLMRouter's files, whose MBPP rows hold their tests there; with options the
 reference is the gold letter, a label, or the option's exact text. A ``reference`` may be a list of texts (MBPP's
@@ -28,7 +32,7 @@ from routerlab.errors import DataError, UsageError
 from routerlab.llm.graders import Grade, Grader, GraderChoice, Item, get_grader, grader_class
 from routerlab.llm.grading import LETTERS
 
-__all__ = ["GRADE_FIELDS", "AnswerRow", "GraderRun", "grade_answers", "read_answers"]
+__all__ = ["GRADE_FIELDS", "AnswerRow", "GraderRun", "answers_from_table", "grade_answers", "read_answers"]
 
 REQUIRED_FIELDS: tuple[str, ...] = ("query_id", "actor", "question", "answer", "reference")
 GRADE_FIELDS: tuple[str, ...] = ("score", "grader", "extracted", "detail")
@@ -79,20 +83,61 @@ def _text(obj: Mapping[str, Any], key: str, path: Path, line: int, *, required: 
     return value
 
 
+def answers_from_table(path: Path) -> list[dict[str, Any]]:
+    """The generated answers of a table ``collect`` wrote, one row per (question, actor) with a reply: the rows
+    of an answers file (``query_id, actor, question, answer, reference``, ``dataset``, ``metric``, ``task_id``,
+    ``choices``) plus the cell's own ``score`` and ``grader``. Answers read from option-letter logits have no
+    text and are left out."""
+    import json
+
+    from routerlab.data.store import load
+
+    table = load(path)
+    extra = table.queries.extra
+    actors = [a for a in table.actor_names if f"output.{a}" in extra]
+    if "gold" not in extra or not actors:
+        raise DataError("is not a table collect wrote (no gold answers or no output.<actor> columns); give a "
+                        "JSON-lines file of answers", file=path)
+
+    def column(name: str) -> list[str]:
+        values = extra.get(name)
+        return [""] * table.n_queries if values is None else ["" if v is None else str(v) for v in values.tolist()]
+
+    gold, choices, metric, task_id = column("gold"), column("choices"), column("metric"), column("task_id")
+    rows: list[dict[str, Any]] = []
+    for j, actor in enumerate(actors):
+        outputs, graders = column(f"output.{actor}"), column(f"grader.{actor}")
+        for i in range(table.n_queries):
+            if not outputs[i]:
+                continue
+            row: dict[str, Any] = {
+                "query_id": str(table.queries.ids[i]), "actor": actor, "dataset": str(table.queries.dataset[i]),
+                "question": str(table.queries.text[i]), "answer": outputs[i], "reference": gold[i],
+                "metric": metric[i], "task_id": task_id[i], "score": float(table.score[i, j]),
+                "grader": graders[i]}
+            if choices[i]:
+                row["choices"] = json.loads(choices[i])
+            rows.append(row)
+    if not rows:
+        raise DataError("holds no generated answer (every answer came from option-letter logits; collect with "
+                        "--mode generate)", file=path)
+    return rows
+
+
 def read_answers(path: Path, choice: GraderChoice) -> list[AnswerRow]:
-    """The rows of an answers file (module docstring), each with its grader; any bad row is a DataError naming
-    the file, the line and the field; a (query_id, actor) pair given twice too."""
+    """The rows of an answers file, or of a table ``collect`` wrote (module docstring), each with its grader;
+    any bad row is a DataError naming the file, the line (the row, for a table) and the field; a (query_id,
+    actor) pair given twice too."""
     from routerlab.data._files import iter_jsonl
     from routerlab.llm.questions import gold_letter, parse_options
 
     if not path.exists():
         raise DataError("no such file", file=path)
-    if path.is_dir():
-        raise DataError("is a directory, expected a JSON-lines file of answers", file=path)
+    source = (enumerate(answers_from_table(path), start=1) if path.is_dir() else iter_jsonl(path))
     out: list[AnswerRow] = []
     seen: dict[tuple[str, str], int] = {}
     checked: set[str] = set()
-    for line, obj in iter_jsonl(path):
+    for line, obj in source:
         qid = _text(obj, "query_id", path, line, required=True, number_ok=True)
         actor = _text(obj, "actor", path, line, required=True)
         question = _text(obj, "question", path, line, required=True)

@@ -76,15 +76,40 @@ def split_judges(text: str) -> list[str]:
     return judges
 
 
-def read_labels(path: Path, column: str = "label") -> LabelSet:
-    """The rows of a ``.csv`` or ``.jsonl`` label file; every bad row is one DataError naming file, row and field."""
-    suffix = path.suffix.lower()
-    if suffix not in (".csv", ".jsonl"):
-        raise UsageError(f"{path}: a label file is .csv or .jsonl")
-    if not path.is_file():
-        raise DataError("no such file", file=path)
+def table_label_rows(path: Path) -> list[tuple[int, Mapping[str, Any]]]:
+    """A table ``collect`` wrote, as label rows: its generated answers with their cells' scores (graded by
+    execution, exact match, ...) as the ``score`` labels; a multiple-choice question is shown with its lettered
+    options and its reference is the gold option (``B. text``), as the actor saw them."""
+    from routerlab.llm.answers import answers_from_table
+    from routerlab.llm.grading import LETTERS
+
     rows: list[tuple[int, Mapping[str, Any]]] = []
-    if suffix == ".jsonl":
+    for k, row in enumerate(answers_from_table(path), start=1):
+        options = row.get("choices")
+        if isinstance(options, list) and options:
+            letters = LETTERS[: len(options)]
+            lines = [f"{letter}. {text}" for letter, text in zip(letters, options, strict=False)]
+            gold = str(row["reference"]).strip().upper()
+            reference = (f"{gold}. {options[letters.index(gold)]}" if len(gold) == 1 and gold in letters
+                         else str(row["reference"]))
+            row = {**row, "question": f"{row['question'].rstrip()}\n\n" + "\n".join(lines), "reference": reference}
+        rows.append((k, {k2: v for k2, v in row.items() if k2 != "choices"}))
+    return rows
+
+
+def read_labels(path: Path, column: str = "label") -> LabelSet:
+    """The rows of a ``.csv`` or ``.jsonl`` label file, or of a table ``collect`` wrote (:func:`table_label_rows`);
+    every bad row is one DataError naming file, row and field."""
+    suffix = path.suffix.lower()
+    if not path.exists():
+        raise DataError("no such file", file=path)
+    if not path.is_dir() and suffix not in (".csv", ".jsonl"):
+        raise UsageError(f"{path}: a label file is .csv or .jsonl (or a table directory collect wrote)")
+    rows: list[tuple[int, Mapping[str, Any]]] = []
+    if path.is_dir():
+        rows = table_label_rows(path)
+        fields = sorted({k for _, r in rows for k in r})
+    elif suffix == ".jsonl":
         from routerlab.data._files import iter_jsonl
 
         rows = list(iter_jsonl(path))
