@@ -12,7 +12,7 @@ import pytest
 
 from routerlab.data.table import Actors, Queries, RoutingTable
 from routerlab.errors import DataError, UsageError
-from routerlab.llm.questions import load_questions, parse_options, short_gold, stratified_order
+from routerlab.llm.questions import load_questions, parse_options, stratified_order
 
 
 def write_jsonl(path: Path, rows: list[object]) -> Path:
@@ -148,7 +148,7 @@ def test_a_table_without_gold_is_one_line(tmp_path: Path) -> None:
         load_questions(_table({"src": ["x", "y"]}))
 
 
-def test_parse_options_and_short_gold() -> None:
+def test_parse_options() -> None:
     assert parse_options("") is None and parse_options(None) is None and parse_options("[]") is None
     assert parse_options('["a", "b"]') == (("a", "b"), None)
     assert parse_options({"text": ["a", "b"], "labels": ["A", "B"]}) == (("a", "b"), ("A", "B"))
@@ -156,11 +156,6 @@ def test_parse_options_and_short_gold() -> None:
     for bad in ("{not json", '{"label": ["A"]}', '"text"', [True], {"text": ["a"], "label": ["A", "A"]}):
         with pytest.raises(ValueError):
             parse_options(bad)
-    assert short_gold("work\n#### 1,000", "GSM8K") == "1000"
-    assert short_gold("no marker", "GSM8K") == "no marker"
-    assert short_gold("x \\boxed{5}", "MATH") == "5"
-    assert short_gold(" 28 ", "MATH") == "28"
-    assert short_gold(" Paris ", "f1_score") == "Paris"
 
 
 def test_stratified_order_is_nested_seeded_and_proportional() -> None:

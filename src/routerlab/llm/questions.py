@@ -45,7 +45,7 @@ import numpy as np
 
 from routerlab.errors import DataError, UsageError
 from routerlab.llm.graders import GraderChoice, Item, grader_class, parse_grader_choice
-from routerlab.llm.grading import LETTERS, last_boxed
+from routerlab.llm.grading import LETTERS
 
 if TYPE_CHECKING:
     from routerlab.data.table import RoutingTable
@@ -291,17 +291,6 @@ def gold_letter(gold: str, choices: tuple[str, ...], labels: tuple[str, ...] | N
         return LETTERS[labels.index(g)]
     letters = LETTERS[: len(choices)]
     return g.upper() if len(g) == 1 and g.upper() in letters else None
-
-
-def short_gold(answer: str, metric: str) -> str:
-    """The short answer to match from a gold field: GSM8K's number after ``####``, MATH's last ``\\boxed{}``."""
-    if metric.lower() == "gsm8k" and "####" in answer:
-        return answer.rsplit("####", 1)[1].strip().replace(",", "")
-    if metric.lower() == "math":
-        boxed = last_boxed(answer)
-        if boxed is not None:
-            return boxed
-    return answer.strip()
 
 
 def questions_from_table(table: RoutingTable, skipped: dict[str, int]) -> list[Question]:
