@@ -60,6 +60,9 @@ def test_parse_grader_choice_pairs_defaults_and_errors() -> None:
         parse_grader_choice("a=f1,a=short")
     with pytest.raises(UsageError, match="two graders for every question"):
         parse_grader_choice(["f1", "short"])
+    for half in ("=math", "mbpp=", " = "):
+        with pytest.raises(UsageError, match="write DATASET=NAME, both named"):
+            parse_grader_choice(half)
     with pytest.raises(UsageError, match="an empty grader name"):
         parse_grader_choice("a=f1,,b=mc")
 

@@ -245,7 +245,10 @@ def parse_grader_choice(values: str | Sequence[str] | None) -> GraderChoice:
             by_dataset[dataset] = name
         else:
             if "=" in chunk.partition(":")[0]:
-                name = chunk.partition("=")[2].partition(":")[0].strip()
+                dataset, _, rest = chunk.partition("=")
+                name = rest.partition(":")[0].strip()
+                if not dataset.strip() or not name:
+                    raise UsageError(f"--grader {chunk!r}: write DATASET=NAME, both named (e.g. gsm8k=number)")
                 raise UsageError(f"--grader {chunk!r}: unknown grader {name!r}; known graders: "
                                  f"{', '.join(sorted(known))}")
             _check_name(chunk)
