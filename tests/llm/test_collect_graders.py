@@ -198,7 +198,11 @@ def test_a_collected_table_is_graded_again_and_serves_as_judge_labels(
     assert len(labels.items) == 2 * len(qs) and sorted(labels.labels) == [0.0] * len(qs) + [1.0] * len(qs)
     mc = next(it for it in labels.items if it.dataset == "arc_challenge")
     gold = next(q for q in qs if q.dataset == "arc_challenge")
-    assert "\nA. " in mc.question and mc.reference.startswith(f"{gold.gold}. ")  # as the actor saw the options
+    assert (mc.choices, mc.reference) == (gold.choices, gold.gold)
+    from routerlab.llm.graders.judge import judge_prompt
+
+    shown = judge_prompt(mc, "qa", by_letters=False)  # a judge sees the options lettered, as the actor did
+    assert f"\nA. {gold.choices[0]}" in shown and f"{gold.gold}. {gold.choices[ord(gold.gold) - 65]}" in shown
     capsys.readouterr()
     # a table's labels are its scores by default; graders other than judges compare the same way
     assert main(["judge-check", str(tmp_path / "t"), "--judges", "coverage", "--json"]) == 0

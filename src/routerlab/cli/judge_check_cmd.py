@@ -39,7 +39,8 @@ def judge_check_cmd(
         help="A table collect wrote (its generated answers, labelled by their scores), or a .csv or .jsonl file "
              "of graded answers: question, answer, reference and a reference-label column "
              "(1/0 or a graded share in [0, 1]); optional dataset and metric (they choose a judge's template), "
-             "answer_b (a pair's second answer) and query_id.")],
+             "answer_b (a pair's second answer), query_id and choices (options: the reference is then the gold "
+             "letter).")],
     judges: Annotated[str, typer.Option("--judges", help=JUDGES_HELP)],
     reference: Annotated[str | None, typer.Option(
         "--reference", metavar="COLUMN",

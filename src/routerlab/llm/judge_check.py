@@ -77,29 +77,20 @@ def split_judges(text: str) -> list[str]:
 
 
 def table_label_rows(path: Path) -> list[tuple[int, Mapping[str, Any]]]:
-    """A table ``collect`` wrote, as label rows: its generated answers with their cells' scores (graded by
-    execution, exact match, ...) as the ``score`` labels; a multiple-choice question is shown with its lettered
-    options and its reference is the gold option (``B. text``), as the actor saw them."""
+    """A table ``collect`` wrote, as label rows: its generated answers (:func:`routerlab.llm.answers.
+    answers_from_table`) with their cells' scores (graded by execution, sympy, exact match, ...) as the ``score``
+    labels; a multiple-choice question keeps its options (a judge shows them lettered, as the actor saw them)."""
     from routerlab.llm.answers import answers_from_table
-    from routerlab.llm.grading import LETTERS
 
-    rows: list[tuple[int, Mapping[str, Any]]] = []
-    for k, row in enumerate(answers_from_table(path), start=1):
-        options = row.get("choices")
-        if isinstance(options, list) and options:
-            letters = LETTERS[: len(options)]
-            lines = [f"{letter}. {text}" for letter, text in zip(letters, options, strict=False)]
-            gold = str(row["reference"]).strip().upper()
-            reference = (f"{gold}. {options[letters.index(gold)]}" if len(gold) == 1 and gold in letters
-                         else str(row["reference"]))
-            row = {**row, "question": f"{row['question'].rstrip()}\n\n" + "\n".join(lines), "reference": reference}
-        rows.append((k, {k2: v for k2, v in row.items() if k2 != "choices"}))
-    return rows
+    return list(enumerate(answers_from_table(path), start=1))
 
 
 def read_labels(path: Path, column: str = "label") -> LabelSet:
     """The rows of a ``.csv`` or ``.jsonl`` label file, or of a table ``collect`` wrote (:func:`table_label_rows`);
-    every bad row is one DataError naming file, row and field."""
+    optional ``choices`` (a list of option texts, or its JSON text) make a row multiple choice, its reference the
+    gold letter; every bad row is one DataError naming file, row and field."""
+    from routerlab.llm.questions import parse_options
+
     suffix = path.suffix.lower()
     if not path.exists():
         raise DataError("no such file", file=path)
@@ -145,9 +136,13 @@ def read_labels(path: Path, column: str = "label") -> LabelSet:
             raise DataError("the question is empty", file=path, row=lineno, field="question")
         labels.append(_label(row.get(column), path, lineno, column))
         extra = {"answer_b": texts["answer_b"]} if texts["answer_b"].strip() else {}
+        try:
+            options = parse_options(row.get("choices"))
+        except ValueError as exc:
+            raise DataError(str(exc), file=path, row=lineno, field="choices") from None
         items.append(Item(question=texts["question"], answer=texts["answer"], reference=texts["reference"],
-                          dataset=texts["dataset"], metric=texts["metric"], query_id=texts["query_id"],
-                          extra=extra))
+                          choices=None if options is None else options[0], dataset=texts["dataset"],
+                          metric=texts["metric"], query_id=texts["query_id"], extra=extra))
     return LabelSet(tuple(items), tuple(labels), str(path), column)
 
 
