@@ -342,3 +342,30 @@ def test_swap_asks_both_orders_and_cancels_a_letter_preference(fake_judge: str, 
     # a generated verdict or a rating is asked once
     get_grader("judge:fakejudge:m,swap=true,verdict=generate", cache_dir=tmp_path).grade(QA)
     assert FakeJudge.built[-1].batches == [("complete", 1)]
+
+
+def test_swap_asks_a_pair_both_ways_round(fake_judge: str, tmp_path: Path) -> None:
+    pair = Item("Describe Paris.", "The capital of France.", "capital of France", extra={"answer_b": "A dog."})
+    judge = get_grader("judge:fakejudge:m,swap=true", cache_dir=tmp_path)
+    call = judge.call_for(pair)
+    assert call.swapped is not None and "Answer A:\nA dog.\n\nAnswer B:\nThe capital of France." in \
+        call.swapped[0].content
+    # softmax of (2, 0, 0): 0.787 for the pick, 0.107 each other; A is right in both orders (B when swapped)
+    grade = judge.grade(pair)
+    assert (grade.score, grade.extracted) == (1.0, "A")
+    assert grade.detail == "verdict A by logits, both orders (p_A=0.79, p_B=0.11, p_tie=0.11)"
+    # a judge that says A whatever it reads: A in one order is B in the other, a tie
+    biased = get_grader("judge:fakejudge:m,flavour=letter-a,swap=true", cache_dir=tmp_path).grade(pair)
+    assert (biased.score, biased.extracted) == (0.5, "C")
+    assert get_grader("judge:fakejudge:m,flavour=letter-a", cache_dir=tmp_path).grade(pair).extracted == "A"
+    # generated verdicts: agreeing orders keep the verdict; disagreeing ones are a tie; none is no verdict
+    text = get_grader("judge:fakejudge-text:m,swap=true", cache_dir=tmp_path)
+    FakeJudge.replies = {"The capital of France.": "Verdict: [[A]]", "A dog.": "Verdict: [[B]]"}
+    agreed = text.grade(pair)
+    assert (agreed.extracted, agreed.detail) == ("A", "verdict A, both orders agree")
+    FakeJudge.replies = {"The capital of France.": "Verdict: [[A]]", "A dog.": "Verdict: [[A]]"}
+    split = get_grader("judge:fakejudge-text:m2,swap=true", cache_dir=tmp_path).grade(pair)
+    assert (split.score, split.detail) == (0.5, "verdict C, the orders disagree (A, then B)")
+    FakeJudge.replies = {"The capital of France.": "Verdict: [[A]]", "A dog.": "no idea"}
+    none = get_grader("judge:fakejudge-text:m3,swap=true", cache_dir=tmp_path).grade(pair)
+    assert verdict_of(none) is None

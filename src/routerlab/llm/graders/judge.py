@@ -15,7 +15,10 @@
 - ``swap=true|false`` (default false): ask a yes/no question by logits twice, the second time with its options the
   other way round (A. No, B. Yes), and take yes when the mean probability of yes over both orders is above 0.5:
   a judge that prefers a letter whatever it reads (SmolLM2-135M says A to almost everything) then no longer
-  passes that preference off as a verdict. Twice the calls.
+  passes that preference off as a verdict. A pair is asked twice too, the second time with the two answers
+  exchanged (by logits or generated): the verdict is the letter with the higher mean probability over both orders
+  (a tie when A and B come out equal), or for generated verdicts the common one (a tie when the two orders
+  disagree, no verdict when either has none). Twice the calls.
 - ``max_tokens=N`` (default 128): the longest generated verdict.
 
 The templates (one user message each; the texts are :data:`PROMPTS`):
@@ -27,7 +30,7 @@ The templates (one user message each; the texts are :data:`PROMPTS`):
 - ``open`` (graded): a 0-10 rating against the reference as a guide, RouterXBench's judge scale (appendix B.1);
   the score is rating / 10, read from ``[[N]]`` (else ``Rating: N``) in the reply.
 - ``pair`` (graded): which of two answers (``answer`` and ``extra["answer_b"]``) is better: A -> 1, B -> 0, a tie
-  -> 0.5. The order shown is the item's; no swap is made to cancel a position bias.
+  -> 0.5. The order shown is the item's; ``swap=true`` also asks it the other way round.
 
 Generated verdicts are parsed strictly: ``Verdict: yes`` / ``Verdict: no`` (the last one wins), ``[[yes]]``, or a
 reply that is just ``yes`` or ``no``; ``[[A]]`` / ``Verdict: B`` for a pair; ``[[7]]`` for a rating. A reply
@@ -41,7 +44,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -325,7 +328,10 @@ class JudgeGrader(Grader):
         template = template_for(item, self.template)
         by_letters = template != "open" and self._uses_logits()
         swapped = None
-        if by_letters and self.swap and template in _ASK_SWAPPED:
+        if self.swap and template == "pair":
+            other = replace(item, answer=item.extra.get("answer_b", ""), extra={**item.extra, "answer_b": item.answer})
+            swapped = (Message("user", judge_prompt(other, template, by_letters)),)
+        elif by_letters and self.swap and template in _ASK_SWAPPED:
             swapped = (Message("user", judge_prompt(item, template, True, swapped=True)),)
         return _Call(template, by_letters, (Message("user", judge_prompt(item, template, by_letters)),), swapped)
 
@@ -370,6 +376,9 @@ class JudgeGrader(Grader):
             if both:
                 scores = self.backend.choice_scores_batch([calls[i].swapped or () for i in both], letters)
                 for i, sc in zip(both, scores, strict=True):
+                    if calls[i].template == "pair":
+                        out[i] = self._pair_both_orders(first[i], sc.probabilities())
+                        continue
                     p_yes = (first[i][0] + sc.probabilities()[1]) / 2.0  # swapped: B is yes
                     out[i] = self._yes_no(p_yes > 0.5, f"by logits, both orders (p_yes={p_yes:.2f})")
         rows = [i for i in todo if not calls[i].by_letters]
@@ -377,6 +386,11 @@ class JudgeGrader(Grader):
             replies = self.backend.complete_batch([calls[i].messages for i in rows], self.decoding)
             for i, reply in zip(rows, replies, strict=True):
                 out[i] = self._from_text(calls[i].template, reply.text)
+            both = [i for i in rows if calls[i].swapped is not None]
+            if both:
+                replies = self.backend.complete_batch([calls[i].swapped or () for i in both], self.decoding)
+                for i, reply in zip(both, replies, strict=True):
+                    out[i] = self._pair_both_texts(out[i], reply.text)
         return [g for g in out if g is not None]
 
     def _from_letters(self, template: str, letters: Sequence[str], probs: Sequence[float]) -> Grade:
@@ -386,6 +400,25 @@ class JudgeGrader(Grader):
             return Grade(_PAIR_SCORE[letters[best]], self.name, letters[best], f"verdict {letters[best]} by logits "
                                                                                 f"({p})")
         return self._yes_no(letters[best] == "A", f"by logits (p_yes={probs[0]:.2f})")
+
+    def _pair_both_orders(self, first: Sequence[float], swapped: Sequence[float]) -> Grade:
+        """A pair judged by logits in both orders: the mean probability of each verdict, the swapped call's A and B
+        read back as B and A; equal A and B is a tie."""
+        a, b, tie = (first[0] + swapped[1]) / 2.0, (first[1] + swapped[0]) / 2.0, (first[2] + swapped[2]) / 2.0
+        letter = "C" if math.isclose(a, b, abs_tol=1e-9) or tie >= max(a, b) else ("A" if a > b else "B")
+        return Grade(_PAIR_SCORE[letter], self.name, letter,
+                     f"verdict {letter} by logits, both orders (p_A={a:.2f}, p_B={b:.2f}, p_tie={tie:.2f})")
+
+    def _pair_both_texts(self, first: Grade | None, reply: str) -> Grade:
+        """A pair's generated verdicts in both orders: the common verdict, a tie when they disagree."""
+        second = parse_pair(reply)
+        if first is None or verdict_of(first) is None or second is None:
+            snippet = " ".join(reply.split())[:80]
+            return Grade(0.0, self.name, "", f"{NO_VERDICT} in both orders: {snippet!r}")
+        back = {"A": "B", "B": "A", "C": "C"}[second]
+        letter = first.extracted if first.extracted == back else "C"
+        how = "both orders agree" if letter == back else f"the orders disagree ({first.extracted}, then {back})"
+        return Grade(_PAIR_SCORE[letter], self.name, letter, f"verdict {letter}, {how}")
 
     def _yes_no(self, yes: bool, how: str) -> Grade:
         return Grade(1.0 if yes else 0.0, self.name, "yes" if yes else "no", f"verdict {'yes' if yes else 'no'} {how}")
