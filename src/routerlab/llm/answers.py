@@ -30,7 +30,6 @@ from typing import Any
 
 from routerlab.errors import DataError, UsageError
 from routerlab.llm.graders import Grade, Grader, GraderChoice, Item, get_grader, grader_class
-from routerlab.llm.grading import LETTERS
 
 __all__ = ["GRADE_FIELDS", "AnswerRow", "GraderRun", "answers_from_table", "grade_answers", "read_answers"]
 
@@ -129,7 +128,7 @@ def read_answers(path: Path, choice: GraderChoice) -> list[AnswerRow]:
     any bad row is a DataError naming the file, the line (the row, for a table) and the field; a (query_id,
     actor) pair given twice too."""
     from routerlab.data._files import iter_jsonl
-    from routerlab.llm.questions import gold_letter, parse_options
+    from routerlab.llm.questions import not_an_option, option_letter, parse_options
 
     if not path.exists():
         raise DataError("no such file", file=path)
@@ -163,14 +162,10 @@ def read_answers(path: Path, choice: GraderChoice) -> list[AnswerRow]:
                 raise DataError(str(exc), file=path, row=line, field="choices") from None
             if parsed is not None:
                 choices, labels = parsed
-                letter = gold_letter(reference, choices, labels)
-                if letter is None and reference.strip() in choices:
-                    letter = LETTERS[choices.index(reference.strip())]
+                letter = option_letter(reference, choices, labels)
                 if letter is None:
-                    letters = LETTERS[: len(choices)]
-                    raise DataError(f"{reference!r:.60} is neither an option letter ({letters[0]}-{letters[-1]}"
-                                    f"{', or a label ' + '/'.join(labels) if labels else ''}) nor an option's "
-                                    "exact text", file=path, row=line, field="reference")
+                    raise DataError(not_an_option(f"{reference!r:.60}", choices, labels), file=path, row=line,
+                                    field="reference")
                 reference = letter
         name = choice.name_for(dataset, metric, choices is not None)
         if name not in checked:

@@ -293,6 +293,22 @@ def gold_letter(gold: str, choices: tuple[str, ...], labels: tuple[str, ...] | N
     return g.upper() if len(g) == 1 and g.upper() in letters else None
 
 
+def option_letter(answer: str, choices: tuple[str, ...], labels: tuple[str, ...] | None) -> str | None:
+    """The option letter an answer names: a letter or label (:func:`gold_letter`), else the letter of the option
+    whose text it is exactly; None when it is none of them."""
+    letter = gold_letter(answer, choices, labels)
+    if letter is None and answer.strip() in choices:
+        letter = LETTERS[choices.index(answer.strip())]
+    return letter
+
+
+def not_an_option(shown: str, choices: tuple[str, ...], labels: tuple[str, ...] | None) -> str:
+    """Why ``shown`` (an answer as the message shows it) names no option: the letters and labels it could be."""
+    letters = LETTERS[: len(choices)]
+    return (f"{shown} is neither an option letter ({letters[0]}-{letters[-1]}"
+            f"{', or a label ' + '/'.join(labels) if labels else ''}) nor an option's exact text")
+
+
 def questions_from_table(table: RoutingTable, skipped: dict[str, int]) -> list[Question]:
     """Questions from a table's query metadata (module docstring); skips are counted in ``skipped``."""
     q = table.queries
@@ -399,14 +415,9 @@ def questions_from_jsonl(path: Path, named: dict[str, str] | None = None) -> lis
                                 **common))
             continue
         choices, labels = parsed
-        gold = gold_letter(answer, choices, labels)
-        if gold is None and answer.strip() in choices:
-            gold = LETTERS[choices.index(answer.strip())]
+        gold = option_letter(answer, choices, labels)
         if gold is None:
-            letters = LETTERS[: len(choices)]
-            raise DataError(f"{answer!r} is neither an option letter ({letters[0]}-{letters[-1]}"
-                            f"{', or a label ' + '/'.join(labels) if labels else ''}) nor an option's exact text",
-                            file=path, row=line, field="answer")
+            raise DataError(not_an_option(repr(answer), choices, labels), file=path, row=line, field="answer")
         out.append(Question(qid, text, meta["dataset"], meta["split"], choices, gold, "mc", **common))
     if not out:
         raise DataError("holds no question", file=path)

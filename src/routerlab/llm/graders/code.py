@@ -32,7 +32,7 @@ import os
 import re
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,33 +62,26 @@ class Tests:
     """HumanEval: the question's lines before the entry point's ``def`` (its imports, its helper functions)."""
 
 
-def _called_names(tests: Sequence[str]) -> list[str]:
-    names: list[str] = []
+def _nodes(tests: Sequence[str]) -> Iterator[ast.AST]:
+    """Every syntax node of the tests that parse (one that does not is skipped: it fails when run)."""
     for test in tests:
         try:
             tree = ast.parse(test)
         except SyntaxError:
             continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id not in names:
-                names.append(node.func.id)
-    return names
+        yield from ast.walk(tree)
+
+
+def _called_names(tests: Sequence[str]) -> list[str]:
+    """The plain names the tests call, in order of first call."""
+    calls = (n.func.id for n in _nodes(tests) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name))
+    return list(dict.fromkeys(calls))
 
 
 def _modules_used(tests: Sequence[str]) -> list[str]:
     """Standard-library modules the tests use by name (``sys.getsizeof``) without importing them."""
-    used: list[str] = []
-    for test in tests:
-        try:
-            tree = ast.parse(test)
-        except SyntaxError:
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-                name = node.value.id
-                if name in sys.stdlib_module_names and name not in used:
-                    used.append(name)
-    return used
+    names = (n.value.id for n in _nodes(tests) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name))
+    return [name for name in dict.fromkeys(names) if name in sys.stdlib_module_names]
 
 
 def read_tests(item: Item) -> Tests | None:

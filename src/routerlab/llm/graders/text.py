@@ -17,6 +17,7 @@ from collections import Counter
 
 from routerlab.llm.graders.base import Grade, Grader, Item, register_grader
 from routerlab.llm.grading import LETTERS, extract_letter, grade_short, normalize_text, short_answer
+from routerlab.llm.questions import not_an_option, option_letter
 
 
 def token_f1(candidate: str, reference: str) -> float:
@@ -45,16 +46,11 @@ class ChoiceGrader(Grader):
     def grade(self, item: Item) -> Grade:
         if not item.choices:
             return Grade(0.0, self.name, "", "no options to choose from")
-        letters = LETTERS[: len(item.choices)]
-        gold = item.reference.strip()
-        if gold.upper() in letters and len(gold) == 1:
-            gold = gold.upper()
-        elif gold in item.choices:
-            gold = letters[item.choices.index(gold)]
-        else:
-            return Grade(0.0, self.name, "", f"reference {gold!r} is neither a letter {letters[0]}-{letters[-1]} "
-                                             "nor an option's text")
-        letter = extract_letter(item.answer, letters, item.choices)
+        gold = option_letter(item.reference, item.choices, None)
+        if gold is None:
+            return Grade(0.0, self.name, "", not_an_option(f"reference {item.reference.strip()!r}", item.choices,
+                                                           None))
+        letter = extract_letter(item.answer, LETTERS[: len(item.choices)], item.choices)
         if letter is None:
             return Grade(0.0, self.name, "", "no option letter found")
         return Grade(1.0 if letter == gold else 0.0, self.name, letter)
