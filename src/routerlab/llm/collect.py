@@ -83,7 +83,7 @@ from routerlab.llm.base import (
     Message,
     backend_class,
 )
-from routerlab.llm.graders import Grade, Grader, get_grader
+from routerlab.llm.graders import Grade, Grader, _prompts, get_grader
 from routerlab.llm.grading import grade_choice, letter_from_logits
 from routerlab.llm.questions import Question
 
@@ -92,8 +92,6 @@ if TYPE_CHECKING:
 
 Mode = Literal["auto", "logits", "generate"]
 MODES: tuple[str, ...] = ("auto", "logits", "generate")
-MC_INSTRUCTION = "Answer with the letter of the correct option."
-SHORT_INSTRUCTION = "Answer with the final answer only."
 PROBE_DECODING = Decoding(max_tokens=16)
 """The short greedy reply that times an actor whose answers all came from logits."""
 GRADE_CHUNK = 32
@@ -380,8 +378,8 @@ def _collect(
         "n_questions": len(questions),
         "mode": mode,
         "decoding": decoding.as_dict(),
-        "prompt": {"multiple_choice": "QUESTION\\n\\nA. OPTION\\n...\\n\\n" + MC_INSTRUCTION,
-                   "short": "QUESTION\\n\\n" + SHORT_INSTRUCTION,
+        "prompt": {"multiple_choice": "QUESTION\\n\\nA. OPTION\\n...\\n\\n" + _prompts.MC,
+                   "short": "QUESTION\\n\\n" + _prompts.SHORT,
                    "graders": "each question is asked with its grader's prompt (routerlab.llm.graders)"},
         "graders": _grading_totals(columns),
         "timing_probe_decoding": PROBE_DECODING.as_dict(),

@@ -11,6 +11,7 @@ import re
 from routerlab.llm.graders.base import Item
 
 SHORT = "Answer with the final answer only."
+MC = "Answer with the letter of the correct option."
 NUMBER = "Solve the problem step by step, then end with a line of the form 'The answer is N', N a number."
 MATH = "Solve the problem step by step, then put the final answer in \\boxed{}."
 CODE = "Write the Python code in one ```python code block."

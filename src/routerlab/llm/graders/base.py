@@ -106,7 +106,9 @@ class Grader(ABC):
 
     def instruction(self, item: Item) -> str:
         """The line that asks for an answer this grader can read."""
-        return "Answer with the final answer only."
+        from routerlab.llm.graders._prompts import SHORT
+
+        return SHORT
 
     def prompt(self, item: Item) -> str:
         """The user message that asks ``item``'s question (``collect`` sends it): the question, then the

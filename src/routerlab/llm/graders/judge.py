@@ -347,7 +347,7 @@ class JudgeGrader(Grader):
         if template in ("open", "pair"):
             return item.question.strip()
         if item.choices:
-            return f"{_question_text(item)}\n\nAnswer with the letter of the correct option."
+            return f"{_question_text(item)}\n\n{_prompts.MC}"
         return super().prompt(item)
 
     def grade(self, item: Item) -> Grade:

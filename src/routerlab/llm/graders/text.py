@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from routerlab.llm.graders import _prompts
 from routerlab.llm.graders.base import Grade, Grader, Item, register_grader
 from routerlab.llm.grading import LETTERS, extract_letter, grade_short, normalize_text, short_answer
 from routerlab.llm.questions import not_an_option, option_letter
@@ -35,7 +36,7 @@ class ChoiceGrader(Grader):
     """The option letter a generated reply chooses, against the gold letter (module docstring)."""
 
     def instruction(self, item: Item) -> str:
-        return "Answer with the letter of the correct option."
+        return _prompts.MC
 
     def prompt(self, item: Item) -> str:
         if not item.choices:
