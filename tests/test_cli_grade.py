@@ -142,6 +142,7 @@ def test_bad_files_and_options(answers: Path, tmp_path: Path, capsys: pytest.Cap
          "unknown grader 'nosuch'"),
         (["grade", str(answers), "-o", str(answers), "--force"], "is the answers file itself"),
         (["grade", str(answers), "-o", str(tmp_path)], "already exists"),
+        (["grade", str(answers), "-o", str(tmp_path / "g.csv")], "the graded rows are JSON lines; give a .jsonl file"),
     ]
     for argv, message in cases:
         assert main(argv) == 2, argv

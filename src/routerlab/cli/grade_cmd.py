@@ -25,7 +25,7 @@ GRADER_HELP = ("The grader of every row (NAME: mc, short, f1, number, math, code
 def grade_cmd(
     answers: Annotated[Path, typer.Argument(
         help="A JSON-lines file of answers: {query_id, actor, question, answer, reference} per line, optional "
-             "metric, dataset, choices (and task_id).")],
+             "metric, dataset, choices (and task_id); or a table collect wrote (its generated answers).")],
     output: Annotated[Path, typer.Option("-o", "--output", help="The JSON-lines file to write the graded rows to.")],
     grader: Annotated[list[str] | None, typer.Option(
         "--grader", metavar="NAME|DATASET=NAME,...", help=GRADER_HELP)] = None,
@@ -45,6 +45,8 @@ def grade_cmd(
     refuse_overwrite(output, force)
     if output.is_dir():
         raise UsageError(f"-o {output}: is a directory; give a .jsonl file")
+    if output.suffix.lower() != ".jsonl":
+        raise UsageError(f"-o {output}: the graded rows are JSON lines; give a .jsonl file")
     check_file_parent(output)
     if output.resolve() == answers.resolve():
         raise UsageError(f"-o {output}: is the answers file itself; write the grades to another file")
