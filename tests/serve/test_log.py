@@ -203,3 +203,31 @@ def test_log_to_ope_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str
     knn = next(r for r in result["results"] if r["router"] == "knn:k=10")  # the served router: good overlap
     assert knn["diagnostics"]["ess"] > 100
     assert abs(knn["estimates"]["dr"]["mu_o"]["value"] - knn["truth"]["mu_o"]) < 0.05
+
+
+def test_a_log_of_an_earlier_version_is_read_but_not_appended_to(tmp_path: Path) -> None:
+    from routerlab.serve.log import OLD_LOG_COLUMNS
+
+    old = tmp_path / "old.csv"
+    old.write_text(",".join(OLD_LOG_COLUMNS) + "\nq1,hello,served,served,a,,0.5,3,4,0.25,routed,0,"
+                   "2026-01-01T00:00:00.000Z\n", encoding="utf-8")
+    with pytest.raises(UsageError, match="earlier routerlab"):
+        RequestLog(old)
+    out = attach_feedback(old, {"q1": 1.0}, tmp_path / "scored.csv")
+    assert out.written == 1
+    assert (tmp_path / "scored.csv").read_text(encoding="utf-8").splitlines()[1].split(",")[5] == "1.0"
+
+
+def test_status_and_original_latency_are_checked_and_written(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="status"):
+        LogRecord("q", "t", "a", 1.0, "routed", 0.1, status="gone")
+    with pytest.raises(ValueError, match="cached=True"):
+        LogRecord("q", "t", "a", 1.0, "routed", 0.1, original_latency_s=23.0)
+    path = tmp_path / "log.csv"
+    with RequestLog(path) as log:
+        log.append(LogRecord("q", "t", "a", 1.0, "routed", 0.03, cached=True, original_latency_s=23.0))
+        log.append(LogRecord("r", "t", "a", 0.5, "routed", 0.2, status="aborted"))
+    with path.open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert rows[0]["cached"] == "1" and rows[0]["latency_s"] == "0.03" and rows[0]["original_latency_s"] == "23.0"
+    assert rows[0]["status"] == "answered" and rows[1]["status"] == "aborted" and rows[1]["original_latency_s"] == ""

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from routerlab.errors import DataError, UsageError
-from routerlab.serve.log import LOG_COLUMNS
+from routerlab.serve.log import LOG_COLUMNS, OLD_LOG_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -93,13 +93,14 @@ def attach_feedback(log: str | Path, scores: Mapping[str, float] | str | Path, o
     with fh:
         reader = csv.reader(fh)
         header = next(reader, None)
-        if header is None or tuple(header) != LOG_COLUMNS:
+        if header is None or tuple(header) not in (LOG_COLUMNS, OLD_LOG_COLUMNS):
             raise DataError(f"is not a routerlab serve log (its columns should be {','.join(LOG_COLUMNS)})",
                             file=src)
-        at = {c: i for i, c in enumerate(LOG_COLUMNS)}
+        columns = tuple(header)
+        at = {c: i for i, c in enumerate(columns)}
         for row in reader:
-            if len(row) != len(LOG_COLUMNS):
-                raise DataError(f"has {len(row)} fields, expected {len(LOG_COLUMNS)}", file=src,
+            if len(row) != len(columns):
+                raise DataError(f"has {len(row)} fields, expected {len(columns)}", file=src,
                                 row=reader.line_num)
             qid = row[at["query_id"]]
             seen.add(qid)
@@ -118,7 +119,7 @@ def attach_feedback(log: str | Path, scores: Mapping[str, float] | str | Path, o
     def write(tmp: str) -> None:
         with open(tmp, "w", newline="", encoding="utf-8") as f:
             w = csv.writer(f, lineterminator="\n")
-            w.writerow(LOG_COLUMNS)
+            w.writerow(columns)
             w.writerows(kept)
 
     atomic_write(out, write)

@@ -3,9 +3,11 @@
 Each row is what a deployment's log holds (docs/logs.md): the query (its id and the routed text), the actor that
 answered, the probability the serving policy had of choosing it (``propensity``), the backend's latency and
 tokens, and an empty ``score`` (feedback arrives later; :func:`routerlab.serve.feedback.attach_feedback` fills
-it). Two extra columns say how the row came about: ``mode`` (``routed`` by the router's policy, or ``forced``
-when the client named the actor) and ``cached`` (1 when the backend's call cache answered), and ``created``
-(UTC, ISO 8601) when the answer was logged. :func:`routerlab.data.logs.read_logs` ignores the extra columns.
+it). Extra columns say how the row came about: ``mode`` (``routed`` by the router's policy, or ``forced`` when
+the client named the actor), ``cached`` (1 when the backend's call cache answered; ``latency_s`` is then the time
+measured for this request and ``original_latency_s`` the latency first measured for the cached answer),
+``status`` (``answered``, or ``aborted`` when the client left or the deadline passed before the answer ended) and
+``created`` (UTC, ISO 8601) when the row was logged. :func:`routerlab.data.logs.read_logs` ignores the extra columns.
 
 Safety: each record is encoded whole and written with one ``os.write`` on a file opened ``O_APPEND``, under a
 lock, then flushed to disk (``os.fsync``) before the request is answered. Concurrent requests therefore never
@@ -31,11 +33,20 @@ from pathlib import Path
 from routerlab.errors import UsageError
 
 LOG_COLUMNS: tuple[str, ...] = ("query_id", "text", "dataset", "split", "actor", "score", "propensity",
-                                "tokens_in", "tokens_out", "latency_s", "mode", "cached", "created")
-"""The columns of a request log, in file order: the long format's log columns, then ``mode``, ``cached`` and
-``created`` (extra columns that readers of the long format ignore)."""
+                                "tokens_in", "tokens_out", "latency_s", "mode", "cached", "original_latency_s",
+                                "status", "created")
+"""The columns of a request log, in file order: the long format's log columns, then ``mode``, ``cached``,
+``original_latency_s``, ``status`` and ``created`` (extra columns that readers of the long format ignore)."""
+
+OLD_LOG_COLUMNS: tuple[str, ...] = ("query_id", "text", "dataset", "split", "actor", "score", "propensity",
+                                    "tokens_in", "tokens_out", "latency_s", "mode", "cached", "created")
+"""The columns of a log written before ``original_latency_s`` and ``status`` existed: still read (every row
+answered, latencies as logged), never appended to."""
 
 MODES = ("routed", "forced")
+STATUSES = ("answered", "aborted")
+"""``answered``: the whole answer reached the client; ``aborted``: the client went away (or the deadline passed)
+after the decision, before the answer ended. An aborted row keeps its propensity: the decision was made."""
 
 
 def _utc_now() -> str:
@@ -59,11 +70,18 @@ class LogRecord:
     dataset: str = "served"
     split: str = "served"
     score: float | None = None
+    original_latency_s: float | None = None
+    status: str = "answered"
     created: str = field(default_factory=_utc_now)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"log record mode must be one of {MODES}, got {self.mode!r}")
+        if self.status not in STATUSES:
+            raise ValueError(f"log record status must be one of {STATUSES}, got {self.status!r}")
+        if self.original_latency_s is not None and not self.cached:
+            raise ValueError("log record original_latency_s is the first-measured latency of a cached answer; "
+                             "it needs cached=True")
         if not (math.isfinite(self.propensity) and 0 < self.propensity <= 1):
             raise ValueError(f"log record propensity must be in (0, 1], got {self.propensity!r}")
         if not self.query_id:
@@ -78,7 +96,8 @@ class LogRecord:
 
         return [self.query_id, self.text, self.dataset, self.split, self.actor, num(self.score),
                 repr(float(self.propensity)), num(self.tokens_in), num(self.tokens_out),
-                repr(float(self.latency_s)), self.mode, "1" if self.cached else "0", self.created]
+                repr(float(self.latency_s)), self.mode, "1" if self.cached else "0", num(self.original_latency_s),
+                self.status, self.created]
 
 
 def encode_record(record: LogRecord) -> bytes:
@@ -171,6 +190,9 @@ class RequestLog:
             return
         records = _records(data)
         first = next(records, None)
+        if first is not None and first[2] and tuple(first[0]) == OLD_LOG_COLUMNS:
+            raise UsageError(f"--log {self.path}: was written by an earlier routerlab (no original_latency_s and "
+                             "status columns); it still reads, but give this server a new log file")
         if first is None or tuple(first[0]) != LOG_COLUMNS or not first[2]:
             found = "no complete header" if first is None or not first[2] else f"header {first[0]}"
             raise UsageError(f"--log {self.path}: exists with {found}, not a routerlab serve log "
