@@ -248,7 +248,11 @@ def test_a_stream_broken_midway_ends_with_an_error_event(tmp_path: Path) -> None
                 for chunk in stream:
                     got.append(chunk.choices[0].delta.content or "")
             assert len([g for g in got if g]) == 2
-        assert log.n_records == 0  # no answer: nothing to score, nothing logged
+        # the decision was made and the client has part of that actor's answer: one row, aborted, with its
+        # propensity and the tokens generated before the break
+        rows = read_logs_with_scores(log.path)
+        assert len(rows) == 1 and rows[0]["status"] == "aborted" and rows[0]["propensity"] == "1.0"
+        assert rows[0]["tokens_out"] == "2" and float(rows[0]["latency_s"]) >= 0
     finally:
         svc.close()
 

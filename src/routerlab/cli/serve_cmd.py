@@ -72,6 +72,17 @@ def serve_cmd(
     no_cache: Annotated[bool, typer.Option(
         "--no-cache", metavar="",
         help="Call the backends every time (default: identical requests hit the llm call cache).")] = False,
+    request_timeout: Annotated[float, typer.Option(
+        "--request-timeout", metavar="SECONDS",
+        help="Deadline of each request, streams included: past it the generation stops and the answer is a 504 "
+             "(or a stream's error event).")] = 300.0,
+    workers: Annotated[int | None, typer.Option(
+        "--workers", metavar="N",
+        help="Calls each actor runs at once (default: 1 for a local model, an openai actor's concurrency "
+             "option, else 4).")] = None,
+    queue: Annotated[int, typer.Option(
+        "--queue", metavar="N",
+        help="Requests that may wait for each actor's workers; one more is a 429 with Retry-After.")] = 64,
 ) -> None:
     """Answer /v1/chat/completions and /v1/models like an OpenAI server, routing each request (docs/serve.md)."""
     from importlib.util import find_spec
@@ -81,6 +92,7 @@ def serve_cmd(
     from routerlab.routers import get_router
     from routerlab.serve.routing import check_actor_names, check_serving_encoder
 
+    check_limits(request_timeout, workers, queue)
     missing = [m for m in ("fastapi", "uvicorn") if find_spec(m) is None]
     if missing:
         raise UsageError(f"routerlab serve needs {' and '.join(missing)}: pip install 'routerlab[llm]'")
@@ -116,11 +128,14 @@ def serve_cmd(
                    "Ctrl-C stops", err=True)
         typer.echo(url)
         sys.stdout.flush()
-        server = make_server(create_app(service, max_body_bytes=max_body))
-        # uvicorn handles SIGINT/SIGTERM itself (finishing the requests in flight), then re-raises the signal
-        # once it has shut down: stopping the server on purpose is the normal end of this command, exit 0
+        app_ = create_app(service, max_body_bytes=max_body, request_timeout=request_timeout, workers=workers,
+                          queue_size=queue)
+        server = make_server(app_)
+        # SIGINT/SIGTERM: requests in flight get a 503 (streams an error event), generations stop between tokens,
+        # and run returns (a second signal skips the wait): stopping on purpose is this command's normal end, exit 0
         with contextlib.suppress(KeyboardInterrupt):
             server.run(sockets=[sock])
+        app_.state.serving.close(timeout=2.0)  # a hanging backend's worker is left to end with the process
         n = request_log.n_records if request_log is not None else None
         held = "" if n is None else f"; the log holds {plural(n, 'request')}"
         typer.echo(f"routerlab: serve: stopped{held}", err=True)
@@ -130,6 +145,18 @@ def serve_cmd(
         if request_log is not None:
             request_log.close()
         sock.close()
+
+
+def check_limits(request_timeout: float, workers: int | None, queue: int) -> None:
+    """``--request-timeout`` a finite number of seconds > 0, ``--workers`` >= 1, ``--queue`` >= 0."""
+    import math
+
+    if not math.isfinite(request_timeout) or request_timeout <= 0:
+        raise UsageError(f"--request-timeout must be a finite number of seconds > 0, got {request_timeout:g}")
+    if workers is not None and workers < 1:
+        raise UsageError(f"--workers must be an integer >= 1, got {workers}")
+    if queue < 0:
+        raise UsageError(f"--queue must be an integer >= 0, got {queue}")
 
 
 def _check_log_path(path: Path) -> None:

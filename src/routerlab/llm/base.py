@@ -389,6 +389,24 @@ class Backend(ABC):
         """Tokens of ``text`` by the model's tokenizer, when the backend has one."""
         return None
 
+    def context_window(self) -> int | None:
+        """The most tokens the model reads and writes in one call (prompt + answer), or None where unknown
+        (then a server does not check prompts against it)."""
+        return None
+
+    def prompt_tokens(self, messages: Sequence[Message], *, limit: int | None = None) -> int | None:
+        """Tokens of the prompt the model reads for ``messages`` (chat template included), or None where the
+        backend cannot count. With ``limit``, counting may stop early once the prompt is known to hold more
+        than ``limit`` tokens, and any number above ``limit`` is returned: a very long prompt costs a bounded
+        amount of work to refuse."""
+        return None
+
+    def complete_cancellable(self, messages: Sequence[Message], decoding: Decoding,
+                             cancel: threading.Event) -> Completion:
+        """:meth:`complete`, stopping between tokens once ``cancel`` is set (the answer so far is returned);
+        the default cannot stop early and answers whole."""
+        return self.complete(messages, decoding)
+
     def close(self) -> None:  # noqa: B027 - an optional hook, not an abstract method
         """Release what the backend holds (connections, threads); the default holds nothing."""
 

@@ -171,6 +171,27 @@ class CachedBackend(Backend):
     def count_tokens(self, text: str) -> int | None:
         return self.inner.count_tokens(text)
 
+    def context_window(self) -> int | None:
+        return self.inner.context_window()
+
+    def prompt_tokens(self, messages: Sequence[Message], *, limit: int | None = None) -> int | None:
+        return self.inner.prompt_tokens(messages, limit=limit)
+
+    def complete_cancellable(self, messages: Sequence[Message], decoding: Decoding,
+                             cancel: threading.Event) -> Completion:
+        """A cache hit as :meth:`complete`; a miss runs cancellably and is stored only when not cancelled."""
+        if not decoding.greedy and decoding.seed is None:
+            return self.inner.complete_cancellable(messages, decoding, cancel)
+        key = self._key("complete", messages, decoding.as_dict())
+        rec = self.cache.get(key)
+        hit = None if rec is None else _completion_or_none(rec)
+        if hit is not None:
+            return hit
+        result = self.inner.complete_cancellable(messages, decoding, cancel)
+        if not cancel.is_set():  # a cut-short answer is not the answer to cache
+            self.cache.put(key, result.to_record())
+        return result
+
     def close(self) -> None:
         self.inner.close()
 

@@ -12,7 +12,16 @@ take seconds. Nothing is ever fetched from the network (``local_files_only``).
   its latency (call start to its last token), its TTFT (call start to the batch's first generated token:
   template, tokenizing and prefill) and its ITL (mean gap between its later tokens), measured per decoding
   step; tokens in and out are counted by the model's tokenizer.
-- :meth:`LocalBackend.stream` yields text deltas while generating (serve's streaming).
+- :meth:`LocalBackend.stream` yields text deltas while generating (serve's streaming); closing it early stops
+  the generation at the next token. :meth:`LocalBackend.complete_cancellable` stops at the next token once its
+  event is set (serve's deadlines and client disconnects).
+- **Prompt length.** :meth:`LocalBackend.context_window` is the model's ``max_position_embeddings``;
+  :meth:`LocalBackend.prompt_tokens` counts the chat-template prompt with bounded work for a huge one: a token
+  covers at most K characters (K = the longest token string of the vocabulary, 81 for SmolLM2), so a prompt of
+  more than K x (limit + 1) characters is over the limit untokenized; a shorter one is tokenized in 16k-character
+  pieces cut at spaces between words (exact for byte-level BPE, whose pre-tokenizer splits there too), stopping
+  once the sum passes the limit, and a prompt that fits is counted whole. (Characters do not bound tokens from
+  above: one character can be several byte tokens.)
 - :meth:`LocalBackend.choice_scores` gives each option letter's next-token logit after the chat prompt (the
   larger of the tokens ``"A"`` and ``" A"``) from one forward pass, with no generation; the batched form's
   ``latency_s`` is the batch's time divided by its size.
@@ -94,6 +103,7 @@ class LoadedModel:
     end_ids: tuple[int, ...]
     lock: threading.Lock = field(default_factory=threading.Lock)
     letter_ids: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    max_token_chars: int | None = None
 
 
 _MODELS: dict[tuple[str, str], LoadedModel] = {}
@@ -393,6 +403,63 @@ class LocalBackend(Backend):
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
+    def context_window(self) -> int | None:
+        """The model's ``max_position_embeddings`` (or the tokenizer's ``model_max_length`` when smaller and
+        real; tokenizers without one report a huge placeholder)."""
+        config = self.loaded.model.config
+        sizes = [getattr(config, "max_position_embeddings", None), getattr(self.tokenizer, "model_max_length", None)]
+        real = [int(n) for n in sizes if isinstance(n, int) and 0 < n < 10**7]
+        return min(real) if real else None
+
+    def max_token_chars(self) -> int:
+        """The longest text one token of this vocabulary stands for, in characters, at most (once per model).
+
+        Measured on the tokens' own strings: a byte-level BPE writes one character per byte (at least one byte a
+        character of text), a SentencePiece vocabulary one per character (a byte-fallback token ``<0xE2>`` is
+        six for one byte, special tokens count their whole name): each token's string is at least as long as the
+        text it covers, so a text of c characters needs at least c / K tokens (barring a normalizer that deletes
+        characters, which these chat models do not have)."""
+        if self.loaded.max_token_chars is None:
+            tok = self.tokenizer
+            self.loaded.max_token_chars = max(
+                (len(t) for t in tok.convert_ids_to_tokens(list(range(len(tok)))) if t), default=1)
+        return max(1, self.loaded.max_token_chars)
+
+    def prompt_tokens(self, messages: Sequence[Message], *, limit: int | None = None) -> int:
+        """Tokens of the chat-template prompt; with ``limit``, bounded work for a long one (module docstring
+        "Prompt length"): past ``K * limit`` characters (K = :meth:`max_token_chars`) it holds more than
+        ``limit`` tokens without tokenizing; otherwise it is counted in pieces cut at spaces between words
+        (where byte-level pre-tokenizers split anyway), stopping once the sum passes ``limit``; a prompt that
+        may fit is counted whole, in one pass, so the count that caps ``max_tokens`` is exact."""
+        text = self.prompt(messages)
+        if limit is None:
+            return self.count_tokens(text)
+        k = self.max_token_chars()
+        if len(text) > k * (limit + 1):
+            return -(-len(text) // k)  # ceil: at least this many tokens, more than limit
+        piece = 16384
+        if len(text) <= 2 * piece:
+            return self.count_tokens(text)
+        total, start = 0, 0
+        while start < len(text):
+            end = min(len(text), start + piece)
+            if end < len(text):
+                cut = text.rfind(" ", start + piece // 2, end)
+                while cut > start and (text[cut - 1].isspace() or text[cut + 1].isspace()):
+                    cut = text.rfind(" ", start + piece // 2, cut)
+                end = cut if cut > start else end
+            total += self.count_tokens(text[start:end])
+            if total > limit:
+                return total
+            start = end
+        return self.count_tokens(text)
+
+    def complete_cancellable(self, messages: Sequence[Message], decoding: Decoding,
+                             cancel: threading.Event) -> Completion:
+        """One answer that stops between tokens once ``cancel`` is set (a served request whose client left or
+        whose deadline passed)."""
+        return self._generate([messages], decoding, cancel)[0]
+
     def _gen_config(self, decoding: Decoding, max_tokens: int | None = None) -> Any:
         import transformers
 
@@ -416,14 +483,15 @@ class LocalBackend(Backend):
             out.extend(self._generate(batch[start:start + self.batch_size], decoding))
         return out
 
-    def _generate(self, chunk: Sequence[Sequence[Message]], decoding: Decoding) -> list[Completion]:
+    def _generate(self, chunk: Sequence[Sequence[Message]], decoding: Decoding,
+                  cancel: threading.Event | None = None) -> list[Completion]:
         import torch
 
         with self._calling():
             t0 = time.perf_counter()
             enc = self._encode([self.prompt(m) for m in chunk])
             plen = enc["input_ids"].shape[1]
-            steps = _Steps(self.tokenizer, plen, decoding.stop, None)
+            steps = _Steps(self.tokenizer, plen, decoding.stop, cancel)
             if not decoding.greedy:
                 torch.manual_seed(decoding.seed if decoding.seed is not None else time.time_ns() % (2**31))
             with torch.inference_mode():
@@ -509,8 +577,12 @@ class LocalBackend(Backend):
                 if finished:
                     return
         finally:
+            # closing the generator (a reader that went away) stops generation at the next token; the worker is
+            # joined so the model is free again when this returns, unless this runs on the worker itself (a
+            # generator dropped there and finalized by the garbage collector: it cannot join itself)
             cancel.set()
-            thread.join()
+            if thread is not threading.current_thread():
+                thread.join()
 
     # -- option-letter scores ---------------------------------------------------------------------
     def _letter_ids(self, letters: tuple[str, ...]) -> list[tuple[int, ...]]:

@@ -13,6 +13,8 @@ Spec: ``NAME=openai:MODEL@BASE_URL`` with options
   other 4xx fails at once with the server's message.
 - ``concurrency=K`` (4): requests in flight at once across every thread using this backend;
   ``complete_batch`` runs its chats on K threads.
+- ``context=N`` (0: unknown): the model's context window in tokens, for ``routerlab serve``'s prompt check
+  (the prompt is then estimated at four characters a token; the endpoint's own check stays the last word).
 
 Every request streams, so time to first token (request sent -> first non-empty content delta) and
 inter-token latency (mean gap between later deltas) are measured on the client for any server. Token
@@ -58,6 +60,7 @@ _CONSTRAINTS = {
     "retries": Interval(int, 0, None),
     "backoff": Interval(float, 0, None),
     "concurrency": Interval(int, 1, None),
+    "context": Interval(int, 0, None),
 }
 T = TypeVar("T")
 
@@ -90,7 +93,7 @@ class OpenAIBackend(Backend):
     TTFT/ITL (see the module docstring for the spec and its options). Thread-safe."""
 
     options: ClassVar[Mapping[str, Any]] = {
-        "key_env": "", "timeout": 60.0, "retries": 4, "backoff": 0.5, "concurrency": 4,
+        "key_env": "", "timeout": 60.0, "retries": 4, "backoff": 0.5, "concurrency": 4, "context": 0,
     }
 
     def __init__(self, spec: BackendSpec, *, cache_dir: Path | None = None) -> None:
@@ -111,6 +114,7 @@ class OpenAIBackend(Backend):
         self.retries = int(opts["retries"])
         self.backoff = float(opts["backoff"])
         self.concurrency = int(opts["concurrency"])
+        self.context = int(opts["context"])
         self.model_id = f"openai:{model}@{url}"  # the cache's identity of this model: never the key
         key = self._read_key()
         try:
@@ -205,10 +209,14 @@ class OpenAIBackend(Backend):
             return _Transient(f"the server sent an error: {self._clean(error.message)}")
         return UsageError(f"openai actor {self.where}: {type(error).__name__}: {self._clean(error)}")
 
-    def _with_retries(self, run: Callable[[], T], *, hold_slot: bool = True) -> T:
+    def _with_retries(self, run: Callable[[], T], *, hold_slot: bool = True,
+                      cancel: threading.Event | None = None) -> T:
         """``run()`` (one attempt, inside a concurrency slot unless the caller holds one) until it succeeds;
-        transient failures are retried ``retries`` times after a backoff or the server's ``Retry-After``."""
+        transient failures are retried ``retries`` times after a backoff or the server's ``Retry-After``
+        (no further attempt, and no further wait, once ``cancel`` is set)."""
         for attempt in range(self.retries + 1):
+            if cancel is not None and cancel.is_set() and attempt:
+                raise UsageError(f"openai actor {self.where}: cancelled after {attempt} attempt(s)")
             with self._lock:
                 self.attempts += 1
             try:
@@ -225,7 +233,7 @@ class OpenAIBackend(Backend):
             if isinstance(error, UsageError):
                 if self._usage_supported and "stream_options" in str(error):
                     self._usage_supported = False  # an older server: count tokens instead; ask again at once
-                    return self._with_retries(run, hold_slot=hold_slot)
+                    return self._with_retries(run, hold_slot=hold_slot, cancel=cancel)
                 raise error from None
             assert isinstance(error, _Transient)
             if attempt == self.retries:
@@ -239,7 +247,10 @@ class OpenAIBackend(Backend):
                 wait = error.retry_after
             with self._lock:
                 self.backoff_s += wait
-            self.sleep(wait)
+            if cancel is not None:
+                cancel.wait(wait)
+            else:
+                self.sleep(wait)
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     # ------------------------------------------------------------------------- the contract
@@ -248,18 +259,28 @@ class OpenAIBackend(Backend):
 
         Times are those of the attempt that succeeded, from sending its request: the table should hold
         the model's speed, not the time spent waiting out rate limits (``backoff_s`` counts that)."""
+        return self._complete(messages, decoding, None)
 
+    def complete_cancellable(self, messages: Sequence[Message], decoding: Decoding,
+                             cancel: threading.Event) -> Completion:
+        """:meth:`complete` that stops reading between deltas, and makes no further attempt, once ``cancel``
+        is set (the text so far is returned)."""
+        return self._complete(messages, decoding, cancel)
+
+    def _complete(self, messages: Sequence[Message], decoding: Decoding,
+                  cancel: threading.Event | None) -> Completion:
         def run() -> tuple[_Attempt, float]:
             attempt = _Attempt(start=time.perf_counter())
             stream = self._open(messages, decoding)
             try:
                 for _ in self._deltas(stream, attempt):
-                    pass
+                    if cancel is not None and cancel.is_set():
+                        break
             finally:
                 stream.close()
             return attempt, time.perf_counter()
 
-        attempt, end = self._with_retries(run)
+        attempt, end = self._with_retries(run, cancel=cancel)
         ttft = None if attempt.t_first is None else attempt.t_first - attempt.start
         itl = None
         if attempt.deltas >= 2 and attempt.t_first is not None and attempt.t_last is not None:
@@ -269,6 +290,15 @@ class OpenAIBackend(Backend):
         return Completion(text=attempt.text, tokens_in=int(tokens_in), tokens_out=int(tokens_out),
                           latency_s=end - attempt.start, ttft_s=ttft, itl_s=itl,
                           finish_reason=attempt.finish_reason or "stop")
+
+    def context_window(self) -> int | None:
+        """The ``context`` option (None when not given: the endpoint checks its own prompts)."""
+        return self.context or None
+
+    def prompt_tokens(self, messages: Sequence[Message], *, limit: int | None = None) -> int | None:
+        """An estimate (four characters a token, four more a message) when ``context`` is given; the endpoint
+        has the tokenizer, this client does not."""
+        return _estimate_tokens(messages) if self.context else None
 
     def complete_batch(self, batch: Sequence[Sequence[Message]], decoding: Decoding = GREEDY) -> list[Completion]:
         """The chats on ``concurrency`` threads at once, answers in the batch's order."""

@@ -8,28 +8,42 @@ Endpoints: ``GET /v1/models`` (the router's virtual model, then the actors), ``G
 mode. Streaming answers are server-sent events (``data: {chunk}`` lines, then ``data: [DONE]``).
 
 Every error is an OpenAI error object ``{"error": {"message", "type", "param", "code"}}`` with a 4xx code for the
-client's mistakes (400 bad JSON or fields, 404 unknown model or path, 405, 409 repeated query id, 413 body over
-the limit, checked before parsing), 502 when the actor's backend fails, and 500 with one line (never a traceback)
-for a bug. The body is read and checked by hand, not by a pydantic model, so no validation detail leaks out.
+client's mistakes (400 bad JSON, however deeply nested, or fields, or a prompt past the actor's context window;
+404 unknown model or path, 405, 409 repeated query id, 413 body over the limit, checked before parsing; 429 the
+actor's queue is full, with ``Retry-After``), 502 when the actor's backend fails, 503 while the server shuts
+down, 504 past the request's deadline, and 500 with one line (never a traceback) for a bug. The body is read and
+checked by hand, not by a pydantic model, so no validation detail leaks out.
+
+Backend calls never run on the event loop nor on a shared thread pool: each actor has its own workers and bounded
+queue (:mod:`routerlab.serve.pool`); a stream's producer pushes its deltas to the event loop and never waits for
+the reader. A deadline, a client that goes away, or shutdown cancels the generation between tokens.
 
 fastapi is imported here only: ``import routerlab.serve`` does not load it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import math
+import signal
 import socket
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from routerlab.errors import UsageError
+from routerlab.serve.pool import DONE, QUEUED, ActorPool, Job, PoolClosed, QueueFull
 from routerlab.serve.routing import (
     BackendFailure,
+    ContextTooLong,
     DuplicateQuery,
+    Plan,
+    RequestAborted,
     RoutingService,
     ServedStream,
     UnknownModel,
@@ -39,13 +53,19 @@ from routerlab.serve.routing import (
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-    from routerlab.llm.base import Decoding, Message
+    from routerlab.llm.base import Backend, Decoding, Message
 
 MAX_BODY_BYTES = 1 << 20
 """Default request body limit (1 MiB); a larger body is answered 413 before it is parsed."""
 
 MAX_TOKENS_LIMIT = 4096
 """Default ceiling on ``max_tokens`` a request may ask for."""
+
+REQUEST_TIMEOUT_S = 300.0
+"""Default deadline of one request, seconds (a stream's whole answer included)."""
+
+QUEUE_SIZE = 64
+"""Default number of requests that may wait for each actor's workers; one more is answered 429."""
 
 UNSUPPORTED = ("tools", "functions", "tool_choice", "function_call", "audio", "modalities", "prediction")
 """Request fields this server refuses (400) rather than silently ignoring: they change what an answer is."""
@@ -55,13 +75,15 @@ class APIError(Exception):
     """An error answered as an OpenAI error object."""
 
     def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",
-                 param: str | None = None, code: str | None = None) -> None:
+                 param: str | None = None, code: str | None = None,
+                 headers: Mapping[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = " ".join(message.split())  # one line, always
         self.type = type
         self.param = param
         self.code = code
+        self.headers = dict(headers or {})
 
     def body(self) -> dict[str, Any]:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
@@ -217,6 +239,13 @@ def _error_status(exc: Exception) -> APIError:
     """The HTTP error of an exception raised while serving a request."""
     if isinstance(exc, APIError):
         return exc
+    if isinstance(exc, ContextTooLong):
+        return APIError(400, str(exc), param="messages", code="context_length_exceeded")
+    if isinstance(exc, QueueFull):
+        return APIError(429, str(exc), type="rate_limit_error", code="actor_busy",
+                        headers={"Retry-After": str(exc.retry_after)})
+    if isinstance(exc, PoolClosed):
+        return _shutting_down()
     if isinstance(exc, UnknownModel):
         return APIError(404, str(exc), param="model", code="model_not_found")
     if isinstance(exc, DuplicateQuery):
@@ -228,20 +257,92 @@ def _error_status(exc: Exception) -> APIError:
     return APIError(500, f"internal error ({type(exc).__name__}); see the server's log", type="server_error")
 
 
+def _shutting_down() -> APIError:
+    return APIError(503, "the server is shutting down; retry on another instance or after it restarts",
+                    type="server_error", code="server_shutting_down")
+
+
+def _timed_out(timeout: float) -> APIError:
+    return APIError(504, f"the answer took longer than this server's request timeout ({timeout:g} s); its "
+                    "generation was stopped", type="server_error", code="timeout")
+
+
+def default_workers(backend: Backend) -> int:
+    """How many calls an actor runs at once by default: 1 for a local model (one model runs one call at a time
+    on the cores), the ``concurrency`` option where the backend has one (openai: 4), else 4."""
+    if backend.spec.kind == "local":
+        return 1
+    value = backend.spec.option("concurrency")
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else 4
+
+
+class ServingState:
+    """What the app holds besides the service: one :class:`ActorPool` per actor, the shutdown switch, the open
+    streams' queues (told when the server stops) and a small executor for log rows written from the event loop's
+    side (a stream settled after its last event)."""
+
+    def __init__(self, service: RoutingService, *, request_timeout: float, workers: int | None,
+                 queue_size: int) -> None:
+        self.service = service
+        self.request_timeout = request_timeout
+        self.pools = {a: ActorPool(a, workers or default_workers(service.backends[a]), queue_size)
+                      for a in service.actor_names}
+        self.stopping = False
+        self.stopped = asyncio.Event()
+        self.streams: set[asyncio.Queue[tuple[str, Any]]] = set()
+        self.log_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="routerlab-log")
+
+    def begin_shutdown(self) -> None:
+        """Refuse new requests (503), cancel every queued and running backend call, and end every open stream
+        with an error event. Runs on the event loop."""
+        if self.stopping:
+            return
+        self.stopping = True
+        self.stopped.set()
+        for q in list(self.streams):
+            q.put_nowait(("stopping", None))
+        for pool in self.pools.values():
+            pool.close()
+
+    def close(self, timeout: float = 2.0) -> bool:
+        """After the server has stopped: wait up to ``timeout`` seconds for the actors' workers (False when one
+        is still inside a hanging backend; it is a daemon thread) and for the pending log rows."""
+        for pool in self.pools.values():
+            pool.close()
+        end = time.monotonic() + timeout
+        done = all([pool.join(max(0.0, end - time.monotonic())) for pool in self.pools.values()])
+        self.log_writer.shutdown(wait=True)
+        return done
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    """Mark a job's outcome as seen (an aborted request's future is not awaited; asyncio would warn)."""
+    if not future.cancelled():
+        future.exception()
+
+
 def create_app(service: RoutingService, *, max_body_bytes: int = MAX_BODY_BYTES,
-               max_tokens_limit: int = MAX_TOKENS_LIMIT) -> FastAPI:
-    """The FastAPI app serving ``service``. The caller owns the service (closing it closes backends and log)."""
+               max_tokens_limit: int = MAX_TOKENS_LIMIT, request_timeout: float = REQUEST_TIMEOUT_S,
+               workers: int | None = None, queue_size: int = QUEUE_SIZE) -> FastAPI:
+    """The FastAPI app serving ``service``. The caller owns the service (closing it closes backends and log);
+    ``app.state.serving`` (:class:`ServingState`) holds the actors' pools: :func:`make_server` stops them with
+    the server. ``workers`` (None: :func:`default_workers` per actor) and ``queue_size`` size each actor's pool;
+    ``request_timeout`` is each request's deadline in seconds."""
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, Response, StreamingResponse
     from starlette.concurrency import run_in_threadpool
     from starlette.exceptions import HTTPException
 
+    if not (isinstance(request_timeout, int | float) and math.isfinite(request_timeout) and request_timeout > 0):
+        raise UsageError(f"request_timeout must be a finite number of seconds > 0, got {request_timeout!r}")
     app = FastAPI(title="routerlab serve", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.service = service
+    state = ServingState(service, request_timeout=float(request_timeout), workers=workers, queue_size=queue_size)
+    app.state.serving = state
 
     def reply(err: APIError) -> JSONResponse:
-        return JSONResponse(err.body(), status_code=err.status)
+        return JSONResponse(err.body(), status_code=err.status, headers=err.headers or None)
 
     @app.exception_handler(APIError)
     async def _api_error(request: Request, exc: APIError) -> JSONResponse:
@@ -303,20 +404,74 @@ def create_app(service: RoutingService, *, max_body_bytes: int = MAX_BODY_BYTES,
     def _no_constants(name: str) -> Any:
         raise ValueError(f"{name} is not valid JSON")
 
+    async def watch_disconnect(request: Request) -> None:
+        """Returns when the client has gone away (the body was read already: only a disconnect arrives)."""
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    def submit(plan: Plan, fn: Callable[[Job[Any]], Any]) -> Job[Any]:
+        job: Job[Any] = Job(fn, asyncio.get_running_loop())
+        job.future.add_done_callback(_retrieve)
+        try:
+            state.pools[plan.decision.actor].submit(job)
+        except (QueueFull, PoolClosed) as exc:
+            service._release(plan.query_id)
+            raise _error_status(exc) from None
+        return job
+
+    def abandon(job: Job[Any], plan: Plan) -> str:
+        """Abort the job; a job that never ran frees its query id here (a running one logs itself aborted)."""
+        before = job.abort()
+        if before == QUEUED:
+            service._release(plan.query_id)
+        return before
+
+    def stop_reason(kind: str) -> APIError:
+        if kind == "stopping":
+            return _shutting_down()
+        if kind == "disconnect":
+            return APIError(499, "the client closed the request", code="client_closed")
+        return _timed_out(state.request_timeout)
+
     async def chat_completions(request: Request) -> Response:
+        if state.stopping:
+            raise _shutting_down()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + state.request_timeout
         body = await read_body(request)
         try:
             parsed = json.loads(body, parse_constant=_no_constants)
+        except RecursionError:
+            raise APIError(400, "could not parse the JSON body of the request (it is nested too deeply)") from None
         except (ValueError, UnicodeDecodeError) as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise APIError(400, f"could not parse the JSON body of the request ({first})") from None
         req = parse_chat_request(parsed, max_tokens_limit=max_tokens_limit)
         created = int(time.time())
+        try:  # routing encodes and scores the text, the context check counts the prompt: off the event loop
+            plan = await run_in_threadpool(service.plan, req.messages, req.decoding, model=req.model,
+                                           query_id=req.query_id, dataset=req.dataset)
+        except Exception as exc:
+            raise _error_status(exc) from None
         if req.stream:
-            return await start_stream(req, created)
+            return await start_stream(request, req, plan, created, deadline)
+        job = submit(plan, lambda j: service.execute(plan, job=j))
+        watchers = [asyncio.ensure_future(watch_disconnect(request)), asyncio.ensure_future(state.stopped.wait())]
         try:
-            served = await run_in_threadpool(service.complete, req.messages, req.decoding, model=req.model,
-                                             query_id=req.query_id, dataset=req.dataset)
+            done, _ = await asyncio.wait({job.future, *watchers}, timeout=max(0.0, deadline - loop.time()),
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in watchers:
+                w.cancel()
+        if job.future not in done:
+            kind = "stopping" if watchers[1] in done else "disconnect" if watchers[0] in done else "timeout"
+            if abandon(job, plan) != DONE:
+                raise stop_reason(kind)
+            await job.future  # the answer was complete just before: it stands
+        try:
+            served = job.future.result()
+        except RequestAborted:
+            raise stop_reason("stopping" if state.stopping else "timeout") from None
         except Exception as exc:
             raise _error_status(exc) from None
         c = served.completion
@@ -325,7 +480,7 @@ def create_app(service: RoutingService, *, max_body_bytes: int = MAX_BODY_BYTES,
             "object": "chat.completion", "created": created, "model": served.decision.actor,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": c.text, "refusal": None},
                          "logprobs": None,
-                         "finish_reason": _finish_reason(c.tokens_out, req.decoding.max_tokens, c.finish_reason)}],
+                         "finish_reason": _finish_reason(c.tokens_out, plan.decoding.max_tokens, c.finish_reason)}],
             "usage": {"prompt_tokens": c.tokens_in, "completion_tokens": c.tokens_out,
                       "total_tokens": c.tokens_in + c.tokens_out},
             "system_fingerprint": None,
@@ -333,22 +488,81 @@ def create_app(service: RoutingService, *, max_body_bytes: int = MAX_BODY_BYTES,
                           "mode": served.decision.mode, "cached": c.cached},
         })
 
-    async def start_stream(req: ChatRequest, created: int) -> Response:
-        try:  # routing encodes and scores the text: off the event loop, like every blocking step
-            served = await run_in_threadpool(service.stream, req.messages, req.decoding, model=req.model,
-                                             query_id=req.query_id, dataset=req.dataset)
-        except Exception as exc:
-            raise _error_status(exc) from None
-        deltas = iter(served)
-        # the first delta is awaited before answering, so a backend that fails at once is a 502, not a broken stream
+    async def start_stream(request: Request, req: ChatRequest, plan: Plan, created: int,
+                           deadline: float) -> Response:
+        loop = asyncio.get_running_loop()
+        served = service.stream_plan(plan)
+        served.log_when_done = False  # logged once the last event is sent (answered) or the client left
+        q: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+        def produce(job: Job[Any]) -> None:
+            """On the actor's worker: every delta to the event loop, never waiting for the reader."""
+            gen = served.deltas()
+            try:
+                for delta in gen:
+                    job.call_in_loop(q.put_nowait, ("delta", delta))
+                    if job.cancel.is_set():
+                        break
+                else:
+                    job.finish()
+                    job.call_in_loop(q.put_nowait, ("end", None))
+            except BaseException as exc:
+                job.call_in_loop(q.put_nowait, ("error", exc))
+            finally:
+                gen.close()  # stops the backend between tokens when the loop broke off
+
+        job = submit(plan, produce)
+        state.streams.add(q)
+        timer = loop.call_at(deadline, q.put_nowait, ("timeout", None))
+        watcher = asyncio.ensure_future(watch_disconnect(request))
+
+        def gone(w: asyncio.Future[None]) -> None:
+            if not w.cancelled() and w.exception() is None:
+                q.put_nowait(("disconnect", None))
+
+        watcher.add_done_callback(gone)
+        open_ = True
+
+        def finish_up(status: str | None) -> None:
+            """End of the stream for the server: stop the backend, log the row, forget the queue."""
+            nonlocal open_
+            if not open_:
+                return
+            open_ = False
+            timer.cancel()
+            watcher.cancel()
+            state.streams.discard(q)
+            if status == "answered":
+                return
+            abandon(job, plan)
+            served.abort()
+            state.log_writer.submit(served.settle, status)
+
+        # the first delta is awaited before answering, so a backend that fails at once is a 502, not a broken
+        # stream, and a deadline or disconnect before it is an error response
         try:
-            first: str | None = await run_in_threadpool(next, deltas, None)
-        except Exception as exc:
-            raise _error_status(exc) from None
+            kind, value = await q.get()
+        except BaseException:
+            finish_up("aborted")
+            raise
+        if kind != "delta":
+            watcher.cancel()
+            if kind == "end":
+                first: str | None = None
+            elif kind == "error":
+                finish_up(None)
+                raise _error_status(value)
+            else:
+                finish_up("aborted")
+                raise stop_reason(kind)
+        else:
+            first = value
+        watcher.cancel()  # from here, the streaming response watches for a disconnect itself
         rid = served.query_id if req.query_id is None else new_query_id()
         extra = {"query_id": served.query_id, "propensity": served.decision.propensity,
                  "mode": served.decision.mode}
-        return StreamingResponse(_events(served, deltas, first, rid, created, req, extra),
+        return StreamingResponse(_events(served, q, first, kind == "end", rid, created, req, plan, extra,
+                                         stop_reason, finish_up, state),
                                  media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
@@ -358,10 +572,13 @@ def create_app(service: RoutingService, *, max_body_bytes: int = MAX_BODY_BYTES,
     return app
 
 
-def _events(served: ServedStream, deltas: Iterator[str], first: str | None, rid: str, created: int,
-            req: ChatRequest, extra: Mapping[str, Any]) -> Iterator[str]:
+async def _events(served: ServedStream, q: asyncio.Queue[tuple[str, Any]], first: str | None, ended: bool,
+                  rid: str, created: int, req: ChatRequest, plan: Plan, extra: Mapping[str, Any],
+                  stop_reason: Callable[[str], APIError], finish_up: Callable[[str | None], None],
+                  state: ServingState) -> AsyncIterator[str]:
     """The server-sent events of one streamed answer: a role chunk, one chunk per delta, the finishing chunk,
-    a usage chunk when asked, then ``[DONE]``; a backend failure mid-stream is one error event instead."""
+    a usage chunk when asked, then ``[DONE]``; a backend failure, the deadline or shutdown mid-stream is one
+    error event instead (the row is then ``aborted``), and so is a client that goes away (no event: it is gone)."""
 
     def chunk(delta: Mapping[str, Any], finish: str | None = None, **more: Any) -> str:
         payload = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": served.decision.actor,
@@ -370,23 +587,36 @@ def _events(served: ServedStream, deltas: Iterator[str], first: str | None, rid:
                    **more}
         return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
 
-    yield chunk({"role": "assistant", "content": ""}, routerlab=dict(extra))
     try:
+        yield chunk({"role": "assistant", "content": ""}, routerlab=dict(extra))
         if first is not None:
             yield chunk({"content": first})
-            for delta in deltas:
-                yield chunk({"content": delta})
-    except Exception as exc:
-        yield f"data: {json.dumps(_error_status(exc).body())}\n\n"
-        return
-    yield chunk({}, _finish_reason(served.tokens_out, req.decoding.max_tokens))
-    if req.include_usage:
-        usage = {"prompt_tokens": None, "completion_tokens": served.tokens_out,
-                 "total_tokens": None}
-        payload = {"id": rid, "object": "chat.completion.chunk", "created": created,
-                   "model": served.decision.actor, "choices": [], "usage": usage}
-        yield f"data: {json.dumps(payload)}\n\n"
-    yield "data: [DONE]\n\n"
+        while not ended:
+            kind, value = await q.get()
+            if kind == "delta":
+                yield chunk({"content": value})
+            elif kind == "end":
+                ended = True
+            elif kind == "error":  # the backend broke mid-stream: its row is logged aborted by the producer
+                finish_up(None)
+                yield f"data: {json.dumps(_error_status(value).body())}\n\n"
+                return
+            elif kind != "disconnect":  # timeout or stopping
+                finish_up("aborted")
+                yield f"data: {json.dumps(stop_reason(kind).body())}\n\n"
+                return
+        yield chunk({}, _finish_reason(served.tokens_out, plan.decoding.max_tokens))
+        if req.include_usage:
+            usage = {"prompt_tokens": None, "completion_tokens": served.tokens_out,
+                     "total_tokens": None}
+            payload = {"id": rid, "object": "chat.completion.chunk", "created": created,
+                       "model": served.decision.actor, "choices": [], "usage": usage}
+            yield f"data: {json.dumps(payload)}\n\n"
+        yield "data: [DONE]\n\n"
+        finish_up("answered")
+        await asyncio.get_running_loop().run_in_executor(state.log_writer, served.settle, "answered")
+    finally:
+        finish_up("aborted")  # the client went away (this generator was cancelled or closed): no-op otherwise
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -416,25 +646,85 @@ def base_url(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}/v1" if ":" in host else f"http://{host}:{port}/v1"
 
 
+GRACE_S = 5.0
+"""After a stop signal, the longest uvicorn waits for responses in flight (they end within milliseconds: each
+gets a 503 or an error event) before it cancels what is left."""
+
+
 def make_server(app: FastAPI, *, log_level: str = "warning", access_log: bool = False) -> Any:
-    """A uvicorn server for ``app`` (run it with ``server.run(sockets=[sock])``; set ``should_exit`` to stop)."""
+    """A uvicorn server for ``app`` (run it with ``server.run(sockets=[sock])``; ``server.request_stop()`` or
+    SIGINT/SIGTERM stops it).
+
+    Stopping: the app answers every request in flight at once (a 503 ``server_shutting_down``, or an error
+    event that ends a stream), cancels the backends' generations between tokens, then uvicorn closes the
+    connections; a second signal skips the wait. Signals are handled here, not by uvicorn's default, which
+    re-raises the signal after shutting down (SIGTERM then ends the process with 143): a stop asked for is the
+    normal end of the server, and ``run`` returns."""
     import uvicorn
 
     config = uvicorn.Config(app, log_level=log_level, access_log=access_log, lifespan="off",
-                            timeout_graceful_shutdown=10)
-    return uvicorn.Server(config)
+                            timeout_graceful_shutdown=int(GRACE_S))
+    return _server_class()(config, getattr(app.state, "serving", None))
+
+
+def _server_class() -> type[Any]:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server with routerlab's stop (see :func:`make_server`)."""
+
+        def __init__(self, config: Any, serving: ServingState | None) -> None:
+            super().__init__(config)
+            self.serving = serving
+            self.loop: asyncio.AbstractEventLoop | None = None
+            self.signals = 0
+
+        async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+            self.loop = asyncio.get_running_loop()
+            await super().serve(sockets=sockets)
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            handled = (signal.SIGINT, signal.SIGTERM)
+            before = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
+            try:
+                yield
+            finally:
+                for sig, handler in before.items():
+                    signal.signal(sig, handler)
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            self.signals += 1
+            if self.signals > 1:
+                self.force_exit = True  # a second Ctrl-C: do not wait for anything
+            self.request_stop()
+
+        def request_stop(self) -> None:
+            """Stop serving (thread-safe): the app ends what is in flight, then uvicorn shuts down."""
+            loop, serving = self.loop, self.serving
+            if serving is not None and loop is not None and not loop.is_closed():
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(serving.begin_shutdown)
+            self.should_exit = True
+
+    return Server
 
 
 class ServerThread:
     """``app`` served by uvicorn in a background thread on ``host`` (a free port): for tests and benchmarks.
 
     ``with ServerThread(app) as url:`` yields the base URL (``http://127.0.0.1:PORT/v1``) once the server
-    accepts connections, and stops it (waiting for requests in flight) on exit.
+    accepts connections, and stops it on exit (requests in flight get a 503 or an error event, the actors'
+    workers are waited for a little).
     """
 
     def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0) -> None:
         self.sock = bind(host, port)
         self.url = base_url(self.sock)
+        self.app = app
         self.server = make_server(app)
         self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True,
                                         name="routerlab-serve")
@@ -450,9 +740,12 @@ class ServerThread:
         return self.url
 
     def stop(self) -> None:
-        self.server.should_exit = True
+        self.server.request_stop()
         if self._thread.is_alive():
             self._thread.join(timeout=30)
+        serving = getattr(self.app.state, "serving", None)
+        if serving is not None:
+            serving.close(timeout=2.0)
         self.sock.close()
 
     def __exit__(self, *exc: object) -> None:

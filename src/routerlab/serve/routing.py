@@ -19,10 +19,11 @@ actor answers, with propensity 1, and its log row says ``mode=forced``.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from routerlab.llm.base import Backend, Completion, Decoding, Message
     from routerlab.routers.base import Router
     from routerlab.serve.log import RequestLog
+    from routerlab.serve.pool import Job
 
 ROUTED_MODELS: tuple[str, ...] = ("routerlab", "auto")
 """Model names a client asks for to be routed (any other known name forces that actor)."""
@@ -63,6 +65,37 @@ class DuplicateQuery(UsageError):
     """A client-given query id is already in the request log (HTTP 409): a log has one row per query."""
 
 
+class ContextTooLong(UsageError):
+    """The prompt does not fit the chosen actor's context window with room for one token (HTTP 400,
+    ``context_length_exceeded``)."""
+
+    def __init__(self, actor: str, window: int, prompt_tokens: int) -> None:
+        super().__init__(f"This model's maximum context length is {window} tokens (actor {actor!r}). However, "
+                         f"your messages resulted in at least {prompt_tokens} tokens, leaving no room for an "
+                         "answer. Please reduce the length of the messages.")
+        self.actor = actor
+        self.window = window
+        self.prompt_tokens = prompt_tokens
+
+
+class RequestAborted(RouterlabError):
+    """The request was cancelled (its client left, its deadline passed, or the server is stopping) before its
+    answer was complete; the row, if the backend had started, is logged ``aborted``."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A request decided and checked, not yet answered: its query id (claimed in the log), the routed text, the
+    decision, and the messages and decoding to send (``max_tokens`` capped to the context left)."""
+
+    query_id: str
+    text: str
+    decision: Decision
+    messages: tuple[Message, ...]
+    decoding: Decoding
+    dataset: str | None
+
+
 @dataclass(frozen=True)
 class Decision:
     """Which actor answers a request, the probability the serving policy had of choosing it, and how it was
@@ -85,7 +118,13 @@ class Served:
 class ServedStream:
     """The text deltas of one streamed answer (iterate once). After the last delta: ``latency_s`` (the stream's
     wall time), ``tokens_out`` (None where the backend cannot count) and ``finished`` are set, and the request
-    is logged."""
+    is logged ``answered`` (unless ``log_when_done`` is False: the server logs it once the last event has been
+    sent, with :meth:`settle`).
+
+    A stream closed early (the reader went away, or :meth:`abort` was called for a deadline) is logged
+    ``aborted`` with its propensity, the time until the abort as its latency and the tokens generated so far;
+    so is one the backend broke after its first delta (the client has part of that actor's answer, and the
+    decision was made). A backend that fails before any delta leaves no row (the server answers 502)."""
 
     def __init__(self, service: RoutingService, query_id: str, text: str, decision: Decision,
                  messages: Sequence[Message], decoding: Decoding, dataset: str | None) -> None:
@@ -94,41 +133,93 @@ class ServedStream:
         self.latency_s: float | None = None
         self.tokens_out: int | None = None
         self.finished = False
+        self.log_when_done = True
+        self.aborted_at: float | None = None
         self._service = service
         self._text = text
         self._messages = messages
         self._decoding = decoding
         self._dataset = dataset
         self._started = False
+        self._failed = False
+        self._t0: float | None = None
+        self._parts: list[str] = []
+        self._settled = False
+        self._settle_lock = threading.Lock()
 
     def __iter__(self) -> Iterator[str]:
+        return self.deltas()
+
+    def deltas(self) -> Generator[str, None, None]:
+        """The deltas as a generator (``close()`` it to stop the backend early); once per stream."""
         if self._started:
             raise RuntimeError("a served stream is iterated once")
         self._started = True
         return self._deltas()
 
-    def _deltas(self) -> Iterator[str]:
+    def _deltas(self) -> Generator[str, None, None]:
         service, decision = self._service, self.decision
         backend = service.backends[decision.actor]
-        parts: list[str] = []
-        t0 = time.perf_counter()
+        parts = self._parts
+        self._t0 = t0 = time.perf_counter()
         try:
+            gen = backend.stream(self._messages, self._decoding)
             try:
-                for delta in backend.stream(self._messages, self._decoding):
+                for delta in gen:
                     if delta:
                         parts.append(delta)
                         yield delta
             except Exception as exc:
+                self._failed = True
                 raise BackendFailure(decision.actor, exc) from exc
+            finally:
+                close = getattr(gen, "close", None)
+                if close is not None:
+                    close()  # a closed reader closes the backend's stream now (a local model stops generating)
             self.latency_s = time.perf_counter() - t0
-            answer = "".join(parts)
-            self.tokens_out = _count_tokens(backend, answer)
-            service._record(self.query_id, self._text, decision, latency_s=self.latency_s, tokens_in=None,
-                            tokens_out=self.tokens_out, cached=False, dataset=self._dataset)
+            self.tokens_out = _count_tokens(backend, "".join(parts))
             self.finished = True
+            if self.log_when_done:
+                self.settle("answered")
         finally:
             if not self.finished:
-                service._release(self.query_id)
+                self.settle(None if self._failed and not parts else "aborted")
+
+    @property
+    def started(self) -> bool:
+        """Whether the backend was called (the decision then has a row, answered or aborted)."""
+        return self._t0 is not None
+
+    def abort(self) -> None:
+        """Mark the stream aborted now (the deadline passed or the client left): its row's latency ends here."""
+        if self.aborted_at is None:
+            self.aborted_at = time.perf_counter()
+
+    def settle(self, status: str | None) -> None:
+        """Log the row once (``answered`` or ``aborted``), or release its query id unlogged (None); later calls do
+        nothing. Thread-safe: the server and the producing thread may both get here."""
+        with self._settle_lock:
+            if self._settled:
+                return
+            self._settled = True
+        service = self._service
+        if status is None or (status == "aborted" and self._t0 is None):  # never reached the backend
+            service._release(self.query_id)
+            return
+        if status == "answered":
+            latency, tokens = self.latency_s, self.tokens_out
+        else:
+            end = self.aborted_at if self.aborted_at is not None else time.perf_counter()
+            latency = end - (self._t0 or end)
+            tokens = _count_tokens(service.backends[self.decision.actor], "".join(list(self._parts)))
+        service._record(self.query_id, self._text, self.decision, latency_s=float(latency or 0.0), tokens_in=None,
+                        tokens_out=tokens, cached=False, dataset=self._dataset, status=status)
+
+
+def _until(job: Job[Any], t0: float) -> float:
+    """Seconds from ``t0`` to the job's abort (or to now)."""
+    end = job.aborted_at if job.aborted_at is not None else time.perf_counter()
+    return max(0.0, end - t0)
 
 
 def _count_tokens(backend: Backend, text: str) -> int | None:
@@ -308,42 +399,97 @@ class RoutingService:
         if self.log is not None:
             self.log.release(query_id)
 
+    def check_context(self, actor: str, messages: Sequence[Message], decoding: Decoding) -> Decoding:
+        """``decoding`` with ``max_tokens`` capped to the chosen actor's context window minus the prompt's
+        tokens; :class:`ContextTooLong` when the prompt leaves no room. Backends that know no window (or cannot
+        count) are not checked. Counting stops early on a huge prompt (``Backend.prompt_tokens``' limit)."""
+        backend = self.backends[actor]
+        window = backend.context_window()
+        if window is None:
+            return decoding
+        n = backend.prompt_tokens(messages, limit=window - 1)
+        if n is None:
+            return decoding
+        if n >= window:
+            raise ContextTooLong(actor, window, n)
+        room = window - n
+        if decoding.max_tokens <= room:
+            return decoding
+        return dataclasses.replace(decoding, max_tokens=room)
+
+    def plan(self, messages: Sequence[Message], decoding: Decoding, *, model: str = "routerlab",
+             query_id: str | None = None, dataset: str | None = None) -> Plan:
+        """Route (or force), check the prompt against the chosen actor's context window, and claim the query id:
+        everything a request needs before its backend is called (no backend work, a bounded cost)."""
+        text = request_text(messages)
+        decision = self.decide(model, text)
+        capped = self.check_context(decision.actor, messages, decoding)
+        qid = self._claim(query_id)
+        return Plan(qid, text, decision, tuple(messages), capped, dataset)
+
+    def execute(self, plan: Plan, *, job: Job[Any] | None = None) -> Served:
+        """Call the planned backend and log the row. With ``job`` (the server's), the call stops between tokens
+        once the job is cancelled, and the row is ``aborted`` (latency up to the abort) when the job was aborted
+        before its answer counted (:class:`RequestAborted` is raised then). A cached answer logs the time
+        measured now as ``latency_s`` and the first-measured one as ``original_latency_s``."""
+        backend = self.backends[plan.decision.actor]
+        t0 = time.perf_counter()
+        try:
+            if job is None:
+                completion = backend.complete(plan.messages, plan.decoding)
+            else:
+                completion = backend.complete_cancellable(plan.messages, plan.decoding, job.cancel)
+        except Exception as exc:
+            if job is not None and job.cancel.is_set():
+                self._record(plan.query_id, plan.text, plan.decision, latency_s=_until(job, t0), tokens_in=None,
+                             tokens_out=0, cached=False, dataset=plan.dataset, status="aborted")
+                raise RequestAborted("the request was cancelled") from None
+            self._release(plan.query_id)
+            raise BackendFailure(plan.decision.actor, exc) from exc
+        wall = time.perf_counter() - t0
+        if job is not None and not job.finish():
+            self._record(plan.query_id, plan.text, plan.decision, latency_s=_until(job, t0),
+                         tokens_in=completion.tokens_in, tokens_out=completion.tokens_out, cached=False,
+                         dataset=plan.dataset, status="aborted")
+            raise RequestAborted("the request was cancelled")
+        self._record(plan.query_id, plan.text, plan.decision,
+                     latency_s=wall if completion.cached else completion.latency_s,
+                     tokens_in=completion.tokens_in, tokens_out=completion.tokens_out, cached=completion.cached,
+                     dataset=plan.dataset, original_latency_s=completion.latency_s if completion.cached else None)
+        return Served(plan.query_id, plan.decision, completion)
+
     def complete(self, messages: Sequence[Message], decoding: Decoding, *, model: str = "routerlab",
                  query_id: str | None = None, dataset: str | None = None) -> Served:
         """Route (or force), call the chosen backend, log the request; :class:`BackendFailure` when the backend
-        raises (the request is then not logged: there is no answer to score)."""
-        text = request_text(messages)
-        decision = self.decide(model, text)
-        qid = self._claim(query_id)
-        try:
-            completion = self.backends[decision.actor].complete(messages, decoding)
-        except Exception as exc:
-            self._release(qid)
-            raise BackendFailure(decision.actor, exc) from exc
-        self._record(qid, text, decision, latency_s=completion.latency_s, tokens_in=completion.tokens_in,
-                     tokens_out=completion.tokens_out, cached=completion.cached, dataset=dataset)
-        return Served(qid, decision, completion)
+        raises (the request is then not logged: there is no answer to score), :class:`ContextTooLong` when the
+        prompt does not fit the actor's context window."""
+        return self.execute(self.plan(messages, decoding, model=model, query_id=query_id, dataset=dataset))
 
     def stream(self, messages: Sequence[Message], decoding: Decoding, *, model: str = "routerlab",
                query_id: str | None = None, dataset: str | None = None) -> ServedStream:
         """Route (or force) now and return the answer as a :class:`ServedStream` of text deltas. The request is
         logged when the last delta has been taken, with the wall time of the stream as its latency and the
-        output tokens the backend's tokenizer counts (empty where it has none); a stream abandoned early (the
-        client went away) or broken by the backend (:class:`BackendFailure`) is not logged."""
-        text = request_text(messages)
-        decision = self.decide(model, text)
-        qid = self._claim(query_id)
-        return ServedStream(self, qid, text, decision, messages, decoding, dataset)
+        output tokens the backend's tokenizer counts (empty where it has none); a stream closed early or broken
+        by the backend after its first delta is logged ``aborted``; one that fails before (:class:`BackendFailure`)
+        is not logged."""
+        return self.stream_plan(self.plan(messages, decoding, model=model, query_id=query_id, dataset=dataset))
+
+    def stream_plan(self, plan: Plan) -> ServedStream:
+        """The :class:`ServedStream` of a planned request."""
+        return ServedStream(self, plan.query_id, plan.text, plan.decision, plan.messages, plan.decoding,
+                            plan.dataset)
 
     def _record(self, qid: str, text: str, decision: Decision, *, latency_s: float, tokens_in: int | None,
-                tokens_out: int | None, cached: bool, dataset: str | None) -> None:
+                tokens_out: int | None, cached: bool, dataset: str | None, status: str = "answered",
+                original_latency_s: float | None = None) -> None:
         if self.log is None:
             return
         from routerlab.serve.log import LogRecord
 
         self.log.append(LogRecord(query_id=qid, text=text, actor=decision.actor, propensity=decision.propensity,
                                   mode=decision.mode, latency_s=float(latency_s), tokens_in=tokens_in,
-                                  tokens_out=tokens_out, cached=cached, dataset=dataset or self.dataset))
+                                  tokens_out=tokens_out, cached=cached, dataset=dataset or self.dataset,
+                                  original_latency_s=original_latency_s, status=status))
 
     def describe(self) -> dict[str, Any]:
         """The served pool and policy, for ``/v1/models`` metadata and the startup line."""
