@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from routerlab.errors import UsageError
-from routerlab.serve.pool import DONE, QUEUED, ActorPool, Job, PoolClosed, QueueFull
+from routerlab.serve.pool import DONE, ActorPool, Job, PoolClosed, QueueFull
 from routerlab.serve.routing import (
     BackendFailure,
     ContextTooLong,
@@ -419,12 +419,19 @@ def create_app(service: RoutingService, *, max_body_bytes: int = MAX_BODY_BYTES,
             raise _error_status(exc) from None
         return job
 
-    def abandon(job: Job[Any], plan: Plan) -> str:
-        """Abort the job; a job that never ran frees its query id here (a running one logs itself aborted)."""
-        before = job.abort()
-        if before == QUEUED:
-            service._release(plan.query_id)
-        return before
+    def abandon(job: Job[Any], plan: Plan) -> bool:
+        """Abort a non-streamed request's job: True when it was too late (the answer is complete and stands).
+        Otherwise the row is settled now: a job that never ran frees its query id, one whose backend started is
+        logged ``aborted`` with the time until now (its worker stays busy until the backend really returns)."""
+        if job.abort() == DONE:
+            return True
+        if job.claim():
+            if job.started_at is None:
+                service._release(plan.query_id)
+            else:
+                latency = (job.aborted_at or time.perf_counter()) - job.started_at
+                state.log_writer.submit(service.record_aborted, plan, latency)
+        return False
 
     def stop_reason(kind: str) -> APIError:
         if kind == "stopping":
@@ -465,7 +472,7 @@ def create_app(service: RoutingService, *, max_body_bytes: int = MAX_BODY_BYTES,
                 w.cancel()
         if job.future not in done:
             kind = "stopping" if watchers[1] in done else "disconnect" if watchers[0] in done else "timeout"
-            if abandon(job, plan) != DONE:
+            if not abandon(job, plan):
                 raise stop_reason(kind)
             await job.future  # the answer was complete just before: it stands
         try:
@@ -534,7 +541,7 @@ def create_app(service: RoutingService, *, max_body_bytes: int = MAX_BODY_BYTES,
             state.streams.discard(q)
             if status == "answered":
                 return
-            abandon(job, plan)
+            job.abort()
             served.abort()
             state.log_writer.submit(served.settle, status)
 

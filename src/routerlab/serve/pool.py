@@ -64,6 +64,7 @@ class Job(Generic[T]):
         self.aborted_at: float | None = None
         self.state = QUEUED
         self._lock = threading.Lock()
+        self._claimed = False
 
     def begin(self) -> bool:
         """Called by the worker: False when the job was aborted while it waited (it is skipped)."""
@@ -92,6 +93,12 @@ class Job(Generic[T]):
                 self.aborted_at = time.perf_counter()
                 self.cancel.set()
             return before
+
+    def claim(self) -> bool:
+        """True for the first caller only: who settles an aborted job's row (or frees its query id)."""
+        with self._lock:
+            first, self._claimed = not self._claimed, True
+            return first
 
     def call_in_loop(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run ``fn(*args)`` on the event loop, never blocking; nothing happens when the loop has closed."""

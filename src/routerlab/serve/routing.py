@@ -216,12 +216,6 @@ class ServedStream:
                         tokens_out=tokens, cached=False, dataset=self._dataset, status=status)
 
 
-def _until(job: Job[Any], t0: float) -> float:
-    """Seconds from ``t0`` to the job's abort (or to now)."""
-    end = job.aborted_at if job.aborted_at is not None else time.perf_counter()
-    return max(0.0, end - t0)
-
-
 def _count_tokens(backend: Backend, text: str) -> int | None:
     """The backend tokenizer's count of ``text`` (None where it has none, or it fails: the answer was served,
     a missing count must not turn it into an error)."""
@@ -429,9 +423,10 @@ class RoutingService:
 
     def execute(self, plan: Plan, *, job: Job[Any] | None = None) -> Served:
         """Call the planned backend and log the row. With ``job`` (the server's), the call stops between tokens
-        once the job is cancelled, and the row is ``aborted`` (latency up to the abort) when the job was aborted
-        before its answer counted (:class:`RequestAborted` is raised then). A cached answer logs the time
-        measured now as ``latency_s`` and the first-measured one as ``original_latency_s``."""
+        once the job is cancelled, and when the job was aborted before its answer counted, nothing is logged here
+        (the server logged the row ``aborted`` when it aborted the job: :meth:`record_aborted`) and
+        :class:`RequestAborted` is raised. A cached answer logs the time measured now as ``latency_s`` and the
+        first-measured one as ``original_latency_s``."""
         backend = self.backends[plan.decision.actor]
         t0 = time.perf_counter()
         try:
@@ -441,22 +436,24 @@ class RoutingService:
                 completion = backend.complete_cancellable(plan.messages, plan.decoding, job.cancel)
         except Exception as exc:
             if job is not None and job.cancel.is_set():
-                self._record(plan.query_id, plan.text, plan.decision, latency_s=_until(job, t0), tokens_in=None,
-                             tokens_out=0, cached=False, dataset=plan.dataset, status="aborted")
                 raise RequestAborted("the request was cancelled") from None
             self._release(plan.query_id)
             raise BackendFailure(plan.decision.actor, exc) from exc
         wall = time.perf_counter() - t0
         if job is not None and not job.finish():
-            self._record(plan.query_id, plan.text, plan.decision, latency_s=_until(job, t0),
-                         tokens_in=completion.tokens_in, tokens_out=completion.tokens_out, cached=False,
-                         dataset=plan.dataset, status="aborted")
             raise RequestAborted("the request was cancelled")
         self._record(plan.query_id, plan.text, plan.decision,
                      latency_s=wall if completion.cached else completion.latency_s,
                      tokens_in=completion.tokens_in, tokens_out=completion.tokens_out, cached=completion.cached,
                      dataset=plan.dataset, original_latency_s=completion.latency_s if completion.cached else None)
         return Served(plan.query_id, plan.decision, completion)
+
+    def record_aborted(self, plan: Plan, latency_s: float) -> None:
+        """Log a request whose backend call started and was aborted (client gone, deadline, shutdown) before its
+        answer was complete: the decision with its propensity, ``status=aborted``, the time until the abort; no
+        token counts (a non-streamed partial answer is discarded)."""
+        self._record(plan.query_id, plan.text, plan.decision, latency_s=max(0.0, latency_s), tokens_in=None,
+                     tokens_out=None, cached=False, dataset=plan.dataset, status="aborted")
 
     def complete(self, messages: Sequence[Message], decoding: Decoding, *, model: str = "routerlab",
                  query_id: str | None = None, dataset: str | None = None) -> Served:
