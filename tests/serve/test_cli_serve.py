@@ -53,6 +53,11 @@ def test_bad_options_are_one_line_exit_2(table_dir: Path, tmp_path: Path, capsys
     assert "--allow-remote" in err
     assert "65535" in run_error(["knn", "--table", str(table_dir), "--actors", ACTORS, "--port", "70000"], capsys)
     assert "explore" in run_error(["knn", *base, "--explore", "1.5"], capsys).lower()
+    for bad in ("0", "-1", "nan", "inf"):
+        assert "--request-timeout must be a finite number of seconds > 0" in run_error(
+            ["knn", *base, "--request-timeout", bad], capsys)
+    assert "--workers must be an integer >= 1, got 0" in run_error(["knn", *base, "--workers", "0"], capsys)
+    assert "--queue must be an integer >= 0, got -1" in run_error(["knn", *base, "--queue", "-1"], capsys)
     assert "ending in .csv" in run_error(["knn", *base, "--log", str(tmp_path / "log.txt")], capsys)
     (tmp_path / "dir.csv").mkdir()
     assert "is a directory" in run_error(["knn", *base, "--log", str(tmp_path / "dir.csv")], capsys)
