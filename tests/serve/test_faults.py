@@ -473,3 +473,46 @@ def test_a_real_server_under_load_stops_on_a_signal(sig: signal.Signals, tmp_pat
     assert len({r["query_id"] for r in logged}) == len(logged)
     assert RequestLog(log).n_records == len(logged)  # reopens: every row whole
     print(f"{sig.name}: exit 0 in {took:.2f} s; {len(outcomes)} responses, {len(logged)} rows")
+
+
+# ------------------------------------------------------------------------------------ cancelling backends
+def test_an_openai_actor_stops_reading_and_retrying_once_cancelled() -> None:
+    """routerlab's openai backend against a slow routerlab server (60 words, 0.05 s each): cancelled after 0.5 s,
+    it returns at once with the words read so far; with the server down, a cancelled call makes no further
+    attempt and waits out no backoff (retries=4, backoff=5 s would wait 75 s)."""
+    remote = service(pool("word_delay=0.05"))
+    text = " ".join(f"w{i}" for i in range(60))
+    with ServerThread(create_app(remote)) as url:
+        (_, spec), = parse_actor_list(f"x=openai:coder-7b@{url},retries=0")
+        backend = load_backend(spec, cache=False)
+        cancel = threading.Event()
+        threading.Timer(0.5, cancel.set).start()
+        t0 = time.perf_counter()
+        got = backend.complete_cancellable([Message("user", text)], Decoding(max_tokens=100), cancel)
+        took = time.perf_counter() - t0
+        assert took < 1.5 and 0 < got.tokens_out < 62, (took, got.tokens_out)
+        backend.close()
+    dead = url  # the server has stopped: every attempt fails to connect
+    (_, spec), = parse_actor_list(f"x=openai:coder-7b@{dead},retries=4,backoff=5")
+    backend = load_backend(spec, cache=False)
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    t0 = time.perf_counter()
+    with pytest.raises(Exception, match="cancelled"):
+        backend.complete_cancellable([Message("user", "hi")], Decoding(max_tokens=4), cancel)
+    assert time.perf_counter() - t0 < 3.0
+    backend.close()
+
+
+def test_a_local_generation_stops_between_tokens_once_cancelled(smollm2: Any) -> None:
+    """A non-streamed SmolLM2 call asked for 400 tokens, cancelled after 1 s: it returns within a few tokens
+    of the cancel with a partial answer (the server's deadline and disconnect use this)."""
+    cancel = threading.Event()
+    msgs = [Message("user", "Write a very long story about a dragon who learns to count.")]
+    timer = threading.Timer(1.0, cancel.set)
+    timer.start()
+    t0 = time.perf_counter()
+    got = smollm2.complete_cancellable(msgs, Decoding(max_tokens=400), cancel)
+    took = time.perf_counter() - t0
+    timer.cancel()
+    assert cancel.is_set() and took < 4.0 and got.tokens_out < 400, (took, got.tokens_out)

@@ -135,7 +135,7 @@ def serve_cmd(
         # and run returns (a second signal skips the wait): stopping on purpose is this command's normal end, exit 0
         with contextlib.suppress(KeyboardInterrupt):
             server.run(sockets=[sock])
-        app_.state.serving.close(timeout=2.0)  # a hanging backend's worker is left to end with the process
+        app_.state.serving.close(timeout=1.0)  # a hanging backend's worker is left to end with the process
         n = request_log.n_records if request_log is not None else None
         held = "" if n is None else f"; the log holds {plural(n, 'request')}"
         typer.echo(f"routerlab: serve: stopped{held}", err=True)
