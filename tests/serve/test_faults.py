@@ -408,10 +408,11 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_a_real_server_under_load_stops_on_a_signal(sig: signal.Signals, tmp_path: Path) -> None:
+@pytest.mark.parametrize("sigs", [[signal.SIGINT], [signal.SIGTERM], [signal.SIGINT, signal.SIGINT]],
+                         ids=["SIGINT", "SIGTERM", "SIGINT-twice"])
+def test_a_real_server_under_load_stops_on_a_signal(sigs: list[signal.Signals], tmp_path: Path) -> None:
     """`routerlab serve` with 24 clients in flight (a third streaming, some stuck on a hanging actor) gets one
-    signal: it exits 0 within a few seconds, prints no traceback, and its log reads."""
+    signal (or Ctrl-C twice): it exits 0 within a few seconds, prints no traceback, and its log reads."""
     table = tmp_path / "demo"
     TABLE.save(table)
     log = tmp_path / "served.csv"
@@ -452,7 +453,10 @@ def test_a_real_server_under_load_stops_on_a_signal(sig: signal.Signals, tmp_pat
             t.start()
         time.sleep(1.5)
         t0 = time.monotonic()
-        proc.send_signal(sig)
+        for i, sig in enumerate(sigs):
+            if i:
+                time.sleep(0.2)
+            proc.send_signal(sig)
         _, err = proc.communicate(timeout=20)
         took = time.monotonic() - t0
         stop.set()
@@ -472,7 +476,8 @@ def test_a_real_server_under_load_stops_on_a_signal(sig: signal.Signals, tmp_pat
     assert logged and {r["status"] for r in logged} <= {"answered", "aborted"}
     assert len({r["query_id"] for r in logged}) == len(logged)
     assert RequestLog(log).n_records == len(logged)  # reopens: every row whole
-    print(f"{sig.name}: exit 0 in {took:.2f} s; {len(outcomes)} responses, {len(logged)} rows")
+    print(f"{'+'.join(s.name for s in sigs)}: exit 0 in {took:.2f} s; {len(outcomes)} responses, "
+          f"{len(logged)} rows")
 
 
 # ------------------------------------------------------------------------------------ cancelling backends

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -112,6 +113,7 @@ def serve_cmd(
     from routerlab.serve.routing import RoutingService
 
     sock = bind(host, port)
+    restore: Callable[[], None] = _nothing
     request_log = None
     backends = {}
     try:
@@ -135,16 +137,47 @@ def serve_cmd(
         # and run returns (a second signal skips the wait): stopping on purpose is this command's normal end, exit 0
         with contextlib.suppress(KeyboardInterrupt):
             server.run(sockets=[sock])
-        app_.state.serving.close(timeout=1.0)  # a hanging backend's worker is left to end with the process
+        # another Ctrl-C from here on ends the process at once, still exit 0; kept to the end of the process when a
+        # signal stopped the server (it is ending: its teardown takes seconds with torch loaded)
+        serving = app_.state.serving
+        serving.flush_log()  # the aborted rows of the requests stopped in flight
         n = request_log.n_records if request_log is not None else None
         held = "" if n is None else f"; the log holds {plural(n, 'request')}"
         typer.echo(f"routerlab: serve: stopped{held}", err=True)
+        restore = _exit_on_signal() if server.signals == 0 else (_exit_on_signal(), _nothing)[1]
+        serving.close(timeout=1.0)  # cancelled generations end; a hanging backend's worker ends with the process
     finally:
         for backend in backends.values():
             backend.close()
         if request_log is not None:
             request_log.close()
         sock.close()
+        restore()
+
+
+def _nothing() -> None:
+    """Nothing to undo."""
+
+
+def _exit_on_signal() -> Callable[[], None]:
+    """After the server has stopped, SIGINT and SIGTERM end the process at once with exit 0 (the log's rows are
+    whole in the file already: each is one write): a second Ctrl-C during the last steps (closing the backends
+    and the log, and a process with torch loaded takes seconds to exit) must not raise KeyboardInterrupt nor
+    die with 143. Returns the function that puts the previous handlers back (main thread only)."""
+    import os
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return _nothing
+    sigs = (signal.SIGINT, signal.SIGTERM)
+    before = {sig: signal.signal(sig, lambda *_: os._exit(0)) for sig in sigs}
+
+    def restore() -> None:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+    return restore
 
 
 def check_limits(request_timeout: float, workers: int | None, queue: int) -> None:

@@ -304,6 +304,10 @@ class ServingState:
         for pool in self.pools.values():
             pool.close()
 
+    def flush_log(self) -> None:
+        """Write the log rows still pending (aborted requests settled from the event loop's side)."""
+        self.log_writer.shutdown(wait=True)
+
     def close(self, timeout: float = 2.0) -> bool:
         """After the server has stopped: wait up to ``timeout`` seconds for the actors' workers (False when one
         is still inside a hanging backend; it is a daemon thread) and for the pending log rows."""
