@@ -277,9 +277,9 @@ def default_workers(backend: Backend) -> int:
 
 
 class ServingState:
-    """What the app holds besides the service: one :class:`ActorPool` per actor, the shutdown switch, the open
-    streams' queues (told when the server stops) and a small executor for log rows written from the event loop's
-    side (a stream settled after its last event)."""
+    """What the app holds besides the service: one :class:`ActorPool` per actor, the shutdown switch, the waiting
+    requests' stop futures and the open streams' queues (both told when the server stops), and a small executor
+    for log rows written from the event loop's side (an aborted request, a stream settled after its last event)."""
 
     def __init__(self, service: RoutingService, *, request_timeout: float, workers: int | None,
                  queue_size: int) -> None:
@@ -288,7 +288,7 @@ class ServingState:
         self.pools = {a: ActorPool(a, workers or default_workers(service.backends[a]), queue_size)
                       for a in service.actor_names}
         self.stopping = False
-        self.stopped = asyncio.Event()
+        self.waiters: set[asyncio.Future[None]] = set()
         self.streams: set[asyncio.Queue[tuple[str, Any]]] = set()
         self.log_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="routerlab-log")
 
@@ -298,7 +298,9 @@ class ServingState:
         if self.stopping:
             return
         self.stopping = True
-        self.stopped.set()
+        for waiter in list(self.waiters):
+            if not waiter.done():
+                waiter.set_result(None)
         for q in list(self.streams):
             q.put_nowait(("stopping", None))
         for pool in self.pools.values():
@@ -467,11 +469,14 @@ def create_app(service: RoutingService, *, max_body_bytes: int = MAX_BODY_BYTES,
         if req.stream:
             return await start_stream(request, req, plan, created, deadline)
         job = submit(plan, lambda j: service.execute(plan, job=j))
-        watchers = [asyncio.ensure_future(watch_disconnect(request)), asyncio.ensure_future(state.stopped.wait())]
+        stop: asyncio.Future[None] = loop.create_future()  # resolved by begin_shutdown
+        state.waiters.add(stop)
+        watchers = [asyncio.ensure_future(watch_disconnect(request)), stop]
         try:
             done, _ = await asyncio.wait({job.future, *watchers}, timeout=max(0.0, deadline - loop.time()),
                                          return_when=asyncio.FIRST_COMPLETED)
         finally:
+            state.waiters.discard(stop)
             for w in watchers:
                 w.cancel()
         if job.future not in done:
