@@ -1,12 +1,13 @@
 """Deterministic test backends for the serve tests (no model): registered as the backend kind ``test-echo``.
 
-``NAME=test-echo:LABEL[,delay=S,fail=true,fail_after=K,word_delay=S,hang=true,context=N]`` answers
+``NAME=test-echo:LABEL[,delay=S,fail=true,fail_after=K,word_delay=S,hang=true,context=N,repeat=R]`` answers
 ``"LABEL says: <last user message>"`` after sleeping ``delay`` seconds; ``fail`` raises on every call (a dead
 backend), ``fail_after`` breaks a stream after K deltas. Streams yield the answer word by word, so their
 concatenation equals the non-streamed answer. ``word_delay`` sleeps before each word (a slow generation; a
 cancellable call stops between words), ``hang`` blocks every call until :func:`release_hangs` (a backend that
 never answers and ignores cancellation, like a dead connection), and ``context`` gives the model a context
-window of N tokens, a token being a space-separated word of the chat.
+window of N tokens, a token being a space-separated word of the chat; ``repeat`` says the answer R times over
+(a long answer to a short prompt).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def reset_hangs() -> None:
 @register_backend("test-echo")
 class EchoBackend(Backend):
     options: ClassVar[dict[str, Any]] = {"delay": 0.0, "fail": False, "fail_after": -1, "word_delay": 0.0,
-                                         "hang": False, "context": 0}
+                                         "hang": False, "context": 0, "repeat": 1}
 
     def _answer(self, messages: Sequence[Message], decoding: Decoding) -> list[str]:
         if self.spec.option("fail", False):
@@ -43,7 +44,7 @@ class EchoBackend(Backend):
         if self.spec.option("hang", False):
             _RELEASE.wait(120)
         last = next(m.content for m in reversed(messages) if m.role == "user")
-        words = f"{self.spec.model} says: {last}".split(" ")
+        words = f"{self.spec.model} says: {last}".split(" ") * int(self.spec.option("repeat", 1))
         return [w if i == 0 else " " + w for i, w in enumerate(words)][: decoding.max_tokens]
 
     def complete(self, messages: Sequence[Message], decoding: Decoding = GREEDY) -> Completion:

@@ -398,6 +398,40 @@ def test_stopping_answers_requests_in_flight_at_once(tmp_path: Path) -> None:
     assert [r["status"] for r in rows(tmp_path / "log.csv")] == ["aborted"] * 5
 
 
+def test_stopping_with_a_stream_nobody_reads_cuts_it_without_a_traceback(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A client asks for an 8 MB stream and stops reading (its socket's buffers fill, the server's write waits):
+    the stop cuts that connection after a short drain instead of uvicorn cancelling the task after its grace
+    period with an ASGI CancelledError traceback (the issue's Ctrl-C output)."""
+    import socket
+
+    svc = service(pool("repeat=400"), tmp_path / "log.csv")
+    thread = ServerThread(create_app(svc))
+    url = thread.__enter__()
+    word = "x" * 2000
+    body = json.dumps(chat("coder-7b", " ".join([word] * 8), stream=True, max_tokens=4000)).encode()
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(10)
+    try:
+        sock.connect(("127.0.0.1", int(urlsplit(url).port or 0)))
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        assert sock.recv(64).startswith(b"HTTP/1.1 200")
+        time.sleep(1.0)  # the answer is produced; the server's writes wait for a reader that never comes
+        t0 = time.perf_counter()
+        thread.stop()
+        took = time.perf_counter() - t0
+    finally:
+        sock.close()
+    svc.close()
+    err = capfd.readouterr().err
+    assert took < 3.0, took
+    assert "Traceback" not in err and "CancelledError" not in err and "graceful shutdown exceeded" not in err, err
+    (row,) = rows(tmp_path / "log.csv")
+    assert (row["status"], row["actor"]) == ("aborted", "coder-7b"), (row["status"], row["tokens_out"], took)
+
+
 # ------------------------------------------------------------------------------------------ stop signals
 SERVER = """
 import sys

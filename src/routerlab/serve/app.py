@@ -52,6 +52,7 @@ from routerlab.serve.routing import (
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
+    from starlette.requests import Request
 
     from routerlab.llm.base import Backend, Decoding, Message
 
@@ -334,7 +335,7 @@ def create_app(service: RoutingService, *, max_body_bytes: int = MAX_BODY_BYTES,
     ``app.state.serving`` (:class:`ServingState`) holds the actors' pools: :func:`make_server` stops them with
     the server. ``workers`` (None: :func:`default_workers` per actor) and ``queue_size`` size each actor's pool;
     ``request_timeout`` is each request's deadline in seconds."""
-    from fastapi import FastAPI, Request
+    from fastapi import FastAPI
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, Response, StreamingResponse
     from starlette.concurrency import run_in_threadpool
@@ -508,7 +509,7 @@ def create_app(service: RoutingService, *, max_body_bytes: int = MAX_BODY_BYTES,
                            deadline: float) -> Response:
         loop = asyncio.get_running_loop()
         served = service.stream_plan(plan)
-        served.log_when_done = False  # logged once the last event is sent (answered) or the client left
+        served.log_when_done = False  # logged after the finishing chunk (answered), or aborted
         q: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 
         def produce(job: Job[Any]) -> None:
@@ -577,7 +578,7 @@ def create_app(service: RoutingService, *, max_body_bytes: int = MAX_BODY_BYTES,
         rid = served.query_id if req.query_id is None else new_query_id()
         extra = {"query_id": served.query_id, "propensity": served.decision.propensity,
                  "mode": served.decision.mode}
-        return StreamingResponse(_events(served, q, first, kind == "end", rid, created, req, plan, extra,
+        return StreamingResponse(_events(request, served, q, first, kind == "end", rid, created, req, plan, extra,
                                          stop_reason, finish_up, state),
                                  media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -588,7 +589,8 @@ def create_app(service: RoutingService, *, max_body_bytes: int = MAX_BODY_BYTES,
     return app
 
 
-async def _events(served: ServedStream, q: asyncio.Queue[tuple[str, Any]], first: str | None, ended: bool,
+async def _events(request: Request, served: ServedStream, q: asyncio.Queue[tuple[str, Any]], first: str | None,
+                  ended: bool,
                   rid: str, created: int, req: ChatRequest, plan: Plan, extra: Mapping[str, Any],
                   stop_reason: Callable[[str], APIError], finish_up: Callable[[str | None], None],
                   state: ServingState) -> AsyncIterator[str]:
@@ -628,9 +630,13 @@ async def _events(served: ServedStream, q: asyncio.Queue[tuple[str, Any]], first
             payload = {"id": rid, "object": "chat.completion.chunk", "created": created,
                        "model": served.decision.actor, "choices": [], "usage": usage}
             yield f"data: {json.dumps(payload)}\n\n"
-        yield "data: [DONE]\n\n"
+        if await request.is_disconnected():  # a send to a closed connection returns quietly: the client left
+            finish_up("aborted")
+            return
+        # logged before [DONE]: a client that has its whole answer finds its row (e.g. to send feedback on it)
         finish_up("answered")
         await asyncio.get_running_loop().run_in_executor(state.log_writer, served.settle, "answered")
+        yield "data: [DONE]\n\n"
     finally:
         finish_up("aborted")  # the client went away (this generator was cancelled or closed): no-op otherwise
 
@@ -663,8 +669,12 @@ def base_url(sock: socket.socket) -> str:
 
 
 GRACE_S = 5.0
-"""After a stop signal, the longest uvicorn waits for responses in flight (they end within milliseconds: each
-gets a 503 or an error event) before it cancels what is left."""
+"""uvicorn's own limit on the wait for responses in flight after a stop (a backstop: routerlab's wait below ends
+first)."""
+
+DRAIN_S = 1.0
+"""After a stop, how long responses in flight may take to reach their clients (each was answered at once: a 503
+or an error event) before the connections still open are cut (a client that does not read its stream)."""
 
 
 def make_server(app: FastAPI, *, log_level: str = "warning", access_log: bool = False) -> Any:
@@ -711,6 +721,25 @@ def _server_class() -> type[Any]:
             finally:
                 for sig, handler in before.items():
                     signal.signal(sig, handler)
+
+        async def _wait_tasks_to_complete(self) -> None:
+            """uvicorn's wait for the responses in flight, bounded by routerlab: every request was answered at once
+            by the stop (503 or an error event), so what is left after ``DRAIN_S`` is a response its client does
+            not read (a paused stream, its socket full). Those connections are cut: their handlers see the client
+            gone and end normally (the row is logged aborted). Otherwise uvicorn would cancel their tasks after its
+            grace period and print an ASGI ``CancelledError`` traceback for each."""
+            loop = asyncio.get_running_loop()
+            state = self.server_state
+            end = loop.time() + (0.0 if self.force_exit else DRAIN_S)
+            while state.connections and loop.time() < end and not self.force_exit:
+                await asyncio.sleep(0.05)
+            for connection in list(state.connections):
+                transport = getattr(connection, "transport", None)
+                if transport is not None:
+                    transport.abort()
+            end = loop.time() + 1.0
+            while state.tasks and loop.time() < end:
+                await asyncio.sleep(0.02)
 
         def handle_exit(self, sig: int, frame: Any) -> None:
             self.signals += 1

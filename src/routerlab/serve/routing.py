@@ -118,8 +118,8 @@ class Served:
 class ServedStream:
     """The text deltas of one streamed answer (iterate once). After the last delta: ``latency_s`` (the stream's
     wall time), ``tokens_out`` (None where the backend cannot count) and ``finished`` are set, and the request
-    is logged ``answered`` (unless ``log_when_done`` is False: the server logs it once the last event has been
-    sent, with :meth:`settle`).
+    is logged ``answered`` (unless ``log_when_done`` is False: the server logs it once the finishing chunk has
+    been sent, before ``[DONE]``, with :meth:`settle`).
 
     A stream closed early (the reader went away, or :meth:`abort` was called for a deadline) is logged
     ``aborted`` with its propensity, the time until the abort as its latency and the tokens generated so far;
