@@ -154,7 +154,8 @@ def promote_text(result: PromotionResult) -> str:
                  f"disagree on {s.n_disagree} rows, {s.n_disagree_logged_candidate} logged with the candidate's "
                  f"actor, {s.n_disagree_logged_current} with the current's")
     if result.truth is not None:
-        lines.append(f"  truth (the table holds the logged queries): difference {_num(result.truth['difference'], True)}")
+        lines.append("  truth (the table holds the logged queries): difference "
+                     f"{_num(result.truth['difference'], True)}")
     lines.append(f"  reason: {o.reason}")
     lines += [f"  warning: {w}" for w in result.warnings if w != o.reason]
     return "\n".join(lines)
