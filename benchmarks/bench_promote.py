@@ -258,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--interval", default="normal", choices=["normal", "bootstrap"])
     ap.add_argument("--min-support", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--estimators", default=",".join(ESTIMATORS))
     ap.add_argument("--scenarios", default=",".join(SCENARIOS), help="a subset of " + ", ".join(SCENARIOS))
     ap.add_argument("--json", type=Path, default=None, help="write the summary (and every deployment) here")
     args = ap.parse_args(argv)
@@ -271,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
 
     with threadpool_limits(1):
         res = run(load(args.table, args.data), reps=args.reps, sizes=sizes, epsilon=args.epsilon,
-                  interval=args.interval, seed=args.seed, min_support=args.min_support, scenarios=scenarios)
+                  interval=args.interval, seed=args.seed, min_support=args.min_support, scenarios=scenarios,
+                  estimators=tuple(e.strip() for e in args.estimators.split(",")))
     print(table_text(res))
     if args.json is not None:
         args.json.write_text(json.dumps(res, indent=1, default=float) + "\n")
