@@ -95,9 +95,10 @@ def promote_cmd(
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Directory to write promote.json to.")] = None,
     force: Annotated[bool, force_option()] = False,
 ) -> None:
-    """Decide whether a candidate router should replace the current one, from the current deployment's log:
-    V(candidate) - V(current) on the same logged rows with a paired 95% interval; promote only when its lower
-    bound exceeds the margin."""
+    """Decide from the current deployment's log whether a candidate router should replace the current one.
+
+    The candidate's value minus the current router's, estimated on the same logged rows with a paired 95%
+    interval; the gate promotes only when its lower bound exceeds the margin."""
     from routerlab.protocols.base import MAX_BOOT, MIN_BOOT, check_encoder
     from routerlab.protocols.ope import REWARD_MODELS, _check_training_split
     from routerlab.protocols.promote import ESTIMATORS, INTERVALS, check_margin, promotion_gate, read_gate_log
