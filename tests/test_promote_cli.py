@@ -43,6 +43,10 @@ def test_json_record(files: dict[str, Path], capsys: pytest.CaptureFixture[str],
     assert record["command"] == "promote" and record["routers"] == ["best-single", "knn:k=10"]
     assert record["seed"] == 2 and record["routerlab_version"] and record["data"]["content_hash"]
     assert record["estimator"] == "dr" and record["margin"] == 0.0 and record["metric"] == "mu_o"
+    assert record["settings"] == {"current": "best-single", "candidate": "knn:k=10", "estimator": "dr",
+                                  "margin": 0.0, "interval": "normal", "n_boot": 1000, "reward_model": "ridge",
+                                  "encoder": "tfidf:dim=32", "split": "given", "min_support_rows": 5,
+                                  "min_ess": 30.0}
     assert record["interval"] == {"method": "normal", "level": 0.95, "sides": "two-sided"}
     assert record["nominal_false_promotion"] == 0.025
     d = record["difference"]
@@ -136,3 +140,40 @@ def test_bad_files_are_one_line(files: dict[str, Path], capsys: pytest.CaptureFi
     assert (full / "promote.json").read_text() == "{}"
     assert _run(files, *routers, "-o", str(full), "--force") == 0
     assert json.loads((full / "promote.json").read_text())["command"] == "promote"
+
+
+def test_a_served_log_with_its_feedback(files: dict[str, Path], capsys: pytest.CaptureFixture[str],
+                                        tmp_path: Path) -> None:
+    """The request log of ``routerlab serve`` (its own columns, ids of its own, an empty score), scored by
+    attach_feedback, is what promote judges on: the rows a deployment of best-single with exploration logged."""
+    import numpy as np
+
+    from routerlab.data.store import load
+    from routerlab.serve.feedback import attach_feedback
+    from routerlab.serve.log import LogRecord, RequestLog
+
+    table = load(files["table"])
+    logged = simulate_logs(table, "eps-greedy:best-single:0.5", part="test", seed=7)
+    texts, actors = logged.table.queries.text, logged.actor
+    full = table.select_queries(np.isin(table.queries.ids, logged.table.queries.ids))
+    order = {q: i for i, q in enumerate(full.queries.ids)}
+    log = RequestLog(tmp_path / "served.csv")
+    scores: dict[str, float] = {}
+    for i, qid in enumerate(logged.table.queries.ids):
+        rid = f"req-{i:04d}"
+        actor = table.actor_names[int(actors[i])]
+        log.append(LogRecord(query_id=rid, text=str(texts[i]), actor=actor, propensity=float(logged.propensity[i]),
+                             mode="routed", latency_s=0.01))
+        scores[rid] = float(full.score[order[qid], int(actors[i])])
+    log.append(LogRecord(query_id="req-forced", text="What is 2 + 2?", actor=table.actor_names[0], propensity=1.0,
+                         mode="forced", latency_s=0.01))
+    scores["req-forced"] = 1.0
+    log.close()
+    result = attach_feedback(tmp_path / "served.csv", scores, tmp_path / "scored.csv")
+    assert result.forced == 1 and result.written == logged.n
+    assert main(["promote", "--table", str(files["table"]), "--log", str(tmp_path / "scored.csv"), *ENC,
+                 "--current", "best-single", "--candidate", "knn:k=10", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["n"] == logged.n and "truth" not in record  # served ids are not the table's
+    assert record["log"]["min_propensity"] == pytest.approx(float(logged.propensity.min()))
+    assert record["decision"] in ("promote", "keep", "undecided")

@@ -331,6 +331,7 @@ class PromotionResult:
     reward_model: dict[str, Any]
     n_boot: int
     seed: int
+    settings: dict[str, Any] = field(default_factory=dict)
     truth: dict[str, float] | None = None
     warnings: list[str] = field(default_factory=list)
 
@@ -343,6 +344,7 @@ class PromotionResult:
 
         out: dict[str, Any] = {
             **self.provenance.to_dict(),
+            "settings": self.settings,
             "log": self.log,
             "training": self.training,
             "current": {**self.current, "value": num(e.current) if enough else None},
@@ -465,4 +467,7 @@ def promotion_gate(table: RoutingTable, logs: Logs, current: str, candidate: str
         provenance=Provenance.of(table, sp, seed=seed, encoder=flog.encoder, routers=[current, candidate]),
         log=log_info, training={"n_train": int(train_table.n_queries), "left_out_logged_queries": n_leak},
         current=described[0], candidate=described[1], outcome=outcome, reward_model=model_info, n_boot=n_boot,
-        seed=seed, truth=truth, warnings=run_warnings)
+        seed=seed, truth=truth, warnings=run_warnings,
+        settings={"current": current, "candidate": candidate, "estimator": estimator, "margin": float(margin),
+                  "interval": interval, "n_boot": n_boot, "reward_model": reward_model, "encoder": encoder,
+                  "split": split, "min_support_rows": MIN_SUPPORT_ROWS, "min_ess": MIN_ESS})
