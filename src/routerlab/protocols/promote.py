@@ -448,7 +448,7 @@ def promotion_gate(table: RoutingTable, logs: Logs, current: str, candidate: str
                    margin=margin, interval=interval, n_boot=n_boot, seed=seed)
     if outcome.decision == "undecided":
         run_warnings.append(outcome.reason)
-    elif outcome.support.thin:  # pragma: no cover - thin support always makes the gate undecided
+    if outcome.support.thin and not outcome.reason.startswith("thin support"):  # below 30 rows, say both
         run_warnings.append("thin support: " + "; ".join(outcome.support.reasons))
     truth: dict[str, float] | None = None
     rows, _ = _truth_rows(table, logged)
