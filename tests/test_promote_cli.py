@@ -177,3 +177,13 @@ def test_a_served_log_with_its_feedback(files: dict[str, Path], capsys: pytest.C
     assert record["n"] == logged.n and "truth" not in record  # served ids are not the table's
     assert record["log"]["min_propensity"] == pytest.approx(float(logged.propensity.min()))
     assert record["decision"] in ("promote", "keep", "undecided")
+
+
+def test_missing_options_are_one_line(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    for args, needle in ((["--current", "knn", "--candidate", "knn"], "Missing option '--log'"),
+                         (["--log", str(files["log"]), "--candidate", "knn"], "Missing option '--current'"),
+                         (["--log", str(files["log"]), "--current", "knn", "--candidate", "knn", "--margin", "x"],
+                          "Invalid value for '--margin'")):
+        assert main(["promote", *args]) == 2
+        err = capsys.readouterr().err
+        assert needle in err and err.count("\n") == 1, err
