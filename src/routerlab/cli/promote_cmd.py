@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 ESTIMATOR_HELP = ("Estimator of each router's value on the logged rows: dr (doubly robust, the default), ips or "
                   "snips.")
 INTERVAL_HELP = ("Two-sided 95% interval of the difference: normal (the per-row differences' standard error; "
-                 "default) or bootstrap (paired percentile bootstrap over the logged rows).")
+                 "default, calibrated) or bootstrap (paired percentile bootstrap over the logged rows; less "
+                 "conservative at the boundary, see docs/promote.md).")
 MARGIN_HELP = ("Promote only when the interval's lower bound exceeds this difference of mean scores "
                "(0.01 = one point); in [0, 1).")
 
