@@ -72,10 +72,13 @@ def _log_paths(paths: list[Path]) -> list[Path]:
 @app.command("promote")
 def promote_cmd(
     log: Annotated[list[Path], typer.Option(
-        "--log", help="Logged traffic with a score on every row and its propensities ('routerlab log' output, or a "
-                      "served log scored with its feedback); repeat for several files.")],
-    current: Annotated[str, typer.Option("--current", help="The router deployed now (a router spec).")],
-    candidate: Annotated[str, typer.Option("--candidate", help="The router that would replace it (a router spec).")],
+        "--log", metavar="LOG",
+        help="Logged traffic with a score on every row and its propensities ('routerlab log' output, or a served "
+             "log scored with its feedback); repeat for several files.")],
+    current: Annotated[str, typer.Option(
+        "--current", metavar="ROUTER", help="The router deployed now (a router spec).")],
+    candidate: Annotated[str, typer.Option(
+        "--candidate", metavar="ROUTER", help="The router that would replace it (a router spec).")],
     table_dir: Annotated[Path | None, typer.Option(
         "--table", help="The table whose training side both routers learn from (logged queries left out); "
                         "default: the embedded demo.")] = None,
