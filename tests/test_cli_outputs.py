@@ -70,6 +70,7 @@ ROLES: dict[tuple[str, str], str] = {
     ("results paper", "experiment"): INPUT, ("results paper", "store"): INPUT,
     ("power", "table_dir"): INPUT, ("synth", "table_dir"): INPUT, ("grade", "answers"): INPUT,
     ("judge-check", "output"): OUTPUT, ("judge-check", "cache_dir"): RESUMED, ("judge-check", "labels"): INPUT,
+    ("promote", "output"): OUTPUT, ("promote", "log"): INPUT, ("promote", "table_dir"): INPUT,
 }
 
 # a parameter (not a flag) named like an output must be declared even when it is not typed as a path
@@ -114,7 +115,7 @@ def test_every_path_parameter_is_declared() -> None:
     stale = sorted(set(ROLES) - set(PATHS))
     assert not undeclared, f"declare these path parameters in ROLES (and give outputs a recipe): {undeclared}"
     assert not stale, f"ROLES names parameters no command has: {stale}"
-    assert len(WRITTEN) == 17
+    assert len(WRITTEN) == 18  # promote: -o
 
 
 def test_every_command_that_writes_has_force() -> None:
@@ -195,7 +196,20 @@ RECIPES: dict[tuple[str, str], tuple[str, Callable[[Inputs], list[str]]]] = {
     ("synth", "output"): ("synth", lambda i: ["synth", str(i.table), "--society", "sa"]),
     ("judge-check", "output"): ("report.json", lambda i: ["judge-check", str(_labels(i)), "--judges",
                                                           f"judge:{i.backend}:m", "--cache-dir", str(i.cache)]),
+    ("promote", "output"): ("promote", lambda i: ["promote", "--table", str(i.table), "--log", str(_log(i)),
+                                                  "--current", "best-single", "--candidate", "best-single"]),
 }
+
+
+def _log(i: Inputs) -> Path:
+    """A uniform log of the demo table's test split, beside the other inputs (for promote)."""
+    from routerlab.data.logs import write_logs
+    from routerlab.protocols.policies import simulate_logs
+
+    path = i.cache.parent / "promote-log.csv"
+    if not path.exists():
+        write_logs(simulate_logs(load(i.table), "uniform", part="test", seed=1), path)
+    return path
 
 
 def _labels(i: Inputs) -> Path:
