@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from routerlab.llm.base import Decoding, Message
+    from routerlab.serve.feedback_store import FeedbackStore
 
 MAX_BODY_BYTES = 1 << 20
 """Default request body limit (1 MiB); a larger body is answered 413 before it is parsed."""
@@ -228,9 +229,33 @@ def _error_status(exc: Exception) -> APIError:
     return APIError(500, f"internal error ({type(exc).__name__}); see the server's log", type="server_error")
 
 
+def feedback_reply(store: FeedbackStore | None, body: bytes) -> dict[str, Any]:
+    """The answer to a ``POST /v1/feedback`` body (an :class:`APIError` for a refusal); blocking (it writes and
+    fsyncs the feedback file): run it off the event loop. See :mod:`routerlab.serve.feedback_store`."""
+    from routerlab.serve.feedback_store import FeedbackRejected, check_feedback
+
+    try:
+        parsed = json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise APIError(400, f"could not parse the JSON body of the request ({first})") from None
+    try:
+        qid, score, metadata = check_feedback(parsed)
+        if store is None:
+            raise FeedbackRejected(409, "this server keeps no request log (start it with --log), so it has no "
+                                   "request to attach feedback to", code="no_request_log")
+        entry, recorded = store.submit(qid, score, metadata)
+    except FeedbackRejected as exc:
+        raise APIError(exc.status, str(exc), param=exc.param, code=exc.code) from None
+    return {"object": "feedback", "query_id": entry.query_id, "score": entry.score, "created": entry.created,
+            "recorded": recorded}
+
+
 def create_app(service: RoutingService, *, max_body_bytes: int = MAX_BODY_BYTES,
-               max_tokens_limit: int = MAX_TOKENS_LIMIT) -> FastAPI:
-    """The FastAPI app serving ``service``. The caller owns the service (closing it closes backends and log)."""
+               max_tokens_limit: int = MAX_TOKENS_LIMIT, feedback: FeedbackStore | None = None) -> FastAPI:
+    """The FastAPI app serving ``service``. The caller owns the service (closing it closes backends and log) and
+    ``feedback``, the store of ``POST /v1/feedback`` (default: one opened on the service's log at the first
+    feedback request)."""
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -333,6 +358,22 @@ def create_app(service: RoutingService, *, max_body_bytes: int = MAX_BODY_BYTES,
                           "mode": served.decision.mode, "cached": c.cached},
         })
 
+    app.state.feedback = feedback
+    feedback_lock = threading.Lock()
+
+    def feedback_store() -> FeedbackStore | None:
+        with feedback_lock:
+            if app.state.feedback is None and service.log is not None:
+                from routerlab.serve.feedback_store import FeedbackStore
+
+                app.state.feedback = FeedbackStore(service.log)
+            return app.state.feedback  # type: ignore[no-any-return]
+
+    async def post_feedback(request: Request) -> Response:
+        body = await read_body(request)
+        answer = await run_in_threadpool(lambda: feedback_reply(feedback_store(), body))
+        return JSONResponse(answer)
+
     async def start_stream(req: ChatRequest, created: int) -> Response:
         try:  # routing encodes and scores the text: off the event loop, like every blocking step
             served = await run_in_threadpool(service.stream, req.messages, req.decoding, model=req.model,
@@ -355,6 +396,7 @@ def create_app(service: RoutingService, *, max_body_bytes: int = MAX_BODY_BYTES,
     app.add_route("/v1/models", list_models, methods=["GET"])
     app.add_route("/v1/models/{model_id:path}", get_model, methods=["GET"])
     app.add_route("/v1/chat/completions", chat_completions, methods=["POST"])
+    app.add_route("/v1/feedback", post_feedback, methods=["POST"])
     return app
 
 
