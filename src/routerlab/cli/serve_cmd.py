@@ -72,6 +72,9 @@ def serve_cmd(
     no_cache: Annotated[bool, typer.Option(
         "--no-cache", metavar="",
         help="Call the backends every time (default: identical requests hit the llm call cache).")] = False,
+    learn: Annotated[int | None, typer.Option(
+        "--learn", help="Refit an exploring router (linucb, thompson, eps-greedy, barp) in the background after "
+                        "every N feedback events (POST /v1/feedback); needs --log.")] = None,
 ) -> None:
     """Answer /v1/chat/completions and /v1/models like an OpenAI server, routing each request (docs/serve.md)."""
     from importlib.util import find_spec
@@ -84,8 +87,14 @@ def serve_cmd(
     missing = [m for m in ("fastapi", "uvicorn") if find_spec(m) is None]
     if missing:
         raise UsageError(f"routerlab serve needs {' and '.join(missing)}: pip install 'routerlab[llm]'")
-    get_router(router_spec, seed=seed)  # a bad name or option is one line, before anything is loaded
+    probe = get_router(router_spec, seed=seed)  # a bad name or option is one line, before anything is loaded
     refuse_bounds([router_spec])
+    if learn is not None:
+        from routerlab.serve.learn import check_learn
+
+        check_learn(learn, probe)
+        if log is None:
+            raise UsageError("--learn needs --log: it learns from the feedback on logged requests")
     check_serving_encoder(encoder)
     specs = parse_actor_list(actors)
     check_host(host, allow_remote)
@@ -96,19 +105,29 @@ def serve_cmd(
 
     from routerlab.llm.base import load_backend
     from routerlab.serve.app import base_url, bind, create_app, make_server
+    from routerlab.serve.feedback_store import FeedbackStore
+    from routerlab.serve.learn import Learner
     from routerlab.serve.log import RequestLog
     from routerlab.serve.routing import RoutingService
 
     sock = bind(host, port)
     request_log = None
+    store = None
+    learner = None
     backends = {}
     try:
         request_log = RequestLog(log) if log is not None else None
+        store = FeedbackStore(request_log) if request_log is not None else None
         for name, spec in specs:
             typer.echo(f"routerlab: serve: loading actor {name} ({spec.describe()})", err=True)
             backends[name] = load_backend(spec, cache=not no_cache)
         service = RoutingService.train(router_spec, table, backends, encoder=encoder, split=split,
                                        explore=explore, seed=seed, log=request_log)
+        if learn is not None:
+            from routerlab.protocols.ope import training_split
+
+            learner = Learner(service, router_spec, training_split(table, split, seed).apply(table)[0], store,
+                              learn, seed=seed)
         url = base_url(sock)
         where = f"; logging to {log}" if log is not None else ""
         typer.echo(f"routerlab: serving {router_spec} over {', '.join(service.actor_names)} at {url} "
@@ -116,7 +135,7 @@ def serve_cmd(
                    "Ctrl-C stops", err=True)
         typer.echo(url)
         sys.stdout.flush()
-        server = make_server(create_app(service, max_body_bytes=max_body))
+        server = make_server(create_app(service, max_body_bytes=max_body, feedback=store))
         # uvicorn handles SIGINT/SIGTERM itself (finishing the requests in flight), then re-raises the signal
         # once it has shut down: stopping the server on purpose is the normal end of this command, exit 0
         with contextlib.suppress(KeyboardInterrupt):
@@ -125,6 +144,10 @@ def serve_cmd(
         held = "" if n is None else f"; the log holds {plural(n, 'request')}"
         typer.echo(f"routerlab: serve: stopped{held}", err=True)
     finally:
+        if learner is not None:
+            learner.close()
+        if store is not None:
+            store.close()
         for backend in backends.values():
             backend.close()
         if request_log is not None:
