@@ -145,3 +145,64 @@ def test_bad_learn_options_are_one_line_exit_2(tmp_path: Path, capsys: pytest.Ca
     assert "does not explore" in run_error(["knn", *base, "--learn", "5"], capsys)
     assert "needs --log" in run_error(["linucb", "--actors", ACTORS, "--port", "0", "--learn", "5"], capsys)
     assert not (tmp_path / "served.csv").exists()
+
+
+def test_a_real_run_with_learn_refits_on_posted_feedback(tmp_path: Path) -> None:
+    """``routerlab serve linucb --log L --learn 2``: two answers, two scores posted, one refit on /v1/models;
+    the feedback file beside the log holds the scores and ``read_logs`` joins them."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    from routerlab.data.logs import read_logs
+    from tests.serve.test_cli_serve import REPO, SERVER
+
+    table_dir = tmp_path / "demo"
+    TABLE.save(table_dir)
+    log = tmp_path / "served.csv"
+    env = {**os.environ, "ROUTERLAB_PROGRESS": "0"}
+    cmd = [sys.executable, "-c", SERVER.format(repo=str(REPO)), "serve", "linucb", "--table", str(table_dir),
+           "--actors", ACTORS, "--port", "0", "--log", str(log), "--learn", "2", "--no-cache"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+    def call(path: str, body: dict[str, object] | None = None) -> dict[str, object]:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(url + path, data=data, headers={"content-type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return dict(json.loads(r.read()))
+
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                call("/models")
+                break
+            except OSError:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        for k in range(2):
+            out = call("/chat/completions", {"model": "routerlab", "messages": [{"role": "user", "content": f"q {k}"}],
+                                             "metadata": {"query_id": f"r{k}"}})
+            assert call("/feedback", {"query_id": f"r{k}", "score": 1.0})["recorded"] is True
+            assert out["routerlab"]["query_id"] == f"r{k}"  # type: ignore[index]
+        for _ in range(300):
+            learning = call("/models")["data"][0]["routerlab"]["learning"]  # type: ignore[index]
+            if learning["refits"] == 1:
+                break
+            time.sleep(0.1)
+        assert learning["refits"] == 1 and learning["last_refit"] and learning["last_error"] is None
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert read_logs(log).n == 2 and (tmp_path / "served.feedback.csv").is_file()
