@@ -6,8 +6,9 @@ Run:  .venv/bin/python benchmarks/bench_learn.py [--quick] [--seeds 5] [--every 
 For each table (the demo, 3,000 queries; llmrouter from ../shared/data, 5,608 train / 500 test, 9 actors) and
 each exploring router (linucb, eps-greedy), per seed:
 
-- the **served** router starts from a warm start of ``--warm`` random training queries (full feedback), with the
-  tf-idf encoder fitted on every training text (texts are free; outcomes are what is scarce);
+- the **served** router starts from a warm start of ``--warm`` random training queries (full feedback; ``--warm
+  0``: the whole training side, as ``serve --learn`` starts), with the tf-idf encoder fitted on every training text
+  (texts are free; outcomes are what is scarce);
 - the **stream** is the table's test part in a seeded random order: each query is routed by
   :class:`~routerlab.serve.routing.RoutingService` (the serving policy's seeded draw, as ``routerlab serve``
   does), and the table's score of the drawn actor comes back as feedback to a
@@ -69,7 +70,8 @@ def run_once(table: RoutingTable, spec: str, seed: int, warm: int, every: int) -
     split = table.queries.split.astype(str)
     train_rows = np.flatnonzero(split == "train")
     stream = rng.permutation(np.flatnonzero(split != "train"))
-    warm_rows = np.sort(rng.choice(train_rows, size=min(warm, train_rows.size), replace=False))
+    warm_rows = train_rows if warm <= 0 else np.sort(rng.choice(train_rows, size=min(warm, train_rows.size),
+                                                                 replace=False))
     train = table.select_queries(np.isin(np.arange(table.n_queries), train_rows))
     warm_table = table.select_queries(np.isin(np.arange(table.n_queries), warm_rows))
     enc = get_encoder("tfidf")
@@ -105,7 +107,8 @@ def run_once(table: RoutingTable, spec: str, seed: int, warm: int, every: int) -
     half = stream.size // 2
     return {"online": online.mean(), "offline": off.mean(), "frozen": fro.mean(),
             "regret": (off - online).mean(), "regret_2nd_half": (off[half:] - online[half:]).mean(),
-            "frozen_regret": (off - fro).mean(), "gain": (online - fro).mean(), "oracle": score[stream].max(axis=1).mean(),
+            "frozen_regret": (off - fro).mean(), "gain": (online - fro).mean(),
+            "gain_2nd_half": (online[half:] - fro[half:]).mean(), "oracle": score[stream].max(axis=1).mean(),
             "refits": learner.refits, "n": stream.size, "seconds": seconds,
             "refit_s": learner.last_refit_s or 0.0}
 
@@ -135,14 +138,17 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="demo 1,500 queries, 3 seeds, llmrouter skipped")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--every", type=int, default=25, help="refit after every N feedback events")
-    parser.add_argument("--warm", type=int, default=100, help="warm-start training queries of the served router")
+    parser.add_argument("--warm", type=int, default=100,
+                        help="warm-start training queries of the served router (0: the whole training side, as "
+                             "serve --learn starts)")
     parser.add_argument("--routers", default="linucb,eps-greedy")
     parser.add_argument("--shared", type=Path, default=REPO.parent / "shared" / "data")
     args = parser.parse_args()
     seeds = 3 if args.quick else args.seeds
     tables = load_tables(None if args.quick else args.shared, args.quick)
+    warm = "the whole training side" if args.warm <= 0 else f"{args.warm} training queries"
     print(f"online regret of serve --learn {args.every} vs the same router trained offline on the whole training "
-          f"side; warm start {args.warm} training queries; {seeds} seeds; mean [95% t-interval]")
+          f"side; warm start {warm}; {seeds} seeds; mean [95% t-interval]")
     for name, table in tables.items():
         n_train = int((table.queries.split.astype(str) == "train").sum())
         print(f"\n{name}: {n_train} training queries, stream = {table.n_queries - n_train} test queries, "
@@ -161,6 +167,7 @@ def main() -> None:
             print(f"    regret, second half of the stream:        {interval(col('regret_2nd_half'))}")
             print(f"    regret of the frozen warm start (no learn): {interval(col('frozen_regret'))}")
             print(f"    gain of learning (online - frozen):        {interval(col('gain'))}")
+            print(f"    gain of learning, second half:             {interval(col('gain_2nd_half'))}")
 
 
 if __name__ == "__main__":

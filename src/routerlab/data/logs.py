@@ -26,6 +26,7 @@ from routerlab.data.longformat.actors import actors_path_for, read_actors
 from routerlab.data.longformat.columns import PROPENSITY
 from routerlab.data.longformat.rows import LongRows, read_rows
 from routerlab.data.longformat.writer import write_long
+from routerlab.data.served import read_served_log as read_served_log  # request log + feedback (routerlab serve)
 from routerlab.data.table import MATRIX_FIELDS, Actors, Queries, RoutingTable
 from routerlab.errors import DataError, UsageError
 
@@ -144,7 +145,7 @@ def read_logs(
     (:func:`routerlab.data.served.read_served_log`: rows without feedback, forced rows and aborted rows without
     feedback are left out and counted in ``logs.served``).
     """
-    from routerlab.data.served import is_served_log, read_served_log
+    from routerlab.data.served import is_served_log
 
     given = [paths] if isinstance(paths, str | Path) else list(paths)
     served = [is_served_log(p) for p in given]
