@@ -111,6 +111,11 @@ def ope_text(result: OPEResult) -> str:
              f"{_num(result.logs['min_propensity'])}); training: {result.training['feedback']} feedback, "
              f"{plural(result.training['n_train'], 'query')}; intervals: "
              + (f"95% {result.interval['method']}" if enough else unavailable(result.n_logged))]
+    served = result.logs.get("served")
+    if served:  # a request log of routerlab serve, joined with its feedback file
+        from routerlab.data.served import ServedCounts
+
+        lines.append(f"request log: {ServedCounts(**served).describe()}")
     for r in result.results:
         d = r.diagnostics
         lines.append("")

@@ -84,6 +84,10 @@ def serve_cmd(
     queue: Annotated[int, typer.Option(
         "--queue", metavar="N",
         help="Requests that may wait for each actor's workers; one more is a 429 with Retry-After.")] = 64,
+    learn: Annotated[int | None, typer.Option(
+        "--learn", metavar="N",
+        help="Refit an exploring router (linucb, thompson, eps-greedy, barp) in the background after every N "
+             "feedback events (POST /v1/feedback); needs --log.")] = None,
 ) -> None:
     """Answer /v1/chat/completions and /v1/models like an OpenAI server, routing each request (docs/serve.md)."""
     from importlib.util import find_spec
@@ -97,8 +101,14 @@ def serve_cmd(
     missing = [m for m in ("fastapi", "uvicorn") if find_spec(m) is None]
     if missing:
         raise UsageError(f"routerlab serve needs {' and '.join(missing)}: pip install 'routerlab[llm]'")
-    get_router(router_spec, seed=seed)  # a bad name or option is one line, before anything is loaded
+    probe = get_router(router_spec, seed=seed)  # a bad name or option is one line, before anything is loaded
     refuse_bounds([router_spec])
+    if learn is not None:
+        from routerlab.serve.learn import check_learn
+
+        check_learn(learn, probe)
+        if log is None:
+            raise UsageError("--learn needs --log: it learns from the feedback on logged requests")
     check_serving_encoder(encoder)
     specs = parse_actor_list(actors)
     check_host(host, allow_remote)
@@ -109,20 +119,30 @@ def serve_cmd(
 
     from routerlab.llm.base import load_backend
     from routerlab.serve.app import base_url, bind, create_app, make_server
+    from routerlab.serve.feedback_store import FeedbackStore
+    from routerlab.serve.learn import Learner
     from routerlab.serve.log import RequestLog
     from routerlab.serve.routing import RoutingService
 
     sock = bind(host, port)
     restore: Callable[[], None] = _nothing
     request_log = None
+    store = None
+    learner = None
     backends = {}
     try:
         request_log = RequestLog(log) if log is not None else None
+        store = FeedbackStore(request_log) if request_log is not None else None
         for name, spec in specs:
             typer.echo(f"routerlab: serve: loading actor {name} ({spec.describe()})", err=True)
             backends[name] = load_backend(spec, cache=not no_cache)
         service = RoutingService.train(router_spec, table, backends, encoder=encoder, split=split,
                                        explore=explore, seed=seed, log=request_log)
+        if learn is not None:
+            from routerlab.protocols.ope import training_split
+
+            learner = Learner(service, router_spec, training_split(table, split, seed).apply(table)[0], store,
+                              learn, seed=seed)
         url = base_url(sock)
         where = f"; logging to {log}" if log is not None else ""
         typer.echo(f"routerlab: serving {router_spec} over {', '.join(service.actor_names)} at {url} "
@@ -131,7 +151,7 @@ def serve_cmd(
         typer.echo(url)
         sys.stdout.flush()
         app_ = create_app(service, max_body_bytes=max_body, request_timeout=request_timeout, workers=workers,
-                          queue_size=queue)
+                          queue_size=queue, feedback=store)
         server = make_server(app_)
         # SIGINT/SIGTERM: requests in flight get a 503 (streams an error event), generations stop between tokens,
         # and run returns (a second signal skips the wait): stopping on purpose is this command's normal end, exit 0
@@ -147,6 +167,10 @@ def serve_cmd(
         restore = _exit_on_signal() if server.signals == 0 else (_exit_on_signal(), _nothing)[1]
         serving.close(timeout=1.0)  # cancelled generations end; a hanging backend's worker ends with the process
     finally:
+        if learner is not None:
+            learner.close()
+        if store is not None:
+            store.close()
         for backend in backends.values():
             backend.close()
         if request_log is not None:

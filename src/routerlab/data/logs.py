@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -26,8 +26,12 @@ from routerlab.data.longformat.actors import actors_path_for, read_actors
 from routerlab.data.longformat.columns import PROPENSITY
 from routerlab.data.longformat.rows import LongRows, read_rows
 from routerlab.data.longformat.writer import write_long
+from routerlab.data.served import read_served_log as read_served_log  # request log + feedback (routerlab serve)
 from routerlab.data.table import MATRIX_FIELDS, Actors, Queries, RoutingTable
 from routerlab.errors import DataError, UsageError
+
+if TYPE_CHECKING:
+    from routerlab.data.served import ServedCounts
 
 REWARD_COLUMNS: tuple[str, ...] = ("acc_at_1", "acc_at_1_l", "dcg", "l_dcg")
 """Optional per-row reward columns of a log (the logged actor's SPEC 5 values), each in [0, 1]."""
@@ -39,11 +43,13 @@ FloatVector = npt.NDArray[np.float64]
 class Logs:
     """A log: ``feedback`` (logged: exactly one observed actor per query, with its propensity), optional
     ``rewards`` (name in :data:`REWARD_COLUMNS` -> (n,) values of the logged actor, NaN = unknown) and the
-    logging ``policy`` spec when known (a simulation records it; a file does not carry it)."""
+    logging ``policy`` spec when known (a simulation records it; a file does not carry it). Logs read from a
+    request log of ``routerlab serve`` joined with its feedback say in ``served`` what was kept and left out."""
 
     feedback: Feedback
     rewards: dict[str, FloatVector] = field(default_factory=dict)
     policy: str | None = None
+    served: ServedCounts | None = None
 
     def __post_init__(self) -> None:
         fb = self.feedback
@@ -95,10 +101,13 @@ class Logs:
         """Size, policy, per-actor share and the smallest propensity: what ``routerlab log`` prints."""
         m = self.table.n_actors
         share = np.bincount(self.actor, minlength=m) / max(self.n, 1)
-        return {"n_logged": self.n, "policy": self.policy,
-                "shares": {a: float(s) for a, s in zip(self.table.actor_names, share, strict=True)},
-                "min_propensity": float(self.propensity.min()) if self.n else None,
-                "rewards": sorted(self.rewards)}
+        out: dict[str, Any] = {"n_logged": self.n, "policy": self.policy,
+                               "shares": {a: float(s) for a, s in zip(self.table.actor_names, share, strict=True)},
+                               "min_propensity": float(self.propensity.min()) if self.n else None,
+                               "rewards": sorted(self.rewards)}
+        if self.served is not None:
+            out["served"] = self.served.to_dict()
+        return out
 
 
 def write_logs(logs: Logs, path: str | Path) -> tuple[Path, Path]:
@@ -131,8 +140,23 @@ def read_logs(
     query whose id is in the table takes its text, dataset and split from it. Without: the actors come from the
     actors side-file (given among ``paths``, or found beside a single log file), then any others in order of
     first appearance. A query without text in the table or the log is an error (routers read the text).
+
+    A request log of ``routerlab serve`` (a CSV with its header) is joined with the feedback file beside it
+    (:func:`routerlab.data.served.read_served_log`: rows without feedback, forced rows and aborted rows without
+    feedback are left out and counted in ``logs.served``).
     """
+    from routerlab.data.served import is_served_log
+
     given = [paths] if isinstance(paths, str | Path) else list(paths)
+    served = [is_served_log(p) for p in given]
+    if any(served):
+        if not all(served):
+            which = ", ".join(str(p) for p, s in zip(given, served, strict=True) if s)
+            raise UsageError("request logs of routerlab serve and other logs cannot be read together; give them "
+                             f"apart (request logs: {which})")
+        if columns or rename:
+            raise UsageError("a request log of routerlab serve has its own columns; columns and rename do not apply")
+        return read_served_log(given, table)
     rows = read_rows(given, extra=REWARD_COLUMNS, unit=REWARD_COLUMNS, columns=columns, rename=rename)
     if PROPENSITY not in rows.present:
         raise DataError(f"has no {PROPENSITY!r} column; logs need the logging policy's probability of each "
@@ -140,6 +164,13 @@ def read_logs(
                         file=rows.files[0], field=PROPENSITY)
     if len(rows) == 0:
         raise DataError("holds no logged query", file=rows.files[0])
+    return logs_from_rows(rows, table)
+
+
+def logs_from_rows(rows: LongRows, table: RoutingTable | None = None, *,
+                   served: ServedCounts | None = None) -> Logs:
+    """:class:`Logs` of rows read by :func:`read_rows` (checked: one row per query, each with its score and
+    propensity), against ``table``'s actors when given (see :func:`read_logs`)."""
     _check_rows(rows)
     actors = _actors(rows, table)
     names = [str(a) for a in actors.names]
@@ -160,7 +191,7 @@ def read_logs(
     logged = RoutingTable(queries=queries, actors=actors, name=name,
                           meta={"source": [str(p) for p in rows.files], "format": "logs"}, **mats)
     rewards = {k: rows.numbers[k] for k in REWARD_COLUMNS if k in rows.numbers}
-    return Logs(Feedback(logged, rows.numbers[PROPENSITY]), rewards)
+    return Logs(Feedback(logged, rows.numbers[PROPENSITY]), rewards, served=served)
 
 
 def _check_rows(rows: LongRows) -> None:

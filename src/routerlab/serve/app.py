@@ -1,6 +1,7 @@
 """The HTTP face of ``routerlab serve``: a FastAPI app that answers like an OpenAI server.
 
-Endpoints: ``GET /v1/models`` (the router's virtual model, then the actors), ``GET /v1/models/{id}`` and
+Endpoints: ``GET /v1/models`` (the router's virtual model, then the actors), ``GET /v1/models/{id}``,
+``POST /v1/feedback`` (an outcome for a logged request: :mod:`routerlab.serve.feedback_store`) and
 ``POST /v1/chat/completions`` (``model`` = ``routerlab``/``auto``: routed; an actor's name: forced; ``messages``,
 ``max_tokens`` or ``max_completion_tokens``, ``temperature``, ``top_p``, ``stop``, ``seed``, ``stream`` and
 ``stream_options.include_usage``; ``metadata.query_id`` / ``metadata.dataset`` name the log row). The response's
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
     from starlette.requests import Request
 
     from routerlab.llm.base import Backend, Decoding, Message
+    from routerlab.serve.feedback_store import FeedbackStore
 
 MAX_BODY_BYTES = 1 << 20
 """Default request body limit (1 MiB); a larger body is answered 413 before it is parsed."""
@@ -328,13 +330,37 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
+def feedback_reply(store: FeedbackStore | None, body: bytes) -> dict[str, Any]:
+    """The answer to a ``POST /v1/feedback`` body (an :class:`APIError` for a refusal); blocking (it writes and
+    fsyncs the feedback file): run it off the event loop. See :mod:`routerlab.serve.feedback_store`."""
+    from routerlab.serve.feedback_store import FeedbackRejected, check_feedback
+
+    try:
+        parsed = json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise APIError(400, f"could not parse the JSON body of the request ({first})") from None
+    try:
+        qid, score, metadata = check_feedback(parsed)
+        if store is None:
+            raise FeedbackRejected(409, "this server keeps no request log (start it with --log), so it has no "
+                                   "request to attach feedback to", code="no_request_log")
+        entry, recorded = store.submit(qid, score, metadata)
+    except FeedbackRejected as exc:
+        raise APIError(exc.status, str(exc), param=exc.param, code=exc.code) from None
+    return {"object": "feedback", "query_id": entry.query_id, "score": entry.score, "created": entry.created,
+            "recorded": recorded}
+
+
 def create_app(service: RoutingService, *, max_body_bytes: int = MAX_BODY_BYTES,
                max_tokens_limit: int = MAX_TOKENS_LIMIT, request_timeout: float = REQUEST_TIMEOUT_S,
-               workers: int | None = None, queue_size: int = QUEUE_SIZE) -> FastAPI:
+               workers: int | None = None, queue_size: int = QUEUE_SIZE,
+               feedback: FeedbackStore | None = None) -> FastAPI:
     """The FastAPI app serving ``service``. The caller owns the service (closing it closes backends and log);
     ``app.state.serving`` (:class:`ServingState`) holds the actors' pools: :func:`make_server` stops them with
     the server. ``workers`` (None: :func:`default_workers` per actor) and ``queue_size`` size each actor's pool;
-    ``request_timeout`` is each request's deadline in seconds."""
+    ``request_timeout`` is each request's deadline in seconds; ``feedback`` is the store of ``POST /v1/feedback``
+    (default: one opened on the service's log at the first feedback request)."""
     from fastapi import FastAPI
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -358,8 +384,8 @@ def create_app(service: RoutingService, *, max_body_bytes: int = MAX_BODY_BYTES,
     @app.exception_handler(HTTPException)
     async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
         if exc.status_code == 404:
-            message, code = f"unknown path {request.url.path}; this server answers /v1/models and " \
-                            "/v1/chat/completions", "unknown_url"
+            message, code = f"unknown path {request.url.path}; this server answers /v1/models, " \
+                            "/v1/chat/completions and /v1/feedback", "unknown_url"
         elif exc.status_code == 405:
             message, code = f"method {request.method} is not allowed on {request.url.path}", "method_not_allowed"
         else:
@@ -505,6 +531,22 @@ def create_app(service: RoutingService, *, max_body_bytes: int = MAX_BODY_BYTES,
                           "mode": served.decision.mode, "cached": c.cached},
         })
 
+    app.state.feedback = feedback
+    feedback_lock = threading.Lock()
+
+    def feedback_store() -> FeedbackStore | None:
+        with feedback_lock:
+            if app.state.feedback is None and service.log is not None:
+                from routerlab.serve.feedback_store import FeedbackStore
+
+                app.state.feedback = FeedbackStore(service.log)
+            return app.state.feedback  # type: ignore[no-any-return]
+
+    async def post_feedback(request: Request) -> Response:
+        body = await read_body(request)
+        answer = await run_in_threadpool(lambda: feedback_reply(feedback_store(), body))
+        return JSONResponse(answer)
+
     async def start_stream(request: Request, req: ChatRequest, plan: Plan, created: int,
                            deadline: float) -> Response:
         loop = asyncio.get_running_loop()
@@ -586,6 +628,7 @@ def create_app(service: RoutingService, *, max_body_bytes: int = MAX_BODY_BYTES,
     app.add_route("/v1/models", list_models, methods=["GET"])
     app.add_route("/v1/models/{model_id:path}", get_model, methods=["GET"])
     app.add_route("/v1/chat/completions", chat_completions, methods=["POST"])
+    app.add_route("/v1/feedback", post_feedback, methods=["POST"])
     return app
 
 

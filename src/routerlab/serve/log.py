@@ -30,18 +30,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from routerlab.data.served import LOG_COLUMNS as LOG_COLUMNS  # the data layer reads these logs too
+from routerlab.data.served import OLD_LOG_COLUMNS as OLD_LOG_COLUMNS
 from routerlab.errors import UsageError
-
-LOG_COLUMNS: tuple[str, ...] = ("query_id", "text", "dataset", "split", "actor", "score", "propensity",
-                                "tokens_in", "tokens_out", "latency_s", "mode", "cached", "original_latency_s",
-                                "status", "created")
-"""The columns of a request log, in file order: the long format's log columns, then ``mode``, ``cached``,
-``original_latency_s``, ``status`` and ``created`` (extra columns that readers of the long format ignore)."""
-
-OLD_LOG_COLUMNS: tuple[str, ...] = ("query_id", "text", "dataset", "split", "actor", "score", "propensity",
-                                    "tokens_in", "tokens_out", "latency_s", "mode", "cached", "created")
-"""The columns of a log written before ``original_latency_s`` and ``status`` existed: still read (every row
-answered, latencies as logged), never appended to."""
 
 MODES = ("routed", "forced")
 STATUSES = ("answered", "aborted")

@@ -307,6 +307,7 @@ class RoutingService:
         self._rng = np.random.default_rng([seed, 0x53455256])  # 'SERV': the serving policy's own stream
         self._lock = threading.Lock()
         self.started = time.time()
+        self.learning: dict[str, Any] | None = None  # serve --learn's status (routerlab.serve.learn), for describe
 
     @classmethod
     def train(cls, router_spec: str, table: RoutingTable, backends: Mapping[str, Backend], *,
@@ -373,6 +374,15 @@ class RoutingService:
             return Decision(model, 1.0, "forced")
         raise UnknownModel(f"The model '{model}' does not exist; this server has "
                            f"{', '.join(self.model_names())}")
+
+    def swap_router(self, router: Router) -> None:
+        """Route with ``router`` from the next decision on (``serve --learn``: a refitted router, swapped whole
+        under the routing lock; a decision already made keeps the propensity it was drawn with)."""
+        if router.actor_names != self.actor_names:
+            raise UsageError(f"router {router.name!r} was fitted on actors {router.actor_names}, this server "
+                             f"routes among {self.actor_names}")
+        with self._lock:
+            self.router = router
 
     def model_names(self) -> list[str]:
         """What ``/v1/models`` lists: the router first, then the actors."""
@@ -492,7 +502,8 @@ class RoutingService:
         """The served pool and policy, for ``/v1/models`` metadata and the startup line."""
         return {"router": self.router.name, "params": dict(self.router.params), "encoder": self.encoder.spec,
                 "explore": self.explore, "seed": self.seed, "actors": list(self.actor_names),
-                "log": None if self.log is None else str(self.log.path)}
+                "log": None if self.log is None else str(self.log.path),
+                **({} if self.learning is None else {"learning": dict(self.learning)})}
 
     def close(self) -> None:
         """Close every backend and the log."""
