@@ -247,7 +247,9 @@ class RoutingService:
     # -- the policy ----------------------------------------------------------------------------
     def _features(self, text: str) -> Features:
         X = self.encoder.transform([text])
-        queries = Queries.create(["request"], text=[text], dataset=[self.dataset], split=["served"])
+        # built directly, not by Queries.create: one row needs no column checks (a tenth of a ms per request)
+        queries = Queries(ids=np.array(["request"], dtype=object), text=np.array([text], dtype=object),
+                          dataset=np.array([self.dataset], dtype=object), split=np.array(["served"], dtype=object))
         return Features.of(X, queries, self.actors, self.encoder.spec)
 
     def policy(self, text: str) -> npt.NDArray[np.float64]:
