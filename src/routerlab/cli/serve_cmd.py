@@ -72,6 +72,15 @@ def serve_cmd(
     no_cache: Annotated[bool, typer.Option(
         "--no-cache", metavar="",
         help="Call the backends every time (default: identical requests hit the llm call cache).")] = False,
+    fsync: Annotated[str, typer.Option(
+        "--fsync", help="How the log reaches the disk: per-request (one fsync per row) or batch (rows written "
+        "within --fsync-interval-ms share one fsync); either way a request is answered once its row is on "
+        "disk.")] = "per-request",
+    fsync_interval_ms: Annotated[float, typer.Option(
+        "--fsync-interval-ms", help="The group-commit window of --fsync batch, in ms (0 < MS <= 1000).")] = 5.0,
+    blas_threads: Annotated[int, typer.Option(
+        "--blas-threads", help="BLAS threads of the serving process, set at startup whatever the environment "
+        "says (1: a second thread per request's matrix product only doubles its CPU).")] = 1,
 ) -> None:
     """Answer /v1/chat/completions and /v1/models like an OpenAI server, routing each request (docs/serve.md)."""
     from importlib.util import find_spec
@@ -87,6 +96,11 @@ def serve_cmd(
     get_router(router_spec, seed=seed)  # a bad name or option is one line, before anything is loaded
     refuse_bounds([router_spec])
     check_serving_encoder(encoder)
+    from routerlab.serve.blas import check_blas_threads, limit_blas_threads
+    from routerlab.serve.log import check_fsync
+
+    check_fsync(fsync, fsync_interval_ms)
+    check_blas_threads(blas_threads)
     specs = parse_actor_list(actors)
     check_host(host, allow_remote)
     if log is not None:
@@ -103,12 +117,13 @@ def serve_cmd(
     request_log = None
     backends = {}
     try:
-        request_log = RequestLog(log) if log is not None else None
+        request_log = RequestLog(log, fsync=fsync, fsync_interval_ms=fsync_interval_ms) if log is not None else None
         for name, spec in specs:
             typer.echo(f"routerlab: serve: loading actor {name} ({spec.describe()})", err=True)
             backends[name] = load_backend(spec, cache=not no_cache)
         service = RoutingService.train(router_spec, table, backends, encoder=encoder, split=split,
                                        explore=explore, seed=seed, log=request_log)
+        limit_blas_threads(blas_threads)  # after training: every BLAS the routing path uses is loaded
         url = base_url(sock)
         where = f"; logging to {log}" if log is not None else ""
         typer.echo(f"routerlab: serving {router_spec} over {', '.join(service.actor_names)} at {url} "
