@@ -142,13 +142,23 @@ def start_server(router: str, actors: str, log: Path, workdir: Path, *, echo: bo
         proc = subprocess.Popen([sys.executable, "-c", SERVER.format(repo=str(REPO), echo=echo), *args],
                                 stdout=subprocess.PIPE, stderr=err, env=env, cwd=str(REPO))
     assert proc.stdout is not None
-    line = proc.stdout.readline().decode().strip()  # printed once the router is trained and the port bound
+    line = _readline(proc, 120.0)  # printed once the router is trained and the port bound
     if not line.startswith("http://"):
         proc.kill()
         raise RuntimeError(f"routerlab serve did not start: {stderr_path.read_text(errors='replace')[-2000:]}")
     server = Server(proc, line, stderr_path)
     _wait_accepting(*server.host_port)
     return server
+
+
+def _readline(proc: subprocess.Popen[bytes], timeout: float) -> str:
+    """The process's first stdout line, or "" when none comes within ``timeout`` seconds (bounded: a server
+    that hangs while starting does not hang the benchmark)."""
+    import select
+
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    return proc.stdout.readline().decode().strip() if ready else ""
 
 
 def _wait_accepting(host: str, port: int, timeout: float = 60.0) -> None:
@@ -238,7 +248,10 @@ async def _read_response(reader: asyncio.StreamReader) -> tuple[int, dict[str, s
     if headers.get("transfer-encoding", "").lower() == "chunked":
         parts = []
         while True:
-            size = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
+            size_line = await reader.readline()
+            if not size_line:  # the connection ended mid-answer (the server died): not a finished answer
+                raise ConnectionError("the server closed the connection in the middle of an answer")
+            size = int(size_line.split(b";")[0].strip() or b"0", 16)
             if size == 0:
                 await reader.readline()
                 break
@@ -352,13 +365,16 @@ def make_plan(texts: list[str], n: int, stream_share: float, n_malformed: int, s
 
 async def run_load(host: str, port: int, plan: Plan, n_clients: int, *, request_timeout: float,
                    deadline_s: float, stop_on_connection_error: bool = False,
-                   ) -> tuple[list[Result], float]:
+                   live: list[Result] | None = None) -> tuple[list[Result], float]:
     """The plan's requests over ``n_clients`` keep-alive connections; every request bounded by
     ``request_timeout``, the run by ``deadline_s`` (requests not sent by then are ``not-sent``).
     ``stop_on_connection_error``: a client stops at its first connection error (the server was killed).
-    Returns the results and the wall time."""
+    ``live``: a list the results are put in at once, to watch them as they come. Returns the results and the
+    wall time."""
     results = [Result(i, kind, expect=expect, text=text) for i, (kind, _, _, _, expect, text) in
                enumerate(plan.items)]
+    if live is not None:
+        live.extend(results)
     queue: asyncio.Queue[int] = asyncio.Queue()
     for i in range(len(plan.items)):
         queue.put_nowait(i)
