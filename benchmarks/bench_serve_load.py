@@ -59,6 +59,7 @@ from routerlab.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 MAX_BODY = 65536
+STALLED: dict[int, float] = {}  # id(results) of a load run that stalled -> when it stopped (seconds into it)
 
 # ----------------------------------------------------------------------------------------------- processes
 
@@ -365,12 +366,13 @@ def make_plan(texts: list[str], n: int, stream_share: float, n_malformed: int, s
 
 async def run_load(host: str, port: int, plan: Plan, n_clients: int, *, request_timeout: float,
                    deadline_s: float, stop_on_connection_error: bool = False,
-                   live: list[Result] | None = None) -> tuple[list[Result], float]:
+                   live: list[Result] | None = None, stall_s: float = 45.0) -> tuple[list[Result], float]:
     """The plan's requests over ``n_clients`` keep-alive connections; every request bounded by
     ``request_timeout``, the run by ``deadline_s`` (requests not sent by then are ``not-sent``).
     ``stop_on_connection_error``: a client stops at its first connection error (the server was killed).
-    ``live``: a list the results are put in at once, to watch them as they come. Returns the results and the
-    wall time."""
+    ``live``: a list the results are put in at once, to watch them as they come. ``stall_s``: when no request
+    has finished for that long (every client waiting: a stuck server), the run stops, the requests left are
+    ``not-sent`` and :data:`STALLED` records when. Returns the results and the wall time."""
     results = [Result(i, kind, expect=expect, text=text) for i, (kind, _, _, _, expect, text) in
                enumerate(plan.items)]
     if live is not None:
@@ -391,6 +393,7 @@ async def run_load(host: str, port: int, plan: Plan, n_clients: int, *, request_
                 kind, method, path, body, _, _ = plan.items[i]
                 res = results[i]
                 t0 = time.perf_counter()
+                res.outcome = "in-flight"
                 try:
                     status, _, data = await asyncio.wait_for(client.request(method, path, body), request_timeout)
                 except TimeoutError:
@@ -412,13 +415,32 @@ async def run_load(host: str, port: int, plan: Plan, n_clients: int, *, request_
             client.close()
 
     tasks = [asyncio.create_task(worker()) for _ in range(n_clients)]
+
+    async def watchdog() -> None:  # no answer for stall_s (timeouts do not count): the server is stuck; stop
+        seen, last = -1, time.perf_counter()
+        while True:
+            await asyncio.sleep(0.5)
+            done = sum(r.outcome in ("answered", "http-error", "bad-answer") for r in results)  # not timeouts
+            if done != seen:
+                seen, last = done, time.perf_counter()
+            elif time.perf_counter() - last > stall_s:
+                stalled.append(round(time.perf_counter() - t_start, 1))
+                for task in tasks:
+                    task.cancel()
+                return
+
+    stalled: list[float] = []
+    dog = asyncio.create_task(watchdog())
     _, pending = await asyncio.wait(tasks, timeout=deadline_s)
+    dog.cancel()
     for task in pending:
         task.cancel()
     await asyncio.gather(*pending, return_exceptions=True)
     for res in results:
         if res.outcome == "pending":
             res.outcome = "not-sent"
+    if stalled:
+        STALLED[id(results)] = stalled[0]
     return results, time.perf_counter() - t_start
 
 
@@ -466,7 +488,7 @@ def reconcile(path: Path, results: list[Result], *, skip_ids: set[str] | None = 
     ids = Counter(r[0] for r in rows)
     by_id = {r[0]: r for r in rows}
     answered = {r.query_id: r for r in results if r.outcome == "answered" and r.query_id}
-    in_flight = sum(r.outcome in ("timeout", "connection-error", "stream-broken") for r in results)
+    in_flight = sum(r.outcome in ("timeout", "connection-error", "stream-broken", "in-flight") for r in results)
     missing = [q for q in answered if q not in by_id]
     mismatched = [q for q, r in answered.items() if q in by_id and (by_id[q][1] != r.text or by_id[q][4] != r.actor
                                                                      or by_id[q][13] != "answered")]
@@ -502,6 +524,7 @@ def summarise(results: list[Result], wall_s: float) -> dict[str, Any]:
         "requests": len(results), "well_formed": len(good), "streamed": sum(r.kind == "stream" for r in good),
         "answered": len(answered), "throughput_rps": round(len(answered) / wall_s, 1) if wall_s else None,
         "wall_s": round(wall_s, 2),
+        "stalled_at_s": STALLED.get(id(results)),
         "p50_ms": _r(pct(lat, 50)), "p95_ms": _r(pct(lat, 95)), "p99_ms": _r(pct(lat, 99)),
         "max_ms": _r(max(lat) if lat else None),
         "by_kind": {kind: {f"p{q}_ms": _r(pct([r.latency_s * 1000 for r in answered if r.kind == kind
@@ -561,7 +584,7 @@ def load_case(args: argparse.Namespace, workdir: Path, stub_url: str | None) -> 
     try:
         asyncio.run(_seed_duplicate(host, port))
         results, wall = asyncio.run(run_load(host, port, plan, args.clients, request_timeout=args.request_timeout,
-                                             deadline_s=args.deadline))
+                                             deadline_s=args.deadline, stall_s=args.stall))
     finally:
         stopped = server.stop()
     out = summarise(results, wall)
@@ -590,7 +613,8 @@ def kill_case(args: argparse.Namespace, workdir: Path, stub_url: str | None) -> 
 
     async def load_then_kill() -> tuple[list[Result], float]:
         task = asyncio.create_task(run_load(host, port, plan, n_clients, request_timeout=args.request_timeout,
-                                            deadline_s=args.deadline, stop_on_connection_error=True))
+                                            deadline_s=args.deadline, stop_on_connection_error=True,
+                                            stall_s=args.stall))
         await asyncio.sleep(args.kill_after)
         os.kill(server.proc.pid, signal.SIGKILL)
         return await task
@@ -606,7 +630,7 @@ def kill_case(args: argparse.Namespace, workdir: Path, stub_url: str | None) -> 
     plan2 = make_plan(texts, 200, args.stream_share, 0, args.seed + 2)
     try:
         results2, _ = asyncio.run(run_load(host, port, plan2, 8, request_timeout=args.request_timeout,
-                                           deadline_s=args.deadline))
+                                           deadline_s=args.deadline, stall_s=args.stall))
     finally:
         stopped = server.stop()
     after = log.read_bytes()
@@ -652,7 +676,8 @@ def faults_case(args: argparse.Namespace, workdir: Path, stub_url: str) -> dict[
         plan = make_plan(texts, args.fault_requests, 0.25, 0, args.seed + 3, models=models)
         try:
             results, wall = asyncio.run(run_load(host, port, plan, args.fault_clients,
-                                                 request_timeout=args.request_timeout, deadline_s=args.deadline))
+                                                 request_timeout=args.request_timeout, deadline_s=args.deadline,
+                                                 stall_s=args.stall))
         finally:
             stopped = server.stop()
         per: dict[str, Any] = {}
@@ -685,8 +710,10 @@ def main() -> None:
     parser.add_argument("--blas-threads", type=int, default=1)
     parser.add_argument("--request-timeout", type=float, default=30.0, help="seconds a client waits for one answer")
     parser.add_argument("--deadline", type=float, default=900.0, help="seconds the load run may take in all")
+    parser.add_argument("--stall", type=float, default=45.0,
+                        help="stop a run when no request has finished for this many seconds (a stuck server)")
     parser.add_argument("--kill-after", type=float, default=2.0, help="seconds of load before kill -9")
-    parser.add_argument("--fault-requests", type=int, default=400)
+    parser.add_argument("--fault-requests", type=int, default=192)
     parser.add_argument("--fault-clients", type=int, default=64)
     parser.add_argument("--hang-share", type=float, default=0.7,
                         help="share of the fault run's requests forced to the hanging actor (tenths)")
@@ -728,6 +755,9 @@ def print_load(r: dict[str, Any]) -> None:
     print(f"\nload: {s['clients']} clients x {s['per_client']} requests, router {s['router']}, actors {s['backend']}, "
           f"{s['stream_share']:.0%} streamed, fsync {s['fsync']}, BLAS threads {s['blas_threads']}; "
           f"load average {r['loadavg_before']} -> {r['loadavg_after']}")
+    if r["stalled_at_s"] is not None:
+        print(f"  (!) the server STALLED: no request finished for the stall window; the run stopped at "
+              f"{r['stalled_at_s']} s")
     print(f"  answered {r['answered']} of {r['well_formed']} well-formed in {r['wall_s']} s: "
           f"{r['throughput_rps']} req/s; latency p50 {r['p50_ms']} ms, p95 {r['p95_ms']} ms, p99 {r['p99_ms']} ms "
           f"(max {r['max_ms']})")
