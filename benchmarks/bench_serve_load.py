@@ -673,7 +673,7 @@ def faults_case(args: argparse.Namespace, workdir: Path, stub_url: str) -> dict[
         # the rest to the healthy ones (drawn uniformly)
         n_hang = round(10 * args.hang_share)
         models = [fail_actor] + [hang_actor] * n_hang + [healthy[i % len(healthy)] for i in range(9 - n_hang)]
-        plan = make_plan(texts, args.fault_requests, 0.25, 0, args.seed + 3, models=models)
+        plan = make_plan(texts, args.fault_requests, args.fault_stream_share, 0, args.seed + 3, models=models)
         try:
             results, wall = asyncio.run(run_load(host, port, plan, args.fault_clients,
                                                  request_timeout=args.request_timeout, deadline_s=args.deadline,
@@ -718,6 +718,8 @@ def main() -> None:
     parser.add_argument("--hang-share", type=float, default=0.7,
                         help="share of the fault run's requests forced to the hanging actor (tenths)")
     parser.add_argument("--fault-timeout", type=float, default=2.0)
+    parser.add_argument("--fault-stream-share", type=float, default=0.0,
+                        help="streamed share of the fault runs (0: keeps them apart from the streaming deadlock)")
     parser.add_argument("--fault-retries", type=int, default=1)
     parser.add_argument("--skip-load", action="store_true")
     parser.add_argument("--skip-kill", action="store_true")
