@@ -706,7 +706,7 @@ def main() -> None:
     parser.add_argument("--backend", choices=("openai", "test-echo"), default="openai",
                         help="openai: actors are openai:MODEL@URL on the stub server; test-echo: in-process echo")
     parser.add_argument("--fsync", choices=("per-request", "batch"), default="per-request")
-    parser.add_argument("--fsync-interval-ms", type=float, default=5.0)
+    parser.add_argument("--fsync-interval-ms", type=float, default=0.0)
     parser.add_argument("--blas-threads", type=int, default=1)
     parser.add_argument("--request-timeout", type=float, default=30.0, help="seconds a client waits for one answer")
     parser.add_argument("--deadline", type=float, default=900.0, help="seconds the load run may take in all")

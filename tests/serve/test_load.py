@@ -144,11 +144,11 @@ def run_error(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
 @pytest.mark.parametrize(("option", "value", "message"), [
     ("--fsync", "sometimes", "--fsync must be one of per-request, batch"),
     ("--fsync", "", "--fsync must be one of"),
-    ("--fsync-interval-ms", "0", "--fsync-interval-ms must be a number of milliseconds in (0, 1000]"),
+    ("--fsync-interval-ms", "-0.5", "--fsync-interval-ms must be a number of milliseconds in [0, 1000]"),
     ("--fsync-interval-ms", "-5", "--fsync-interval-ms"),
     ("--fsync-interval-ms", "nan", "--fsync-interval-ms"),
     ("--fsync-interval-ms", "inf", "--fsync-interval-ms"),
-    ("--fsync-interval-ms", "5000", "(0, 1000]"),
+    ("--fsync-interval-ms", "5000", "[0, 1000]"),
     ("--blas-threads", "0", "--blas-threads must be an integer in 1..1024"),
     ("--blas-threads", "-1", "--blas-threads"),
     ("--blas-threads", "4096", "--blas-threads"),

@@ -73,11 +73,12 @@ def serve_cmd(
         "--no-cache", metavar="",
         help="Call the backends every time (default: identical requests hit the llm call cache).")] = False,
     fsync: Annotated[str, typer.Option(
-        "--fsync", help="How the log reaches the disk: per-request (one fsync per row) or batch (rows written "
-        "within --fsync-interval-ms share one fsync); either way a request is answered once its row is on "
+        "--fsync", help="How the log reaches the disk: per-request (one fsync per row) or batch (the rows written "
+        "while an fsync runs share the next: group commit); either way a request is answered once its row is on "
         "disk.")] = "per-request",
     fsync_interval_ms: Annotated[float, typer.Option(
-        "--fsync-interval-ms", help="The group-commit window of --fsync batch, in ms (0 < MS <= 1000).")] = 5.0,
+        "--fsync-interval-ms", help="With --fsync batch, a commit also waits until MS have passed since the "
+        "previous one, 0 <= MS <= 1000 (0: no wait, the rows written during one fsync share the next).")] = 0.0,
     blas_threads: Annotated[int, typer.Option(
         "--blas-threads", help="BLAS threads of the serving process, set at startup whatever the environment "
         "says (1: a second thread per request's matrix product only doubles its CPU).")] = 1,
