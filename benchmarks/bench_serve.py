@@ -1,13 +1,24 @@
 """``routerlab serve`` benchmarks (issue 10): the serving overhead per request, and the log-to-OPE round trip.
 
 Run:  .venv/bin/python benchmarks/bench_serve.py [--n 300] [--routers 'best-single;knn:k=10'] [--no-smollm2] [--quick]
+          [--concurrent-per-client 50] [--no-concurrent]
 
 1. Overhead with a fast deterministic backend (a fixed answer, no model: what remains is routerlab's cost): the
    same N chat requests (the demo's test queries) sent (a) to the backend directly, in process, and (b) through
    the server over HTTP with the official openai client, model ``routerlab`` (routed: encoding + router +
    draw), with the request log on (one fsynced append per request). Printed in ms per request, with the parts:
    encoding + routing alone, one log append, and a bare HTTP round trip (``GET /v1/models``) for the
-   client + HTTP + uvicorn share. Sequential requests (latency, not throughput); then 8 clients at once.
+   client + HTTP + uvicorn share. Sequential requests (latency, not throughput), forced and routed in turn, so
+   the added p50 and p95 are the routed minus the forced percentiles; then 8 clients at once. The naive
+   reference, in the same run: encoding + routing as they were computed before the serving fast paths (sklearn's
+   tf-idf transform, knn re-normalising its training rows per call and propagating over the whole training
+   matrix): the same decisions, and the ratio of the times.
+4. 64 concurrent clients against the real ``routerlab serve`` command in its own process (test-echo actors:
+   an answer at once; cache off; log on; 25% of the requests streamed), from a raw-asyncio HTTP/1.1 load
+   generator in this process (benchmarks/bench_serve_load.py; no openai client, so the client side costs
+   little): routed and forced requests/s and p50/p95/p99, the added p50 (routed minus forced), with
+   ``--blas-threads 1`` and 2 (2 = OpenBLAS's default on this machine, how the server ran before the option)
+   and ``--fsync per-request`` and ``batch``.
 2. The same with SmolLM2-135M (``local:smollm2-135m``, greedy, 16 new tokens, call cache off) when it is
    installed: its direct latency against the same requests through the server.
 3. The log-to-OPE round trip: N requests of the demo's test queries served with exploration 0.5 around the
@@ -18,6 +29,7 @@ Run:  .venv/bin/python benchmarks/bench_serve.py [--n 300] [--routers 'best-sing
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import tempfile
@@ -73,6 +85,7 @@ def overhead(table: Any, pool: dict[str, Backend], router: str, texts: list[str]
         routing = per_request_ms(lambda i: service.route(texts[i % len(texts)]), n, repeat)
         rec = LogRecord("q", texts[0], actor, 1.0, "routed", 0.1, 10, 5)
         appends = per_request_ms(lambda i: log.append(replace(rec, query_id=f"bench-{i}")), min(n, 200), 1)
+        naive_ms, fast_ms, same = naive_vs_fast(service, texts, n)
         with ServerThread(create_app(service)) as url:
             api = openai.OpenAI(base_url=url, api_key="unused", max_retries=0)
             api.models.list()  # connection warm-up
@@ -82,8 +95,15 @@ def overhead(table: Any, pool: dict[str, Backend], router: str, texts: list[str]
                 api.chat.completions.create(model=model, messages=[{"role": "user", "content": texts[i % len(texts)]}],
                                             max_tokens=max_tokens, temperature=0)
 
-            forced = per_request_ms(lambda i: ask(i, actor), n, repeat)
-            routed = per_request_ms(ask, n, repeat)
+            times: dict[str, list[float]] = {"forced": [], "routed": []}
+            for _ in range(repeat):  # forced and routed in turn: drift in the machine's load hits both alike
+                for i in range(n):
+                    for key, model in (("forced", actor), ("routed", "routerlab")):
+                        t0 = time.perf_counter()
+                        ask(i, model)
+                        times[key].append((time.perf_counter() - t0) * 1000)
+            forced, routed = statistics.mean(times["forced"]), statistics.mean(times["routed"])
+            q = {k: np.percentile(v, [50, 95, 99]) for k, v in times.items()}
             t0 = time.perf_counter()
             with ThreadPoolExecutor(8) as ex:
                 list(ex.map(ask, range(n)))
@@ -98,6 +118,98 @@ def overhead(table: Any, pool: dict[str, Backend], router: str, texts: list[str]
     print(f"    of which one log append + fsync        {appends:9.3f}")
     print(f"    bare HTTP round trip (GET /v1/models)  {bare:9.3f}")
     print(f"  8 concurrent clients: {concurrent_rps:.0f} requests/s")
+    print(f"  sequential percentiles, ms: forced p50 {q['forced'][0]:.2f} p95 {q['forced'][1]:.2f} p99 "
+          f"{q['forced'][2]:.2f}; routed p50 {q['routed'][0]:.2f} p95 {q['routed'][1]:.2f} p99 {q['routed'][2]:.2f}")
+    print(f"  routerlab's added ms (routed minus forced): p50 {q['routed'][0] - q['forced'][0]:+.2f}, "
+          f"p95 {q['routed'][1] - q['forced'][1]:+.2f}, p99 {q['routed'][2] - q['forced'][2]:+.2f}")
+    print(f"  encoding + routing in process, ms per request: {fast_ms:.3f} now vs {naive_ms:.3f} the naive reference "
+          f"(sklearn tf-idf, per-call normalisation, whole-matrix propagation): x{naive_ms / fast_ms:.1f} faster, "
+          f"decisions identical: {same}")
+
+
+def _old_propagate(W: Any, score: Any, prior: Any, prior_weight: float = 0.0) -> Any:
+    """routers._common.propagate before the serving fast path: over every training row, for the naive reference."""
+    s = np.asarray(score, dtype=np.float64)
+    obs = ~np.isnan(s)
+    out = np.broadcast_to(prior, (W.shape[0], s.shape[1])).copy()
+    num = np.asarray(W @ np.where(obs, s, 0.0)) + prior_weight * prior[None, :]
+    den = np.asarray(W @ obs.astype(np.float64)) + prior_weight
+    np.divide(num, den, out=out, where=den > 1e-12)
+    return out
+
+
+def naive_vs_fast(service: RoutingService, texts: list[str], n: int) -> tuple[float, float, bool]:
+    """ms per request of encoding + routing + draw (``service.policy``): the naive reference (as computed before
+    the fast paths) and now, one BLAS thread both; and whether every policy is identical."""
+    from unittest import mock
+
+    from threadpoolctl import threadpool_limits
+
+    import routerlab.routers.neighbours as neighbours
+
+    enc, router = service.encoder, service.router
+    base = getattr(router, "_base", None)
+
+    def naive(i: int) -> Any:
+        return service.policy(texts[i % len(texts)])
+
+    with threadpool_limits(1, "blas"):
+        fast_policies = [service.policy(texts[i % len(texts)]) for i in range(n)]
+        fast = per_request_ms(lambda i: service.policy(texts[i % len(texts)]), n, 3)
+        with contextlib.ExitStack() as stack:
+            if hasattr(enc, "_fast"):
+                stack.callback(setattr, enc, "_fast", True)
+                enc._fast = False
+            if base is not None:  # the raw rows: nearest() prepares them on every call, as before
+                stack.callback(setattr, router, "_base", base)
+                router._base = router._X
+                stack.enter_context(mock.patch.object(neighbours, "propagate", _old_propagate))
+            naive_policies = [naive(i) for i in range(n)]
+            slow = per_request_ms(naive, n, 3)
+    same = all(np.array_equal(a, b) for a, b in zip(fast_policies, naive_policies, strict=True))
+    return slow, fast, same
+
+
+def concurrent_load(router: str, per_client: int, clients: int = 64) -> None:
+    """The real ``routerlab serve`` (test-echo actors) under ``clients`` concurrent raw-HTTP clients: routed and
+    forced, BLAS threads 1 and 2, fsync per-request and batch."""
+    import asyncio
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_serve_load as load
+
+    texts = load.demo_texts()
+    names = load.actor_names()
+    actors = load.actor_specs(names, "test-echo", None)
+    print(f"\n64 concurrent clients: routerlab serve {router} in its own process, test-echo actors, cache off, log "
+          f"on, 25% streamed, {clients} x {per_client} requests per run (raw asyncio HTTP/1.1 client)")
+    print(f"  {'setting':<32} {'mode':<7} {'req/s':>7} {'p50':>8} {'p95':>8} {'p99':>8}   load average before -> after")
+    for blas, fsync in ((1, "per-request"), (2, "per-request"), (1, "batch")):
+        p50 = {}
+        for mode, models in (("forced", [names[-1]]), ("routed", None)):
+            with tempfile.TemporaryDirectory() as tmp:
+                before = load.loadavg()
+                server = load.start_server(router, actors, Path(tmp) / "served.csv", Path(tmp), echo=True,
+                                           fsync=fsync, blas_threads=blas)
+                plan = load.make_plan(texts, clients * per_client, 0.25, 0, 0, models=models)
+                host, port = server.host_port
+                try:
+                    results, wall = asyncio.run(load.run_load(host, port, plan, clients, request_timeout=30,
+                                                              deadline_s=600))
+                finally:
+                    stopped = server.stop()
+                out = load.summarise(results, wall)
+                rec = load.reconcile(Path(tmp) / "served.csv", results)
+            p50[mode] = out["p50_ms"]
+            flag = "" if rec["exact"] and out["status_5xx"] == 0 and out["answered"] == out["well_formed"] else \
+                f"  (!) answered {out['answered']}/{out['well_formed']}, 5xx {out['status_5xx']}, log exact " \
+                f"{rec['exact']}, stop {stopped['stopped_by']}"
+            print(f"  {f'--blas-threads {blas} --fsync {fsync}':<32} {mode:<7} {out['throughput_rps']:7.1f} "
+                  f"{out['p50_ms']:8.2f} {out['p95_ms']:8.2f} {out['p99_ms']:8.2f}   {before} -> "
+                  f"{load.loadavg()}{flag}")
+        if p50.get("routed") is not None and p50.get("forced") is not None:
+            print(f"  {'':<32} added p50 under load: {p50['routed'] - p50['forced']:+.2f} ms")
 
 
 def paired_overhead(table: Any, pool: dict[str, Backend], router: str, texts: list[str], n: int, label: str,
@@ -202,8 +314,15 @@ def main() -> None:
                              "the OPE round trip")
     parser.add_argument("--no-smollm2", action="store_true")
     parser.add_argument("--quick", action="store_true", help="fewer requests and runs")
+    parser.add_argument("--concurrent-per-client", type=int, default=50,
+                        help="requests per client of the 64-client runs (section 4)")
+    parser.add_argument("--no-concurrent", action="store_true", help="skip the 64-client runs")
+    parser.add_argument("--no-ope", action="store_true", help="skip the log-to-OPE round trip")
     args = parser.parse_args()
     n, repeat = (60, 1) if args.quick else (args.n, 3)
+    from routerlab.serve.blas import limit_blas_threads
+
+    limit_blas_threads(1)  # as routerlab serve does by default (--blas-threads 1)
     table = demo(3000, seed=0)
     texts = [str(t) for t in table.queries.text[table.queries.split == "test"]]
     pool: dict[str, Backend] = {a: FixedBackend(BackendSpec("fixed", a)) for a in table.actor_names}
@@ -225,7 +344,10 @@ def main() -> None:
             mixed: dict[str, Backend] = {"frontier-235b": smol, "tiny-2b": FixedBackend(BackendSpec("fixed", "x"))}
             paired_overhead(two, mixed, "best-single", texts, min(n, 30), "SmolLM2-135M (16 new tokens, greedy)", 16)
             smol.close()
-    ope_round_trip(routers[-1], min(args.n, 600))
+    if not args.no_concurrent:
+        concurrent_load(routers[-1], 10 if args.quick else args.concurrent_per_client)
+    if not args.no_ope:
+        ope_round_trip(routers[-1], min(args.n, 600))
 
 
 if __name__ == "__main__":

@@ -88,6 +88,19 @@ def serve_cmd(
         "--learn", metavar="N",
         help="Refit an exploring router (linucb, thompson, eps-greedy, barp) in the background after every N "
              "feedback events (POST /v1/feedback); needs --log.")] = None,
+    fsync: Annotated[str, typer.Option(
+        "--fsync", metavar="MODE",
+        help="How the log reaches the disk: per-request (one fsync per row) or batch (the rows written "
+        "while an fsync runs share the next: group commit); either way a request is answered once its row is on "
+        "disk.")] = "per-request",
+    fsync_interval_ms: Annotated[float, typer.Option(
+        "--fsync-interval-ms", metavar="MS",
+        help="With --fsync batch, a commit also waits until MS have passed since the "
+        "previous one, 0 <= MS <= 1000 (0: no wait, the rows written during one fsync share the next).")] = 0.0,
+    blas_threads: Annotated[int, typer.Option(
+        "--blas-threads", metavar="N",
+        help="BLAS threads of the serving process, set at startup whatever the environment "
+        "says (1: a second thread per request's matrix product only doubles its CPU).")] = 1,
 ) -> None:
     """Answer /v1/chat/completions and /v1/models like an OpenAI server, routing each request (docs/serve.md)."""
     from importlib.util import find_spec
@@ -110,6 +123,11 @@ def serve_cmd(
         if log is None:
             raise UsageError("--learn needs --log: it learns from the feedback on logged requests")
     check_serving_encoder(encoder)
+    from routerlab.serve.blas import check_blas_threads, limit_blas_threads
+    from routerlab.serve.log import check_fsync
+
+    check_fsync(fsync, fsync_interval_ms)
+    check_blas_threads(blas_threads)
     specs = parse_actor_list(actors)
     check_host(host, allow_remote)
     if log is not None:
@@ -131,13 +149,15 @@ def serve_cmd(
     learner = None
     backends = {}
     try:
-        request_log = RequestLog(log) if log is not None else None
+        if log is not None:
+            request_log = RequestLog(log, fsync=fsync, fsync_interval_ms=fsync_interval_ms)
         store = FeedbackStore(request_log) if request_log is not None else None
         for name, spec in specs:
             typer.echo(f"routerlab: serve: loading actor {name} ({spec.describe()})", err=True)
             backends[name] = load_backend(spec, cache=not no_cache)
         service = RoutingService.train(router_spec, table, backends, encoder=encoder, split=split,
                                        explore=explore, seed=seed, log=request_log)
+        limit_blas_threads(blas_threads)  # after training: every BLAS the routing path uses is loaded
         if learn is not None:
             from routerlab.protocols.ope import training_split
 

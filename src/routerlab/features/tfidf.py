@@ -37,6 +37,8 @@ class TfidfEncoder(Encoder):
                 raise UsageError(f"encoder 'tfidf' option {key} must be a positive integer, got {value!r}")
         self._vectorizer: Any = None
         self._svd: Any = None  # None when the vocabulary is no larger than dim: the tf-idf itself is used
+        self._analyze: Any = None  # the fitted vectorizer's analyzer, built on first use
+        self._fast = True  # transform through _tfidf_rows (False: sklearn's transform; for the identity tests)
 
     @property
     def dim(self) -> int:
@@ -70,6 +72,7 @@ class TfidfEncoder(Encoder):
             with threadpool_limits(limits=1, user_api="blas"):
                 svd.fit(tfidf)
         self._vectorizer, self._svd = vectorizer, svd
+        self._analyze = None
 
     def tfidf(self, texts: list[str]) -> Any:
         """The L2-normalised sparse tf-idf rows of ``texts`` before the SVD (the exact cosine space, used to score a
@@ -78,9 +81,62 @@ class TfidfEncoder(Encoder):
             raise UsageError("encoder 'tfidf' is used before fit()")
         return self._vectorizer.transform(texts)
 
+    def _tfidf_rows(self, texts: list[str]) -> Any:
+        """The vectorizer's ``transform(texts)``, computed without its per-call input checks (which cost more
+        than the work for one short text, the case of a server routing each request): the same analyzer, the
+        counts of the vocabulary's terms in sorted column order, ``1 + log`` of them, times idf, then sklearn's
+        own in-place row L2 normalisation, all in the vectorizer's dtype: the same numbers, bit for bit."""
+        import scipy.sparse as sp
+        from sklearn.utils.sparsefuncs_fast import inplace_csr_row_normalize_l2
+
+        vec = self._vectorizer
+        if self._analyze is None:
+            self._analyze = vec.build_analyzer()
+        analyze, vocabulary = self._analyze, vec.vocabulary_
+        indices: list[int] = []
+        counts: list[int] = []
+        indptr = [0]
+        for text in texts:
+            counter: dict[int, int] = {}
+            for term in analyze(text):
+                j = vocabulary.get(term)
+                if j is not None:
+                    counter[j] = counter.get(j, 0) + 1
+            for j in sorted(counter):
+                indices.append(j)
+                counts.append(counter[j])
+            indptr.append(len(indices))
+        data = np.asarray(counts, dtype=vec.dtype)
+        cols = np.asarray(indices, dtype=np.int32)
+        if data.size:
+            np.log(data, data)  # sublinear tf
+            data += 1.0
+            data *= vec.idf_[cols]
+        X = sp.csr_matrix((data, cols, np.asarray(indptr, dtype=np.int32)), shape=(len(texts), len(vocabulary)))
+        inplace_csr_row_normalize_l2(X)
+        return X
+
+    def _project(self, tfidf: Any) -> Any:
+        """``TruncatedSVD.transform``: the sparse product ``tfidf @ components_.T``, over the basis rows of the
+        terms present only (scipy would copy the whole transposed basis, vocabulary x dim, on every call). The
+        columns are renumbered in order and each row keeps its entries in place, so the product adds the same
+        terms in the same order: the same numbers."""
+        import scipy.sparse as sp
+
+        used, inverse = np.unique(tfidf.indices, return_inverse=True)
+        compact = sp.csr_matrix((tfidf.data, inverse.astype(tfidf.indices.dtype), tfidf.indptr),
+                                shape=(tfidf.shape[0], used.size))
+        return compact @ self._svd.components_.T[used]
+
     def _transform(self, texts: list[str]) -> npt.NDArray[np.float32]:
-        tfidf = self._vectorizer.transform(texts)  # sparse: the projection below is a sparse product, no BLAS
-        X = np.asarray(self._svd.transform(tfidf) if self._svd is not None else tfidf.toarray(), dtype=np.float64)
+        # sparse: the projection below is a sparse product, no BLAS
+        if self._fast:
+            tfidf = self._tfidf_rows(texts)
+            reduced = self._project(tfidf) if self._svd is not None else tfidf.toarray()
+        else:
+            tfidf = self._vectorizer.transform(texts)
+            reduced = self._svd.transform(tfidf) if self._svd is not None else tfidf.toarray()
+        X = np.asarray(reduced, dtype=np.float64)
         norms = np.linalg.norm(X, axis=1, keepdims=True)
         X = np.divide(X, norms, out=np.zeros_like(X), where=norms > 1e-12)
         return np.asarray(X, dtype=np.float32)

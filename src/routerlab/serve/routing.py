@@ -333,16 +333,19 @@ class RoutingService:
     # -- the policy ----------------------------------------------------------------------------
     def _features(self, text: str) -> Features:
         X = self.encoder.transform([text])
-        queries = Queries.create(["request"], text=[text], dataset=[self.dataset], split=["served"])
+        # built directly, not by Queries.create: one row needs no column checks (a tenth of a ms per request)
+        queries = Queries(ids=np.array(["request"], dtype=object), text=np.array([text], dtype=object),
+                          dataset=np.array([self.dataset], dtype=object), split=np.array(["served"], dtype=object))
         return Features.of(X, queries, self.actors, self.encoder.spec)
 
     def policy(self, text: str) -> npt.NDArray[np.float64]:
         """The serving policy's distribution over the actors (in table order) for a request routed on ``text``."""
+        features = self._features(text)  # the fitted encoder is read-only: encoding needs no lock
         with self._lock:
-            return self._policy(text)
+            return self._policy(text, features)
 
-    def _policy(self, text: str) -> npt.NDArray[np.float64]:
-        routed = self.router.route(self._features(text))
+    def _policy(self, text: str, features: Features | None = None) -> npt.NDArray[np.float64]:
+        routed = self.router.route(self._features(text) if features is None else features)
         m = len(self.actor_names)
         if self.router.explores:
             base = np.asarray(routed.policy[0], dtype=np.float64)
@@ -355,8 +358,9 @@ class RoutingService:
 
     def route(self, text: str) -> Decision:
         """Draw an actor for ``text`` from the serving policy; the decision carries its exact probability."""
+        features = self._features(text)  # outside the lock: requests encode in parallel, only routing queues
         with self._lock:
-            p = self._policy(text)
+            p = self._policy(text, features)
             if p.max() >= 1.0:  # a deterministic choice: no draw, the stream stays as it was
                 a = int(p.argmax())
             else:
