@@ -300,3 +300,23 @@ def test_batch_mode_closes_with_every_record_flushed_and_checks_its_options(tmp_
                        ({"fsync_interval_ms": 5000}, r"\[0, 1000\]")]:
         with pytest.raises(UsageError, match=match):
             RequestLog(tmp_path / "other.csv", **bad)  # type: ignore[arg-type]
+
+
+def test_a_row_longer_than_the_csv_field_limit_survives_a_reopen_and_reads(tmp_path: Path) -> None:
+    """Python's csv reader refuses fields over 128 KB by default; a long served prompt must not read as a
+    cut-off tail (which reopening would truncate away)."""
+    from routerlab.data.served import feedback_path_for, read_served_log
+
+    path = tmp_path / "log.csv"
+    long_text = "word " * 50_000  # 250 KB
+    with RequestLog(path) as log:
+        log.append(record("q1", text=long_text, actor="a", p=0.5))
+        log.append(record("q2", actor="b", p=0.5))
+    size = path.stat().st_size
+    with RequestLog(path) as log:
+        assert log.n_records == 2
+    assert path.stat().st_size == size
+    feedback_path_for(path).write_text("query_id,score,metadata,created\nq1,1.0,,2026-01-01T00:00:00Z\n"
+                                       "q2,0.0,,2026-01-01T00:00:00Z\n", encoding="utf-8")
+    logs = read_served_log(path)
+    assert logs.n == 2 and str(logs.table.queries.text[0]) == long_text

@@ -8,8 +8,10 @@ import a higher one.
 
 from __future__ import annotations
 
+import csv
 import json
 import re
+import sys
 import warnings
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -169,3 +171,9 @@ def json_start(path: Path) -> str:
         raise DataError(f"cannot read: {exc.strerror or exc}", file=path) from None
     text = chunk.removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n")
     return chr(text[0]) if text else ""
+
+
+def allow_long_csv_fields() -> None:
+    """Lift the csv module's 128 KB field limit (process-wide): a RouterBench prompt or a served request can be
+    longer, and a row must never be refused, or read as a cut-off tail, for its size."""
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from routerlab.data._files import allow_long_csv_fields
 from routerlab.errors import DataError, UsageError
 
 if TYPE_CHECKING:
@@ -89,6 +90,7 @@ def csv_records(data: bytes) -> Iterator[tuple[list[str], int, bool]]:
             last_complete = line.endswith(b"\n")
             yield line.decode("utf-8", errors="replace")
 
+    allow_long_csv_fields()  # else a row whose text is over 128 KB would read as a cut-off tail and be dropped
     reader = csv.reader(feed())
     try:
         for rec in reader:

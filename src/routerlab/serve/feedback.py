@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from routerlab.data._files import allow_long_csv_fields
 from routerlab.errors import DataError, UsageError
 from routerlab.serve.log import LOG_COLUMNS, OLD_LOG_COLUMNS
 
@@ -91,6 +92,7 @@ def attach_feedback(log: str | Path, scores: Mapping[str, float] | str | Path, o
     seen: set[str] = set()
     unscored = forced = 0
     with fh:
+        allow_long_csv_fields()
         reader = csv.reader(fh)
         header = next(reader, None)
         if header is None or tuple(header) not in (LOG_COLUMNS, OLD_LOG_COLUMNS):

@@ -26,20 +26,18 @@ written once, when the file is new or empty; an existing file with another heade
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import os
 import threading
 import time
 import warnings
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from routerlab.data.served import LOG_COLUMNS as LOG_COLUMNS  # the data layer reads these logs too
 from routerlab.data.served import OLD_LOG_COLUMNS as OLD_LOG_COLUMNS
+from routerlab.data.served import csv_records, encode_csv_row
 from routerlab.errors import UsageError
 
 MODES = ("routed", "forced")
@@ -101,38 +99,11 @@ class LogRecord:
 
 def encode_record(record: LogRecord) -> bytes:
     """One CSV record as UTF-8 bytes, ending in a newline (a text's own newlines stay inside its quotes)."""
-    buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerow(record.row())
-    return buf.getvalue().encode("utf-8")
+    return encode_csv_row(record.row())
 
 
 def _header() -> bytes:
-    buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerow(LOG_COLUMNS)
-    return buf.getvalue().encode("utf-8")
-
-
-def _records(data: bytes) -> Iterator[tuple[list[str], int, bool]]:
-    """Each CSV record of ``data`` with the byte offset just after it and whether it ended with a newline
-    (a record without one is the cut-off tail of an interrupted write)."""
-    pieces = data.split(b"\n")
-    lines = [p + b"\n" for p in pieces[:-1]] + ([pieces[-1]] if pieces[-1] else [])
-    consumed = 0
-    last_complete = True
-
-    def feed() -> Iterator[str]:
-        nonlocal consumed, last_complete
-        for line in lines:
-            consumed += len(line)
-            last_complete = line.endswith(b"\n")
-            yield line.decode("utf-8", errors="replace")
-
-    reader = csv.reader(feed())
-    try:
-        for rec in reader:
-            yield rec, consumed, last_complete
-    except csv.Error:  # an unterminated quote at the end: the tail is cut off
-        return
+    return encode_csv_row(LOG_COLUMNS)
 
 
 FSYNC_MODES: tuple[str, ...] = ("per-request", "batch")
@@ -218,7 +189,7 @@ class RequestLog:
         if not data:
             self._write(_header())
             return
-        records = _records(data)
+        records = csv_records(data)
         first = next(records, None)
         if first is not None and first[2] and tuple(first[0]) == OLD_LOG_COLUMNS:
             raise UsageError(f"--log {self.path}: was written by an earlier routerlab (no original_latency_s and "

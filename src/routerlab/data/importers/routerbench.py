@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import csv
 import pickle
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from routerlab._words import plural, verb
+from routerlab.data._files import allow_long_csv_fields
 from routerlab.data.importers import importer
 from routerlab.data.importers._common import (
     expand_paths,
@@ -182,7 +182,7 @@ def _read_frame(path: Path, trust_pickle: bool) -> _Frame:
 
 
 def _frame_from_csv(path: Path) -> _Frame:
-    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+    allow_long_csv_fields()
     records: list[list[str]] = []
     rows: list[int] = []
     try:
