@@ -58,6 +58,10 @@ def test_bad_options_are_one_line_exit_2(table_dir: Path, tmp_path: Path, capsys
             ["knn", *base, "--request-timeout", bad], capsys)
     assert "--workers must be an integer >= 1, got 0" in run_error(["knn", *base, "--workers", "0"], capsys)
     assert "--queue must be an integer >= 0, got -1" in run_error(["knn", *base, "--queue", "-1"], capsys)
+    assert "--trip-after must be an integer >= 0" in run_error(["knn", *base, "--trip-after", "-1"], capsys)
+    for bad in ("0", "-2", "nan", "inf"):
+        assert "--cooldown must be a finite number of seconds > 0" in run_error(
+            ["knn", *base, "--cooldown", bad], capsys)
     assert "ending in .csv" in run_error(["knn", *base, "--log", str(tmp_path / "log.txt")], capsys)
     (tmp_path / "dir.csv").mkdir()
     assert "is a directory" in run_error(["knn", *base, "--log", str(tmp_path / "dir.csv")], capsys)

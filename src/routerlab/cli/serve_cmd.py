@@ -84,6 +84,13 @@ def serve_cmd(
     queue: Annotated[int, typer.Option(
         "--queue", metavar="N",
         help="Requests that may wait for each actor's workers; one more is a 429 with Retry-After.")] = 64,
+    trip_after: Annotated[int, typer.Option(
+        "--trip-after", metavar="N",
+        help="Refuse an actor at once (503, Retry-After) for --cooldown seconds after its backend failed N calls in "
+             "a row (0: never).")] = 5,
+    cooldown: Annotated[float, typer.Option(
+        "--cooldown", metavar="SECONDS",
+        help="How long a failing actor is refused before one trial call (doubled after a failed trial).")] = 10.0,
     learn: Annotated[int | None, typer.Option(
         "--learn", metavar="N",
         help="Refit an exploring router (linucb, thompson, eps-greedy, barp) in the background after every N "
@@ -110,7 +117,7 @@ def serve_cmd(
     from routerlab.routers import get_router
     from routerlab.serve.routing import check_actor_names, check_serving_encoder
 
-    check_limits(request_timeout, workers, queue)
+    check_limits(request_timeout, workers, queue, trip_after, cooldown)
     missing = [m for m in ("fastapi", "uvicorn") if find_spec(m) is None]
     if missing:
         raise UsageError(f"routerlab serve needs {' and '.join(missing)}: pip install 'routerlab[llm]'")
@@ -156,7 +163,8 @@ def serve_cmd(
             typer.echo(f"routerlab: serve: loading actor {name} ({spec.describe()})", err=True)
             backends[name] = load_backend(spec, cache=not no_cache)
         service = RoutingService.train(router_spec, table, backends, encoder=encoder, split=split,
-                                       explore=explore, seed=seed, log=request_log)
+                                       explore=explore, seed=seed, log=request_log, trip_after=trip_after,
+                                       cooldown_s=cooldown)
         limit_blas_threads(blas_threads)  # after training: every BLAS the routing path uses is loaded
         if learn is not None:
             from routerlab.protocols.ope import training_split
@@ -224,8 +232,10 @@ def _exit_on_signal() -> Callable[[], None]:
     return restore
 
 
-def check_limits(request_timeout: float, workers: int | None, queue: int) -> None:
-    """``--request-timeout`` a finite number of seconds > 0, ``--workers`` >= 1, ``--queue`` >= 0."""
+def check_limits(request_timeout: float, workers: int | None, queue: int, trip_after: int = 5,
+                 cooldown: float = 10.0) -> None:
+    """``--request-timeout`` a finite number of seconds > 0, ``--workers`` >= 1, ``--queue`` >= 0,
+    ``--trip-after`` >= 0, ``--cooldown`` a finite number of seconds > 0."""
     import math
 
     if not math.isfinite(request_timeout) or request_timeout <= 0:
@@ -234,6 +244,10 @@ def check_limits(request_timeout: float, workers: int | None, queue: int) -> Non
         raise UsageError(f"--workers must be an integer >= 1, got {workers}")
     if queue < 0:
         raise UsageError(f"--queue must be an integer >= 0, got {queue}")
+    if trip_after < 0:
+        raise UsageError(f"--trip-after must be an integer >= 0 (0: never), got {trip_after}")
+    if not math.isfinite(cooldown) or cooldown <= 0:
+        raise UsageError(f"--cooldown must be a finite number of seconds > 0, got {cooldown:g}")
 
 
 def _check_log_path(path: Path) -> None:

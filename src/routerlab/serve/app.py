@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from routerlab.errors import UsageError
+from routerlab.serve.breaker import ActorUnavailable
 from routerlab.serve.pool import DONE, ActorPool, Job, PoolClosed, QueueFull
 from routerlab.serve.routing import (
     BackendFailure,
@@ -249,6 +250,9 @@ def _error_status(exc: Exception) -> APIError:
                         headers={"Retry-After": str(exc.retry_after)})
     if isinstance(exc, PoolClosed):
         return _shutting_down()
+    if isinstance(exc, ActorUnavailable):
+        return APIError(503, str(exc), type="server_error", code="actor_unavailable",
+                        headers={"Retry-After": str(exc.retry_after)})
     if isinstance(exc, UnknownModel):
         return APIError(404, str(exc), param="model", code="model_not_found")
     if isinstance(exc, DuplicateQuery):

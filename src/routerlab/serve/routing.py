@@ -33,6 +33,7 @@ import numpy.typing as npt
 from routerlab.data.table import Actors, Queries, RoutingTable
 from routerlab.errors import RouterlabError, UsageError
 from routerlab.features.base import Features
+from routerlab.serve.breaker import ActorUnavailable, CircuitBreaker
 
 if TYPE_CHECKING:
     from routerlab.features.registry import Encoder
@@ -160,7 +161,14 @@ class ServedStream:
     def _deltas(self) -> Generator[str, None, None]:
         service, decision = self._service, self.decision
         backend = service.backends[decision.actor]
+        breaker = service.breakers[decision.actor]
         parts = self._parts
+        try:
+            breaker.before_call()
+        except ActorUnavailable:
+            self._failed = True
+            self.settle(None)  # never called: no row, the query id is free again
+            raise
         self._t0 = t0 = time.perf_counter()
         try:
             gen = backend.stream(self._messages, self._decoding)
@@ -171,11 +179,13 @@ class ServedStream:
                         yield delta
             except Exception as exc:
                 self._failed = True
+                breaker.failure()
                 raise BackendFailure(decision.actor, exc) from exc
             finally:
                 close = getattr(gen, "close", None)
                 if close is not None:
                     close()  # a closed reader closes the backend's stream now (a local model stops generating)
+            breaker.success()
             self.latency_s = time.perf_counter() - t0
             self.tokens_out = _count_tokens(backend, "".join(parts))
             self.finished = True
@@ -183,6 +193,8 @@ class ServedStream:
                 self.settle("answered")
         finally:
             if not self.finished:
+                if not self._failed:
+                    breaker.cancelled()  # closed by its reader: says nothing about the backend
                 self.settle(None if self._failed and not parts else "aborted")
 
     @property
@@ -280,7 +292,7 @@ class RoutingService:
 
     def __init__(self, router: Router, encoder: Encoder, actors: Actors, backends: Mapping[str, Backend], *,
                  explore: float = 0.0, seed: int = 0, log: RequestLog | None = None, name: str = "routerlab",
-                 dataset: str = "served") -> None:
+                 dataset: str = "served", trip_after: int = 5, cooldown_s: float = 10.0) -> None:
         names = [str(a) for a in actors.names.tolist()]
         if router.actor_names != names:
             raise UsageError(f"router {router.name!r} was fitted on actors {router.actor_names}, asked to serve "
@@ -304,6 +316,7 @@ class RoutingService:
         self.log = log
         self.name = name
         self.dataset = dataset
+        self.breakers = {a: CircuitBreaker(a, trip_after, cooldown_s) for a in names}
         self._rng = np.random.default_rng([seed, 0x53455256])  # 'SERV': the serving policy's own stream
         self._lock = threading.Lock()
         self.started = time.time()
@@ -312,7 +325,7 @@ class RoutingService:
     @classmethod
     def train(cls, router_spec: str, table: RoutingTable, backends: Mapping[str, Backend], *,
               encoder: str = "tfidf", split: str = "given", explore: float = 0.0, seed: int = 0,
-              log: RequestLog | None = None) -> RoutingService:
+              log: RequestLog | None = None, trip_after: int = 5, cooldown_s: float = 10.0) -> RoutingService:
         """Train ``router_spec`` on the train part of ``table`` (``split`` as in ``routerlab ope``: given, all,
         random[:F] or ood:DS1,DS2) with features from ``encoder`` fitted on those training texts; the backends
         must be exactly the table's actors."""
@@ -328,7 +341,8 @@ class RoutingService:
         router.check_applicable(train)
         enc.fit(train.queries.text)  # fitted once here: every request's text is encoded in this space
         router.fit(train, encode(train, enc))
-        return cls(router, enc, train.actors, backends, explore=explore, seed=seed, log=log, name="routerlab")
+        return cls(router, enc, train.actors, backends, explore=explore, seed=seed, log=log, name="routerlab",
+                   trip_after=trip_after, cooldown_s=cooldown_s)
 
     # -- the policy ----------------------------------------------------------------------------
     def _features(self, text: str) -> Features:
@@ -442,6 +456,12 @@ class RoutingService:
         :class:`RequestAborted` is raised. A cached answer logs the time measured now as ``latency_s`` and the
         first-measured one as ``original_latency_s``."""
         backend = self.backends[plan.decision.actor]
+        breaker = self.breakers[plan.decision.actor]
+        try:
+            breaker.before_call()
+        except ActorUnavailable:
+            self._release(plan.query_id)
+            raise
         t0 = time.perf_counter()
         try:
             if job is None:
@@ -450,9 +470,12 @@ class RoutingService:
                 completion = backend.complete_cancellable(plan.messages, plan.decoding, job.cancel)
         except Exception as exc:
             if job is not None and job.cancel.is_set():
+                breaker.cancelled()
                 raise RequestAborted("the request was cancelled") from None
+            breaker.failure()
             self._release(plan.query_id)
             raise BackendFailure(plan.decision.actor, exc) from exc
+        breaker.success()
         wall = time.perf_counter() - t0
         if job is not None and not job.finish():
             raise RequestAborted("the request was cancelled")
@@ -507,6 +530,7 @@ class RoutingService:
         return {"router": self.router.name, "params": dict(self.router.params), "encoder": self.encoder.spec,
                 "explore": self.explore, "seed": self.seed, "actors": list(self.actor_names),
                 "log": None if self.log is None else str(self.log.path),
+                "breakers": {a: b.describe() for a, b in self.breakers.items()},
                 **({} if self.learning is None else {"learning": dict(self.learning)})}
 
     def close(self) -> None:
