@@ -258,3 +258,13 @@ def test_train_logs_read_the_log_and_its_feedback_like_attach_feedback(tmp_path:
 def test_the_feedback_file_sits_beside_the_log() -> None:
     assert feedback_path_for("logs/served.csv") == Path("logs/served.feedback.csv")
     assert LOG_COLUMNS[0] == "query_id"
+
+
+def test_a_feedback_file_given_as_a_log_is_one_clear_error(tmp_path: Path) -> None:
+    from routerlab.data.logs import read_logs
+    from routerlab.errors import UsageError
+
+    path = tmp_path / "served.feedback.csv"
+    path.write_text("query_id,score,metadata,created\nq1,1.0,,2026-01-01T00:00:00Z\n", encoding="utf-8")
+    with pytest.raises(UsageError, match=r"is the feedback file of a request log; give the log .*served\.csv"):
+        read_logs(path)

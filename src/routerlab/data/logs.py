@@ -145,9 +145,14 @@ def read_logs(
     (:func:`routerlab.data.served.read_served_log`: rows without feedback, forced rows and aborted rows without
     feedback are left out and counted in ``logs.served``).
     """
-    from routerlab.data.served import is_served_log
+    from routerlab.data.served import FEEDBACK_SUFFIX, is_served_log
 
     given = [paths] if isinstance(paths, str | Path) else list(paths)
+    for p in given:
+        if str(p).lower().endswith(FEEDBACK_SUFFIX):
+            log = str(p)[: -len(FEEDBACK_SUFFIX)] + ".csv"
+            raise UsageError(f"{p}: is the feedback file of a request log; give the log ({log}): its feedback "
+                             "is read from beside it")
     served = [is_served_log(p) for p in given]
     if any(served):
         if not all(served):
