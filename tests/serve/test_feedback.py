@@ -268,3 +268,15 @@ def test_a_feedback_file_given_as_a_log_is_one_clear_error(tmp_path: Path) -> No
     path.write_text("query_id,score,metadata,created\nq1,1.0,,2026-01-01T00:00:00Z\n", encoding="utf-8")
     with pytest.raises(UsageError, match=r"is the feedback file of a request log; give the log .*served\.csv"):
         read_logs(path)
+
+
+def test_feedback_on_a_server_generated_id_in_flight_is_409_not_404(
+        served: tuple[RoutingService, TestClient]) -> None:
+    from routerlab.llm.base import Decoding, Message
+
+    svc, client = served
+    plan = svc.plan([Message("user", "still generating")], Decoding())  # routed, id claimed, not answered yet
+    r = client.post("/v1/feedback", json={"query_id": plan.query_id, "score": 1.0})
+    assert r.status_code == 409 and r.json()["error"]["code"] == "query_not_answered", r.text
+    svc._release(plan.query_id)  # the request failed before its answer: the id is unknown again
+    assert client.post("/v1/feedback", json={"query_id": plan.query_id, "score": 1.0}).status_code == 404

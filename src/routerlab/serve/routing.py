@@ -409,7 +409,10 @@ class RoutingService:
     # -- answering -----------------------------------------------------------------------------
     def _claim(self, query_id: str | None) -> str:
         if query_id is None:
-            return new_query_id()
+            qid = new_query_id()
+            if self.log is not None:
+                self.log.reserve(qid)  # a fresh uuid: held while in flight, so its feedback is "not answered yet"
+            return qid
         if not query_id or len(query_id) > MAX_QUERY_ID or any(c in query_id for c in "\r\n"):
             raise UsageError(f"metadata.query_id must be a non-empty one-line id of at most {MAX_QUERY_ID} "
                              "characters")
