@@ -192,7 +192,8 @@ def serve_cmd(
         n = request_log.n_records if request_log is not None else None
         held = "" if n is None else f"; the log holds {plural(n, 'request')}"
         typer.echo(f"routerlab: serve: stopped{held}", err=True)
-        restore = _exit_on_signal() if server.signals == 0 else (_exit_on_signal(), _nothing)[1]
+        put_back = _exit_on_signal()
+        restore = put_back if server.signals == 0 else _nothing  # stopped by a signal: kept to the process's end
         serving.close(timeout=1.0)  # cancelled generations end; a hanging backend's worker ends with the process
     finally:
         if learner is not None:
