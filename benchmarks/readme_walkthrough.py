@@ -267,14 +267,17 @@ def _words(command: str) -> list[str]:
 
 ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(\S*)$")
 OUTPUT_OPTIONS = ("-o", "--output", "--log")
+"""Options whose value a command writes; ``--log`` only for ``routerlab serve`` (``promote --log`` reads one)."""
 
 
 def outputs_of(command: str) -> list[str]:
-    """The paths a command writes: ``-o``, ``--log``, and ``routerlab run``'s store (``--store``, else the
+    """The paths a command writes: ``-o``, ``serve --log``, and ``routerlab run``'s store (``--store``, else the
     default); ``results``' ``--store`` only reads."""
     words = _words(command)
     runs = words[:2] == ["routerlab", "run"]
-    out = [words[i + 1] for i, w in enumerate(words[:-1]) if w in OUTPUT_OPTIONS or (runs and w == "--store")]
+    serves = words[:2] == ["routerlab", "serve"]
+    out = [words[i + 1] for i, w in enumerate(words[:-1])
+           if (w in OUTPUT_OPTIONS and (w != "--log" or serves)) or (runs and w == "--store")]
     if runs and "--store" not in words:
         out.append("routerlab-results")
     return [p.rstrip("/") for p in out]

@@ -71,6 +71,8 @@ def test_extract_joins_continuations_and_open_quotes(tmp_path: Path) -> None:
     assert walk.outputs_of("routerlab run x.toml") == ["routerlab-results"]
     assert walk.outputs_of("routerlab run x.toml --store s/") == ["s"]
     assert walk.outputs_of("routerlab results show --store s/") == []
+    assert walk.outputs_of("routerlab serve knn --log logs/served.csv") == ["logs/served.csv"]
+    assert walk.outputs_of("routerlab promote --log logs/test.csv --current a --candidate b") == []
     assert walk.mentions("ls b/c", "b") and not walk.mentions("ls bb", "b")
 
 
