@@ -305,3 +305,14 @@ def test_an_llm_rewrite_that_alters_a_protected_span_is_rejected_and_counted() -
                               "Write a function that adds two numbers. Test: assert add(1, 2) == 3"])
     assert kept == ["Write a function to add two given numbers. Test: assert add(1, 2) == 3"]
     assert stats["rejected"] == 2  # the function under test renamed; its name in the prose ("add") changed
+
+
+def test_a_contraction_after_a_number_is_not_a_unit() -> None:
+    """Hypothesis found "3 is not" -> "3 isn't" refused: the unit rule protected "isn" (three letters after a
+    number) in the contraction only. The stem of a contraction or possessive is not a unit; real units stay."""
+    from routerlab.perturb.spans import keeps_protected, protected_strings
+
+    assert keeps_protected("3 is not", "3 isn't") and keeps_protected("3 isn't", "3 is not")
+    assert dict(protected_strings("3 isn't")) == {"3": 1}
+    assert dict(protected_strings("3 apples' cores, 5 km and 10 GeV")) == {"3": 1, "apples": 1, "5": 1, "km": 1,
+                                                                          "10": 1, "GeV": 1}

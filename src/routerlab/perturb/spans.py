@@ -107,9 +107,10 @@ _CONCEPT_ITEM = re.compile(r"[A-Za-z][A-Za-z'-]*(?: [A-Za-z][A-Za-z'-]*){0,2}")
 _MIN_CONCEPTS = 4
 _UNIT = re.compile(r"(?<![^\s(\[])[$\u20ac\u00a3]?\d+(?:,\d{3})*(?:\.\d+)?%?[ \t]+(?P<unit>(?:per[ \t]+)?"
                    r"(?:[A-Za-z]{3,}|[b-df-hj-np-tv-zA-Z]{1,2}|[A-Za-z]?[A-Z][A-Za-z]?)"
-                   r"(?:[ \t]+per[ \t]+[A-Za-z]+)?)\b")
+                   r"(?:[ \t]+per[ \t]+[A-Za-z]+)?)\b(?!['\u2019][A-Za-z])")
 """The word after a number: three letters or more, or a short unit (``km``, ``GeV``, ``mL``) but not a short word with a
-vowel (``8 to a box``)."""
+vowel (``8 to a box``), nor the stem of a contraction or possessive (``3 isn't``: "is not" and "isn't" must protect
+the same strings, or a contraction would read as an edited unit)."""
 _NEST = r"(?:[^()\n]|\((?:[^()\n]|\([^()\n]*\))*\))*"
 _CALL = re.compile(rf"(?<![\w$])[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*\({_NEST}\)"
                    rf"(?:\.[A-Za-z_$][\w$]*(?:\({_NEST}\))?)*")
