@@ -24,9 +24,8 @@ ALLOWED = {
     ("data/longformat/writer.py", "_write_long_parquet"): "the same: called from write_long's atomic_write callback",
     ("data/longformat/writer.py", "_write_long_csv"): "the same: called from write_long's atomic_write callback",
     ("data/longformat/writer.py", "_write_long_jsonl"): "the same: called from write_long's atomic_write callback",
-    ("serve/log.py", "__init__"): "the request log is append-only (O_APPEND, one whole line per write, under a lock)",
-    ("serve/feedback_store.py", "__init__"): "the feedback file is append-only like the request log (O_APPEND, one "
-                                             "whole record per write, under a lock)",
+    ("serve/log.py", "open_append_locked"): "the request log and its feedback file are append-only (O_APPEND, one "
+                                            "whole record per write, under a lock)",
     ("llm/graders/sandbox.py", "run_python"): "the program to run, in a fresh temporary directory removed after",
     ("llm/graders/_sandbox_child.py", "run_program"): "the sandboxed program's stdout/stderr, in that directory",
     ("llm/graders/_sandbox_child.py", "_write_file"): "a new user namespace's /proc/self/uid_map etc., not a file",

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from routerlab.data.served import (
     FEEDBACK_COLUMNS,
@@ -46,9 +46,7 @@ from routerlab.data.served import (
     parse_feedback,
 )
 from routerlab.errors import UsageError
-
-if TYPE_CHECKING:
-    from routerlab.serve.log import RequestLog
+from routerlab.serve.log import RequestLog, open_append_locked
 
 MAX_METADATA_BYTES = 4096
 """The largest ``metadata`` object a feedback record may carry, JSON-encoded (UTF-8 bytes)."""
@@ -135,8 +133,6 @@ class FeedbackStore:
     the file. See the module docstring for the rules."""
 
     def __init__(self, log: RequestLog | str | Path) -> None:
-        from routerlab.serve.log import RequestLog
-
         self.request_log = log if isinstance(log, RequestLog) else None
         self.log_path = log.path if isinstance(log, RequestLog) else Path(log)
         self.path = feedback_path_for(self.log_path)
@@ -146,13 +142,9 @@ class FeedbackStore:
         self._log_offset = 0
         self._log_columns: tuple[str, ...] | None = None
         self._listeners: list[Callable[[ServedFeedback], None]] = []
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o666)
-        except OSError as exc:
-            raise UsageError(f"{self.path}: cannot open the feedback file for appending ({exc.strerror})") from None
+        fd = open_append_locked(self.path, str(self.path), "the feedback file")
         self._fd: int | None = fd
         try:
-            self._lock_file()
             self._prepare()
             self._scan_log()
         except BaseException:
@@ -161,17 +153,6 @@ class FeedbackStore:
             raise
 
     # -- opening -----------------------------------------------------------------------------
-    def _lock_file(self) -> None:
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - Windows: no advisory lock
-            return
-        assert self._fd is not None
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            raise UsageError(f"{self.path}: another process is appending to it (it is locked)") from None
-
     def _prepare(self) -> None:
         data = self.path.read_bytes()
         header = encode_csv_row(FEEDBACK_COLUMNS)

@@ -106,6 +106,26 @@ def _header() -> bytes:
     return encode_csv_row(LOG_COLUMNS)
 
 
+def open_append_locked(path: Path, where: str, what: str, hint: str = "") -> int:
+    """A descriptor appending to ``path`` (created if missing) under an exclusive advisory lock (``flock``, where the
+    platform has it), so one process at a time appends to an append-only file: the request log and its feedback
+    file. Errors are one UsageError line starting with ``where``; ``what`` names the file in it."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o666)
+    except OSError as exc:
+        raise UsageError(f"{where}: cannot open {what} for appending ({exc.strerror})") from None
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: no advisory lock, one writer per file by convention
+        return fd
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise UsageError(f"{where}: another process is appending to it (it is locked){hint}") from None
+    return fd
+
+
 FSYNC_MODES: tuple[str, ...] = ("per-request", "batch")
 """How the log flushes records to disk: one fsync per record, or a group commit (see the module docstring)."""
 
@@ -157,12 +177,11 @@ class RequestLog:
         self.n_records = 0
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o666)
         except OSError as exc:
             raise UsageError(f"--log {self.path}: cannot open it for appending ({exc.strerror})") from None
+        fd = open_append_locked(self.path, f"--log {self.path}", "it", "; give each server its own log file")
         self._fd: int | None = fd
         try:
-            self._lock_file()
             self._prepare()
         except BaseException:
             os.close(fd)
@@ -170,18 +189,6 @@ class RequestLog:
             raise
 
     # -- opening -----------------------------------------------------------------------------
-    def _lock_file(self) -> None:
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - Windows: no advisory lock, one server per log by convention
-            return
-        assert self._fd is not None
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            raise UsageError(f"--log {self.path}: another process is appending to it (it is locked); give each "
-                             "server its own log file") from None
-
     def _prepare(self) -> None:
         assert self._fd is not None
         with open(self.path, "rb") as fh:
