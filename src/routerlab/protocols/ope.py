@@ -246,18 +246,12 @@ def off_policy_evaluate(
     else:
         sp = {"kind": "logs", "n_train": train_logs.n, "policy": train_logs.policy}
         train_table, propensity = train_logs.table, train_logs.propensity
-    leak = np.isin(train_table.queries.ids.astype(str), logged.queries.ids.astype(str))
-    n_leak = int(leak.sum())
-    if n_leak:
-        if n_leak == train_table.n_queries:
-            raise UsageError(f"every one of the {n_leak} training queries is a logged query; evaluate logs of "
-                             "queries the routers do not train on (e.g. routerlab log --part test)")
-        run_warnings.append(leak_warning(n_leak))
-        train_table = train_table.select_queries(~leak)
-        propensity = None if propensity is None else propensity[~leak]
+    train_table, kept = without_logged_queries(train_table, logged, run_warnings, "evaluate")
+    if propensity is not None and not kept.all():
+        propensity = propensity[kept]
     train: RoutingTable | Feedback = train_table if propensity is None else Feedback(train_table, propensity)
     training = {"feedback": "full" if propensity is None else "logged", "n_train": int(train_table.n_queries),
-                "left_out_logged_queries": n_leak}
+                "left_out_logged_queries": int((~kept).sum())}
     chosen, _ = applicable_routers(routers, train, seed)
 
     from routerlab.features import encode_pair
@@ -318,6 +312,22 @@ def off_policy_evaluate(
         reward_model=model_info, training=training, results=results, truth_note=truth_note, warnings=run_warnings,
         query_ids=[str(q) for q in logged.queries.ids],
     )
+
+
+def without_logged_queries(train_table: RoutingTable, logged: RoutingTable, run_warnings: list[str], verb: str
+                           ) -> tuple[RoutingTable, npt.NDArray[np.bool_]]:
+    """``train_table`` without the queries of the log (no router learns an outcome it is judged on) and the mask of
+    the rows kept; a warning in ``run_warnings`` when some were left out, a UsageError when all were (``verb`` says
+    what the command does with logs: evaluate, judge)."""
+    leak = np.isin(train_table.queries.ids.astype(str), logged.queries.ids.astype(str))
+    n_leak = int(leak.sum())
+    if not n_leak:
+        return train_table, ~leak
+    if n_leak == train_table.n_queries:
+        raise UsageError(f"every one of the {n_leak} training queries is a logged query; {verb} logs of "
+                         "queries the routers do not train on (e.g. routerlab log --part test)")
+    run_warnings.append(leak_warning(n_leak))
+    return train_table.select_queries(~leak), ~leak
 
 
 def leak_warning(n_leak: int) -> str:

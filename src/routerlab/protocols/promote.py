@@ -392,9 +392,9 @@ def promotion_gate(table: RoutingTable, logs: Logs, current: str, candidate: str
         REWARD_MODELS,
         _check_actors,
         _truth_rows,
-        leak_warning,
         refuse_bounds,
         training_split,
+        without_logged_queries,
     )
 
     check_margin(margin)
@@ -411,14 +411,7 @@ def promotion_gate(table: RoutingTable, logs: Logs, current: str, candidate: str
     n, m = logged.n_queries, logged.n_actors
     sp = training_split(table, split, seed)
     train_table, _ = sp.apply(table)
-    leak = np.isin(train_table.queries.ids.astype(str), logged.queries.ids.astype(str))
-    n_leak = int(leak.sum())
-    if n_leak:
-        if n_leak == train_table.n_queries:
-            raise UsageError(f"every one of the {n_leak} training queries is a logged query; judge on logs of "
-                             "queries the routers do not train on (e.g. routerlab log --part test)")
-        run_warnings.append(leak_warning(n_leak))
-        train_table = train_table.select_queries(~leak)
+    train_table, kept = without_logged_queries(train_table, logged, run_warnings, "judge on")
     chosen, _ = applicable_routers([current, candidate], train_table, seed)
     ftrain, flog = encode_pair(train_table, logged, encoder, cache_dir=cache_dir)
     action, p = logs.actor, logs.propensity
@@ -465,7 +458,7 @@ def promotion_gate(table: RoutingTable, logs: Logs, current: str, candidate: str
                 "min_propensity": float(p.min()), "content_hash": _log_hash(logs)}
     return PromotionResult(
         provenance=Provenance.of(table, sp, seed=seed, encoder=flog.encoder, routers=[current, candidate]),
-        log=log_info, training={"n_train": int(train_table.n_queries), "left_out_logged_queries": n_leak},
+        log=log_info, training={"n_train": int(train_table.n_queries), "left_out_logged_queries": int((~kept).sum())},
         current=described[0], candidate=described[1], outcome=outcome, reward_model=model_info, n_boot=n_boot,
         seed=seed, truth=truth, warnings=run_warnings,
         settings={"current": current, "candidate": candidate, "estimator": estimator, "margin": float(margin),
