@@ -517,6 +517,24 @@ def test_real_sigint_to_a_run(tmp_path: Path) -> None:
                         r"command to resume", line), err
 
 
+def test_a_ctrl_c_that_left_generated_code_still_exits_130_under_python_m(tmp_path: Path) -> None:
+    """CI found it: a Ctrl-C landing inside an exec() of a string (an import interrupted in dataclasses' generated
+    __init__) made ``python -m routerlab`` die by SIGINT (-2) after printing its line, not exit 130."""
+    (tmp_path / "interrupted_in_exec.py").write_text(
+        "import routerlab.cli as cli\n"
+        "def interrupted(argv=None):\n"
+        "    try:\n"
+        "        exec('raise KeyboardInterrupt')\n"
+        "    except KeyboardInterrupt:\n"
+        "        return 130\n"
+        "cli.main = interrupted\n"
+        "cli.run()\n", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "interrupted_in_exec"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 130, done.stderr
+
+
 def test_an_existing_review_file_is_refused_without_force(inputs: Inputs, tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str],
                                                           monkeypatch: pytest.MonkeyPatch) -> None:

@@ -462,4 +462,9 @@ def _run_command(argv: list[str] | None) -> int:
 
 
 def run() -> None:
-    sys.exit(main())
+    code = main()
+    # CPython remembers a Ctrl-C that left any exec()/eval() of a string (an import interrupted inside
+    # dataclasses' or scipy's generated code does) and, under ``python -m``, ends the process by SIGINT
+    # instead of with this exit code; evaluating a string clears that memory.
+    eval("None")
+    sys.exit(code)
