@@ -34,7 +34,7 @@ Direction = Literal["higher", "lower", "none"]
 DIRECTIONS: tuple[str, ...] = get_args(Direction)
 
 PROTOCOLS: tuple[str, ...] = ("full", "cold-start", "voyager", "ope", "robustness", "two-model", "scaling",
-                              "groups", "society", "power", "choose")
+                              "groups", "society", "power", "choose", "agentic")
 """The built-in protocols, by the names ``routerlab protocols`` lists."""
 
 
@@ -114,7 +114,7 @@ class Term:
 Entry = Metric | Term
 
 # --------------------------------------------------------------------------------------------------- metrics
-_EVAL = ("full", "cold-start", "voyager", "groups")
+_EVAL = ("full", "cold-start", "voyager", "groups", "agentic")
 """The protocols whose result is an evaluation of routers on the full test outcomes (``protocols.full``)."""
 _EVAL_OPE = (*_EVAL, "ope")
 
@@ -390,6 +390,64 @@ _BASE: tuple[Metric, ...] = (
            ("society",), digits="d"),
 )
 
+_AGENTIC = ("agentic",)
+_PLANNING = ("routerlab reads RouterWorld's planning steps (its appendix I.3) as an episode's model calls: each call "
+             "plans the next action or answers")
+
+_AGENTIC_METRICS: tuple[Metric, ...] = (
+    # RouterWorld-Agentic (section 5.3, appendix I): episodes of an agent, one per (task, actor) cell; the latency
+    # model of an episode is SPEC 1's (and 9's), the correctness threshold and the routers' metrics SPEC 5's
+    Metric("n_episodes", "episodes", "episodes", "none", "1",
+           "the number of agent episodes (task, actor cells holding steps) a step statistic is computed over, per "
+           f"actor (slice actor=NAME), over every actor (actor=all) or per bucket of model steps ({cite('1')})",
+           _AGENTIC, digits="d"),
+    *(Metric(f"{prefix}_{stat}", f"{what} ({stat})", "steps per episode", "none", "1",
+             f"the {stat} number of {words} per episode of an actor (slice actor=NAME; actor=all pools every "
+             f"actor's episodes), with a percentile bootstrap 95% interval over its episodes ({cite('1')}"
+             + ("; " + _PLANNING if prefix == "model_steps" else "") + ")", _AGENTIC, digits=".2f",
+             title=f"{stat} {words} per episode")
+      for prefix, what, words in (("model_steps", "model steps", "model calls (planning steps)"),
+                                  ("tool_steps", "tool steps", "tool calls"),
+                                  ("steps", "steps", "steps of every kind"))
+      for stat in ("median", "mean")),
+    Metric("episode_accuracy", "episode accuracy", "share in [0, 1]", "higher", "1",
+           "share of an actor's episodes whose final score (the last step's) is >= 0.5, in [0, 1], with a bootstrap "
+           "95% interval over episodes; per actor, over every actor (actor=all), or per bucket of model steps "
+           f"(slice model_steps=B: success by planning steps) ({cite('1')})", _AGENTIC,
+           title="share of correct episodes"),
+    Metric("episode_latency_median", "median episode latency", "seconds per episode", "lower", "1",
+           "median latency of an actor's episodes in seconds: each episode's model time plus its tool and "
+           f"environment time, summed over its steps, with a bootstrap 95% interval over episodes ({cite('1')})",
+           _AGENTIC, symbol="s", digits=".3f", title="median episode latency"),
+    Metric("step_limit_share", "reached the step limit", "share in [0, 1]", "none", "1",
+           "share of an actor's episodes whose model calls reached the agent's step limit (from the table's "
+           f"metadata or --step-limit); only when the limit is known ({cite('1')})", _AGENTIC, digits=".3f",
+           title="share of episodes that hit the step limit"),
+    Metric("planning_spearman", "Spearman rho (steps, latency)", "correlation in [-1, 1]", "none", "1",
+           "Spearman's rank correlation between an episode's model calls and its latency over an actor's episodes "
+           f"(actor=all pools them), with a bootstrap 95% interval over episodes ({cite('1')}; {_PLANNING})",
+           _AGENTIC, digits=".3f", title="rank correlation of planning steps and episode latency"),
+    Metric("seconds_per_step", "seconds per model step", "seconds per model call", "none", "1",
+           "the least-squares slope of episode latency on the number of model calls over an actor's episodes: the "
+           f"seconds one more planning step adds, with a bootstrap 95% interval over episodes ({cite('1')}; "
+           f"{_PLANNING})", _AGENTIC, symbol="s/step", digits=".3f", title="seconds each extra planning step adds"),
+    *(Metric(f"{base}_variance", f"{label} variance", "percentage points squared", "none", "5",
+             f"the variance of {label} across the non-collapsed learned routers of a run (the bounds, routers that "
+             "sample, and collapsed routers, which send at least the collapse share, 95% unless --collapse says "
+             "otherwise, of the test queries to one actor, left out), in percentage points "
+             "squared: RouterWorld's sigma^2 of performance compression (its section 5.3 and Figure 3), the "
+             "population variance of the routers' values in %; slice setting=agentic or setting=single-turn, with a "
+             "bootstrap 95% interval from resampled test queries, each router's decisions fixed "
+             f"({cite('5')})", _AGENTIC, symbol="pp²", digits=".2f", title=f"spread of {label} across routers")
+      for base, label in (("acc_at_1", "Acc@1"), ("acc_at_1_l", "Acc@1-L"), ("dcg", "DCG"), ("l_dcg", "L-DCG"))),
+    *(Metric(f"{base}_variance_ratio", f"{label} variance ratio", "ratio", "none", "5",
+             f"the variance of {label} across routers on the agentic table divided by that on the single-turn table "
+             "of the same actors, a ratio without unit, with a bootstrap 95% interval; below 1 = the routers are "
+             f"compressed on episodes (RouterWorld, section 5.3; {cite('5')})", _AGENTIC, digits=".3f",
+             title=f"agentic / single-turn spread of {label}")
+      for base, label in (("acc_at_1", "Acc@1"), ("acc_at_1_l", "Acc@1-L"), ("dcg", "DCG"), ("l_dcg", "L-DCG"))),
+)
+
 PAIRED_TWO_MODEL: tuple[str, ...] = ("auroc", "lpm", "mpm", "hcr", "auc", "apgr")
 """The two-model metrics whose paired difference from a reference router (``--compare-to``) a result holds, as
 ``<metric>_diff``."""
@@ -427,7 +485,7 @@ def _with_twins(base: Metric) -> tuple[Metric, ...]:
     return tuple(twins)
 
 
-_METRICS: tuple[Metric, ...] = tuple(m for base in _BASE for m in _with_twins(base))
+_METRICS: tuple[Metric, ...] = (*(m for base in _BASE for m in _with_twins(base)), *_AGENTIC_METRICS)
 
 # --------------------------------------------------------------------------------------------------- terms
 _TERMS: tuple[Term, ...] = (
