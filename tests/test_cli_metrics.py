@@ -21,7 +21,7 @@ def test_text_lists_every_metric(capsys: pytest.CaptureFixture[str]) -> None:
     assert "RouterWorld, sections 3.3 and 4.4" in next(line for line in table if line.startswith("l_dcg "))
     assert lines[-1].startswith("papers: RouterWorld = RouterWorld: Scaling Conversational AI")
     cost = next(line for line in lines if line.startswith("mean_cost "))
-    assert "USD per query" in cost and " lower " in cost and cost.rstrip().endswith("groups, ope, choose")
+    assert "USD per query" in cost and " lower " in cost and cost.rstrip().endswith("groups, agentic, ope, choose")
 
 
 def test_json_and_protocol_filter(capsys: pytest.CaptureFixture[str]) -> None:

@@ -71,6 +71,7 @@ ROLES: dict[tuple[str, str], str] = {
     ("power", "table_dir"): INPUT, ("synth", "table_dir"): INPUT, ("grade", "answers"): INPUT,
     ("judge-check", "output"): OUTPUT, ("judge-check", "cache_dir"): RESUMED, ("judge-check", "labels"): INPUT,
     ("promote", "output"): OUTPUT, ("promote", "log"): INPUT, ("promote", "table_dir"): INPUT,
+    ("agentic", "output"): OUTPUT, ("agentic", "table_dir"): INPUT, ("agentic", "single_turn"): INPUT,
 }
 
 # a parameter (not a flag) named like an output must be declared even when it is not typed as a path
@@ -115,7 +116,7 @@ def test_every_path_parameter_is_declared() -> None:
     stale = sorted(set(ROLES) - set(PATHS))
     assert not undeclared, f"declare these path parameters in ROLES (and give outputs a recipe): {undeclared}"
     assert not stale, f"ROLES names parameters no command has: {stale}"
-    assert len(WRITTEN) == 18  # promote: -o
+    assert len(WRITTEN) == 19  # agentic: -o
 
 
 def test_every_command_that_writes_has_force() -> None:
@@ -198,7 +199,19 @@ RECIPES: dict[tuple[str, str], tuple[str, Callable[[Inputs], list[str]]]] = {
                                                           f"judge:{i.backend}:m", "--cache-dir", str(i.cache)]),
     ("promote", "output"): ("promote", lambda i: ["promote", "--table", str(i.table), "--log", str(_log(i)),
                                                   "--current", "best-single", "--candidate", "best-single"]),
+    ("agentic", "output"): ("agentic", lambda i: ["agentic", str(_episodes(i)), "--routers", "oracle", "--n-boot",
+                                                  "40"]),
 }
+
+
+def _episodes(i: Inputs) -> Path:
+    """A small table of agent episodes, beside the other inputs (for agentic)."""
+    from tests.protocols.test_agentic import routed_table
+
+    path = i.cache.parent / "episodes"
+    if not path.exists():
+        routed_table(40).save(path)
+    return path
 
 
 def _log(i: Inputs) -> Path:

@@ -81,9 +81,9 @@ def test_the_root_lists_every_command_in_module_order(capsys: pytest.CaptureFixt
               and line.split()[1] in cli.COMMANDS]
     cli._register_commands()
     assert listed == [cli._entry_name(e) for e in cli._registered()]
-    # by module, whichever command ran first in this process: audit_cmd, choose_cmd, collect_cmd, data_cmds
-    # (import first)
-    assert listed[:4] == ["audit", "choose", "collect", "import"] and listed[-1] == "results"
+    # by module, whichever command ran first in this process: agentic_cmd, audit_cmd, choose_cmd, collect_cmd,
+    # data_cmds (import first)
+    assert listed[:5] == ["agentic", "audit", "choose", "collect", "import"] and listed[-1] == "results"
 
 
 def test_a_misspelt_command_is_one_line_with_a_suggestion(capsys: pytest.CaptureFixture[str]) -> None:

@@ -415,12 +415,14 @@ _SMALL_CELLS, _LARGE_CELLS = 3000 * 8, 36000 * 8500
 def _estimate(last: float | None, name: str, table: RoutingTable, quick: bool,
               options: dict[str, Any] | None = None) -> float:
     """How long a section should take: its last time on a table of this size, else the cost model above (no
-    time for the off-policy section without logs, nor the two-model section without a pair: they only say why)."""
+    time for the off-policy section without logs, the two-model section without a pair, nor the agentic section without
+    episodes: they only say why)."""
     if last is not None:
         return last
     opts = options or {}
     if (name == "offpolicy" and opts.get("logs") is None) or (
-            name == "two-model" and opts.get("small") is None and "two_model" not in table.meta):
+            name == "two-model" and opts.get("small") is None and "two_model" not in table.meta) or (
+            name == "agentic" and table.episodes is None):
         return 0.0
     small, large, full = _COST.get(name, _GENERIC_COST)
     cells = max(table.n_queries * table.n_actors, 1)
