@@ -75,7 +75,8 @@ def _run(table: RoutingTable, routers: list[str], **settings: Any) -> Any:
 
 @pytest.fixture(scope="module")
 def hand() -> Any:
-    return _run(hand_table({"agent": {"max_steps": 3}}), ["oracle", "best-single"], step_bins="1,2,3")
+    return _run(hand_table({"collect": {"agent": "arithmetic", "max_steps": 3}}), ["oracle", "best-single"],
+                step_bins="1,2,3")
 
 
 # ----------------------------------------------------------------------------------------------- step analyses
@@ -92,7 +93,7 @@ def test_step_counts_medians_means_by_hand(hand: Any) -> None:
     assert a.latency_median.value == pytest.approx(4.5) and b.latency_median.value == pytest.approx(2.0)
     # 4 episodes: below the 30 an interval needs, so none is computed
     assert math.isnan(a.median["model"].lo) and math.isnan(a.accuracy.hi)
-    # the step limit from the table's metadata (agent.max_steps = 3 model calls): A reaches it twice, B never
+    # the step limit from the table's metadata (as collect --agent writes it: 3 model calls): A reaches it twice
     assert hand.native.step_limit == 3 and (a.limit_share, b.limit_share) == (0.5, 0.0)
 
 
@@ -323,3 +324,13 @@ def test_settings_are_checked(values: dict[str, Any], message: str) -> None:
     with pytest.raises(UsageError) as cli:
         AgenticSettings.from_cli(**values)
     assert str(cli.value) == "--" + key.replace("_", "-") + message[len(key):]
+
+
+def test_the_step_limit_comes_from_the_setting_or_the_metadata() -> None:
+    from routerlab.protocols.agentic import table_step_limit
+
+    assert table_step_limit(hand_table(), None) is None
+    assert table_step_limit(hand_table({"max_steps": 5}), None) == 5
+    assert table_step_limit(hand_table({"collect": {"agent": "code", "max_steps": 6}}), None) == 6
+    assert table_step_limit(hand_table({"collect": {"max_steps": 6}}), 4) == 4  # the setting wins
+    assert table_step_limit(hand_table({"max_steps": True}), None) is None  # not a count

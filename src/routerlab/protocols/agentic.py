@@ -79,7 +79,10 @@ POOLED = "all actors"
 POINTS2 = 1e4
 """A variance of shares in [0, 1] times this is in percentage points squared."""
 LIMIT_KEYS = ("step_limit", "max_steps")
-"""The table metadata keys (top level, or under ``agent``) that record an agentic collection's step limit."""
+"""The table metadata keys that record an agentic collection's step limit (in model calls)..."""
+LIMIT_PLACES = ("collect", "agent")
+"""... at the top level of the metadata or under one of these keys (``collect --agent`` writes
+``meta["collect"]["max_steps"]``)."""
 
 
 # ------------------------------------------------------------------------------------------------- settings
@@ -106,7 +109,7 @@ COLLAPSE_HELP = ("a router that sends at least this share of the test queries to
                  "out of the compression, as RouterWorld leaves collapsed routers out")
 BINS_HELP = "lower edges of the buckets of model steps (planning steps) the success-by-steps table uses"
 LIMIT_HELP = ("the agent's step limit, in model calls (an episode that made this many reached it); none = read "
-              "from the table's metadata (step_limit or max_steps), else not reported")
+              "from the table's metadata (max_steps, as collect --agent records it), else not reported")
 
 
 @dataclass(frozen=True)
@@ -362,11 +365,11 @@ def require_episodes(table: RoutingTable) -> Any:
 
 
 def table_step_limit(table: RoutingTable, given: int | None) -> int | None:
-    """The agent's step limit: ``given``, else the first of :data:`LIMIT_KEYS` in the table's metadata (top level
-    or under ``agent``) that holds a positive integer, else None."""
+    """The agent's step limit: ``given``, else the first of :data:`LIMIT_KEYS` in the table's metadata (top level,
+    then under :data:`LIMIT_PLACES`) that holds a positive integer, else None."""
     if given is not None:
         return given
-    places = [table.meta, table.meta.get("agent") if isinstance(table.meta.get("agent"), dict) else {}]
+    places = [table.meta, *(table.meta.get(k) for k in LIMIT_PLACES)]
     for place in places:
         for key in LIMIT_KEYS:
             value = place.get(key) if isinstance(place, dict) else None
