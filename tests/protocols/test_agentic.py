@@ -75,8 +75,18 @@ def _run(table: RoutingTable, routers: list[str], **settings: Any) -> Any:
 
 @pytest.fixture(scope="module")
 def hand() -> Any:
-    return _run(hand_table({"collect": {"agent": "arithmetic", "max_steps": 3}}), ["oracle", "best-single"],
-                step_bins="1,2,3")
+    return _run(hand_table({"collect": {"agent": "arithmetic", "max_steps": 3}}),
+                ["oracle", "best-single", "fixed:actor=A", "fixed:actor=B"], step_bins="1,2,3")
+
+
+def test_routers_are_scored_on_episode_latency(hand: Any) -> None:
+    # test queries q2 and q3. q2: A right in 5 s, B right in 2 s; q3: A right in 9 s, B wrong in 2 s
+    m = {r.spec: r.metrics for r in hand.native.evaluation.results}
+    assert (m["fixed:actor=A"]["acc_at_1"], m["fixed:actor=A"]["acc_at_1_l"]) == (1.0, 0.5)
+    assert (m["fixed:actor=B"]["acc_at_1"], m["fixed:actor=B"]["acc_at_1_l"]) == (0.5, 0.5)
+    assert m["fixed:actor=A"]["mean_latency"] == pytest.approx(7.0)
+    assert m["fixed:actor=B"]["mean_latency"] == pytest.approx(2.0)
+    assert m["oracle"]["acc_at_1_l"] == 1.0 and m["oracle"]["mean_latency"] == pytest.approx(5.5)
 
 
 # ----------------------------------------------------------------------------------------------- step analyses

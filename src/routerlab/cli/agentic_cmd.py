@@ -54,7 +54,7 @@ def agentic_cmd(
     """RouterWorld-Agentic's analyses on a table of agent episodes: routers on the episodes (episode latency),
     steps per actor, planning steps against episode latency, and the compression of the routers' spread against a
     single-turn table of the same actors, each with a 95% bootstrap interval (RouterWorld, section 5.3 and appendix
-    I; the metrics of SPEC 5, the intervals of SPEC 7)."""
+    I, with the metrics of SPEC 5)."""
     from routerlab.cli._protocol import run_from_cli, with_protocol
     from routerlab.cli.evaluate_cmd import router_specs
     from routerlab.data.store import load

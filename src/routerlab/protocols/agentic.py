@@ -239,7 +239,7 @@ class AgenticAnalysis:
                 "success_by_steps": [b.to_dict() for b in self.buckets],
                 "compression": self.compression.to_dict(),
                 "single_turn": None if self.single_turn is None else self.single_turn.to_dict(),
-                "notes": list(self.notes)}
+                "notes": [*self.evaluation.extra.get("notes", []), *self.notes]}
 
 
 def _num(x: float | None) -> float | None:
