@@ -67,7 +67,7 @@ def _as_str_array(values: Iterable[Any]) -> StrArray:
             return values.astype(object)
         if values.dtype == object:
             arr = values.copy()
-            arr[np.equal(arr, None)] = ""
+            arr[np.array([v is None for v in arr.tolist()], dtype=bool)] = ""
             return arr.astype(str).astype(object) if arr.size else arr
     return np.array(["" if v is None else str(v) for v in values], dtype=object)
 
