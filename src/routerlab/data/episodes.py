@@ -53,7 +53,7 @@ def _strings(values: Iterable[Any] | None, n: int, name: str, source: str | Path
     if out.shape != (n,):
         raise DataError(f"{name} has {out.shape[0]} values, expected {n}", file=source, field=name)
     if required:
-        empty = np.flatnonzero(np.array([not s.strip() for s in out.tolist()], dtype=bool))
+        empty = np.flatnonzero(out == "")
         if empty.size:
             raise DataError(f"{name} is empty", file=source, row=int(empty[0]) + 1, field=name)
     return out
@@ -66,9 +66,10 @@ def _as_str_array(values: Iterable[Any]) -> StrArray:
         if values.dtype.kind in "US":
             return values.astype(object)
         if values.dtype == object:
-            arr = values.copy()
-            arr[np.array([v is None for v in arr.tolist()], dtype=bool)] = ""
-            return arr.astype(str).astype(object) if arr.size else arr
+            items = values.tolist()
+            if all(type(v) is str for v in items):  # a steps file's or an agent's column: already strings
+                return values.copy()
+            return np.array(["" if v is None else str(v) for v in items], dtype=object)
     return np.array(["" if v is None else str(v) for v in values], dtype=object)
 
 
@@ -174,7 +175,7 @@ class Episodes:
 
         Absent values: a model step's ``env_s`` and a tool or environment step's ``latency_s`` and tokens are 0;
         any other absent number is unknown (NaN), and an unknown time makes the episode's latency unknown."""
-        qid = np.array([str(v) if v is not None else "" for v in query_id], dtype=object)
+        qid = _as_str_array(query_id)
         n = qid.shape[0]
         qid = _strings(qid, n, "query_id", source, required=True)
         act = _strings(actor, n, "actor", source, required=True)
