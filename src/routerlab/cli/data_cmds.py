@@ -52,7 +52,7 @@ def import_cmd(
         key, eq, value = item.partition("=")
         if not eq or not key.strip():
             raise UsageError(f"bad --option {item!r}; write KEY=VALUE")
-        options[key.strip()] = value if key.strip() in {"rename", "actors", "name", "visible", "hidden"} \
+        options[key.strip()] = value if key.strip() in {"rename", "actors", "queries", "name", "visible", "hidden"} \
             else coerce(value)
     declared = [c.strip() for v in [*([str(options["visible"])] if "visible" in options else []), *(visible or [])]
                 for c in v.split(",") if c.strip()]
