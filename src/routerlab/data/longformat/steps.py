@@ -331,9 +331,10 @@ def _check_rows(s: _Steps, actor_times: dict[str, bool]) -> None:
         with np.errstate(invalid="ignore"):
             i = _first(~model & ~np.isnan(num[c]) & (num[c] != 0))
         if i is not None:
-            why = ("its time goes in env_s" if c.endswith("_s")
-                   else "it calls no model; what it returns counts in the next model step's tokens_in")
-            raise s.error(i, f"a {kind[i]} step has {c} {num[c][i]:g}; {why}, so {c} is 0 or empty", c)
+            why = ("a tool's or environment's time goes in env_s" if c.endswith("_s")
+                   else "a tool or env step calls no model (what a tool returns counts in the next model step's "
+                        "tokens_in)")
+            raise s.error(i, f"a {kind[i]} step has {c} {num[c][i]:g}; {why}, so its {c} is 0 or empty", c)
         if c in ("latency_s", "tokens_in", "tokens_out"):
             num[c][~model & np.isnan(num[c])] = 0.0
     i = _first(~model & np.isnan(num["env_s"]))
