@@ -15,6 +15,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from routerlab.cli import main
 from routerlab.data.importers import importers, read
@@ -345,3 +347,80 @@ def test_a_long_import_hashes_as_before_episodes(tmp_path: Path, capsys: pytest.
     assert back.episodes is None and not (tmp_path / "t" / "steps.parquet").exists()
     assert back.content_hash == "94d514455b1febcda48291f4577111256f886daa21a6274e23afdc890b5b0c5c"
     assert not math.isnan(float(back.score[0, 0]))
+
+
+# ---------------------------------------------------------------------------------- generated and mangled files
+
+
+@st.composite
+def episodes(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Step records of a few cells: step numbers with gaps, each kind's time in its own column, the last step
+    scored, rows shuffled."""
+    cells = draw(st.lists(st.tuples(st.sampled_from(["q0", "q1", "q2", "7"]), st.sampled_from(["a", "b", "c"])),
+                          min_size=1, max_size=8, unique=True))
+    seconds = st.floats(0, 50, allow_nan=False, allow_infinity=False)
+    rows = []
+    for q, a in cells:
+        numbers = sorted(draw(st.sets(st.integers(0, 40), min_size=1, max_size=5)))
+        for k, step in enumerate(numbers):
+            kind = draw(st.sampled_from(["model", "tool", "env"]))
+            rec: dict[str, Any] = {"query_id": q, "actor": a, "step": step, "kind": kind}
+            if kind == "model":
+                rec.update(latency_s=draw(seconds), tokens_in=draw(st.integers(0, 500)),
+                           tokens_out=draw(st.integers(0, 500)))
+            else:
+                rec["env_s"] = draw(seconds)
+            last = k == len(numbers) - 1
+            if last or draw(st.booleans()):
+                rec["score"] = draw(st.sampled_from([0.0, 0.25, 1.0]))
+            rows.append(rec)
+    return draw(st.permutations(rows))
+
+
+def _csv_text(records: list[dict[str, Any]]) -> str:
+    cols = ["query_id", "actor", "step", "kind", "tokens_in", "tokens_out", "latency_s", "env_s", "score"]
+    return "\n".join([",".join(cols), *(",".join(repr(r[c]) if isinstance(r.get(c), float) else str(r.get(c, ""))
+                                                 for c in cols) for r in records)]) + "\n"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(records=episodes())
+def test_generated_episodes_import_to_their_sums(tmp_path_factory: pytest.TempPathFactory,
+                                                 records: list[dict[str, Any]]) -> None:
+    path = tmp_path_factory.mktemp("gen") / "steps.csv"
+    path.write_text(_csv_text(records))
+    table = read_steps([path])
+    by_cell: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        by_cell[(r["query_id"], r["actor"])].append(r)
+    assert table.episodes is not None and len(table.episodes) == len(records)
+    assert table.latency_s is not None and table.tokens_out is not None
+    ids = table.queries.ids.tolist()
+    for (q, a), rs in by_cell.items():
+        rs.sort(key=lambda r: r["step"])
+        i, j = ids.index(q), table.actor_names.index(a)
+        assert float(table.score[i, j]) == rs[-1]["score"]
+        assert float(table.latency_s[i, j]) == pytest.approx(
+            math.fsum(r.get("latency_s", 0.0) + r.get("env_s", 0.0) for r in rs), rel=1e-6, abs=1e-6)
+        assert float(table.tokens_out[i, j]) == sum(r.get("tokens_out", 0) for r in rs)
+    assert int(table.episode_mask.sum()) == len(by_cell)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(records=episodes(), cut=st.integers(0, 5000), junk=st.text(alphabet=',\n"{}:-.0123456789enasmodltfi ',
+                                                                   min_size=1, max_size=6),
+       as_json=st.booleans())
+def test_mangled_files_raise_only_one_line_errors(tmp_path_factory: pytest.TempPathFactory,
+                                                   records: list[dict[str, Any]], cut: int, junk: str,
+                                                   as_json: bool) -> None:
+    tmp = tmp_path_factory.mktemp("bad")
+    raw = "".join(json.dumps(r) + "\n" for r in records) if as_json else _csv_text(records)
+    at = cut % (len(raw) + 1)
+    path = tmp / ("steps.jsonl" if as_json else "steps.csv")
+    path.write_text(raw[:at] + junk + raw[at + len(junk):])
+    try:
+        read_steps([path])
+    except DataError as err:
+        assert "steps." in str(err) and "\n" not in str(err)
+    except UsageError as err:
+        assert "\n" not in str(err)

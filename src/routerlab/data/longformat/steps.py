@@ -42,6 +42,7 @@ them: CSV's header is row 1, JSON lines count lines, Parquet and JSON arrays cou
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass
@@ -67,6 +68,7 @@ from routerlab.data.longformat.sources import (
     _Batch,
     _header_columns,
     _kind,
+    _one_line,
     _Source,
     _stream_head,
 )
@@ -82,6 +84,8 @@ STEP_TEXT: tuple[str, ...] = ("query_id", "actor", "kind", "tool")
 STEP_NUMBERS: tuple[str, ...] = ("step", "tokens_in", "tokens_out", "ttft_s", "itl_s", "latency_s", "env_s", "score")
 """Columns read as numbers (float64: a step's seconds keep their precision in the steps file)."""
 
+_LARGEST = 1e30
+"""No step time or token count is larger (a table's matrices are float32: their sums must stay finite there)."""
 _AMOUNTS = ("tokens_in", "tokens_out", "ttft_s", "itl_s", "latency_s", "env_s")
 
 
@@ -187,8 +191,12 @@ def read_steps(
         raise steps.error(int(order[exc.row - 1]), exc.detail, exc.field) from None
     step_actors = list(dict.fromkeys(steps.text["actor"].tolist()))
     act = _actors(step_actors, actor_info, actor_side[0] if actor_side else None)
-    return episode_table(ep, queries=qfile.queries if qfile is not None else None, actors=act,
-                         name=name or _table_name(files), meta={"source": [str(p) for p in files], "format": "steps"})
+    try:
+        return episode_table(ep, queries=qfile.queries if qfile is not None else None, actors=act,
+                             name=name or _table_name(files),
+                             meta={"source": [str(p) for p in files], "format": "steps"})
+    except DataError as exc:  # a derived cell out of range (checked by the table): name the steps file
+        raise DataError(exc.detail, file=exc.file or (files[0] if len(files) == 1 else None), field=exc.field) from None
 
 
 # -------------------------------------------------------------------------------------------- reading the steps
@@ -201,7 +209,7 @@ def _open(path: Path, index: int) -> _Source:
     if kind in ("csv", "tsv", "parquet") or header:  # JSON lines: the first record's keys, but for a score
         missing = [c for c in STEP_REQUIRED if c not in header and (c != "score" or kind not in ("json", "jsonl"))]
         if missing:
-            shown = ", ".join(header[:20]) + (", ..." if len(header) > 20 else "")
+            shown = ", ".join(" ".join(h.split())[:40] for h in header[:20]) + (", ..." if len(header) > 20 else "")
             raise DataError(f"missing required column {missing[0]!r}; a steps file has the columns "
                             f"{', '.join(STEP_REQUIRED)} (and optional ones); the file has: {shown or 'none'}",
                             file=path, field=missing[0])
@@ -311,9 +319,11 @@ def _check_rows(s: _Steps, actor_times: dict[str, bool]) -> None:
     for c in _AMOUNTS:
         vals = s.numbers[c]
         with np.errstate(invalid="ignore"):
-            i = _first((vals < 0) | np.isinf(vals))
+            i = _first((vals < 0) | (np.abs(vals) > _LARGEST))
         if i is not None:
-            raise s.error(i, f"{c} {vals[i]} must be finite and >= 0", c)
+            v = float(vals[i])
+            raise s.error(i, f"{c} {v:g} is too large (at most {_LARGEST:g})" if 0 <= v < math.inf
+                          else f"{c} {v} must be finite and >= 0", c)
     score = s.numbers["score"]
     with np.errstate(invalid="ignore"):
         i = _first((score < 0) | (score > 1) | np.isinf(score))
@@ -420,7 +430,7 @@ def _read_queries(path: Path, visible: Sequence[str]) -> _QueriesFile:
                                                     strings_can_be_null=True, null_values=[""]),
             )
         except pa.ArrowInvalid as exc:
-            raise DataError(f"cannot parse CSV: {exc}", file=path) from None
+            raise DataError(f"cannot parse CSV: {_one_line(exc)}", file=path) from None
         rows = np.arange(2, tbl.num_rows + 2)
     else:
         tbl, rows = _json_table(path)
