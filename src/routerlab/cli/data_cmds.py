@@ -27,7 +27,7 @@ def import_cmd(
     option: Annotated[
         list[str] | None,
         typer.Option("--option", "-O", help="Importer option KEY=VALUE, repeatable (e.g. on_duplicate=mean, "
-                     "rename=prompt_id=query_id,model_id=actor,label=score, actors=FILE)."),
+                     "rename=prompt_id=query_id,model_id=actor,label=score, actors=FILE; steps: queries=FILE)."),
     ] = None,
     visible: Annotated[
         list[str] | None,
