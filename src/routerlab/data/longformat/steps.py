@@ -71,6 +71,7 @@ from routerlab.data.longformat.sources import (
     _one_line,
     _Source,
     _stream_head,
+    is_actors_file,
 )
 from routerlab.data.table import Actors, Queries, RoutingTable
 from routerlab.errors import DataError, UsageError
@@ -95,13 +96,6 @@ def is_queries_file(path: Path) -> bool:
     for comp in _COMPRESSED:
         name = name.removesuffix(comp)
     return Path(Path(name).stem).suffix == ".queries"
-
-
-def _is_actors_file(path: Path) -> bool:
-    name = path.name.lower()
-    for comp in _COMPRESSED:
-        name = name.removesuffix(comp)
-    return Path(Path(name).stem).suffix == ".actors"
 
 
 @dataclass(frozen=True)
@@ -147,7 +141,7 @@ def read_steps(
     files = expand_paths([Path(p) for p in paths],
                          suffixes=tuple(s + c for s in _KINDS for c in ("", *_COMPRESSED)), what="steps files")
     query_side = [p for p in files if is_queries_file(p)]
-    actor_side = [p for p in files if _is_actors_file(p)]
+    actor_side = [p for p in files if is_actors_file(p)]
     files = [p for p in files if p not in query_side and p not in actor_side]
     if queries is not None:
         query_side.insert(0, Path(queries))
