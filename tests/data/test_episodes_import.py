@@ -112,7 +112,7 @@ def test_side_files_by_option_or_by_name_are_the_same(tmp_path: Path, capsys: py
     by_name, by_option = tmp_path / "a", tmp_path / "b"
     assert main(["import", "steps", str(STEPS), str(QUERIES), str(ACTORS), "--visible", "task",
                  "-o", str(by_name)]) == 0
-    assert "wrote" in capsys.readouterr().out
+    assert f"100% observed, 36 episodes of {len(_rows())} steps, hash" in capsys.readouterr().out
     assert main(["import", "steps", str(STEPS), "-O", f"queries={QUERIES}", "-O", f"actors={ACTORS}",
                  "--visible", "task", "-o", str(by_option)]) == 0
     a, b = load(by_name), load(by_option)

@@ -76,9 +76,11 @@ def import_cmd(
     from routerlab.reports.text import observed_share
 
     observed = int(np.count_nonzero(~np.isnan(table.score)))
+    ep = table.episodes
+    episodes = "" if ep is None else f", {plural(ep.n_cells, 'episode')} of {plural(len(ep), 'step')}"
     typer.echo(
         f"wrote {output}: {plural(table.n_queries, 'query')} x {plural(table.n_actors, 'actor')}, "
-        f"{observed_share(observed, table.score.size)}, hash {table.content_hash[:12]}"
+        f"{observed_share(observed, table.score.size)}{episodes}, hash {table.content_hash[:12]}"
     )
 
 
