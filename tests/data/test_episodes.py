@@ -175,3 +175,14 @@ def test_a_table_without_episodes_hashes_as_before() -> None:
     assert t.episodes is None and "episodes" not in t.describe()
     assert t.content_hash == "4f3a746214f6f6ee525dceb8f1b4d4fb26ac5aec1ed7bf57a3d09d31b561dede"
     assert demo().content_hash == "1a2390c1c945c8e7f117a999207f455c7fb3552513f8776b9c2642400e962208"
+
+
+def test_a_join_keeps_each_tables_episodes() -> None:
+    from routerlab.data.join import join
+
+    t = _table()
+    other = RoutingTable.from_arrays([[1.0], [0.0]], actors=["c"], query_ids=["q1", "q2"], text=["one", "two"])
+    joined = join([t, other], how="inner")
+    assert joined.actor_names == ["a", "b", "c"]
+    assert joined.episodes is not None and joined.episodes.cells() == [("q1", "a"), ("q1", "b"), ("q2", "a")]
+    np.testing.assert_array_equal(joined.latency_s[:, :2], t.latency_s[:2])

@@ -49,20 +49,36 @@ def _strings(values: Iterable[Any] | None, n: int, name: str, source: str | Path
         if required:
             raise DataError(f"the steps have no {name} column", file=source, field=name)
         return np.full(n, "", dtype=object)
-    out = np.array(["" if v is None else str(v) for v in values], dtype=object)
+    out = _as_str_array(values)
     if out.shape != (n,):
         raise DataError(f"{name} has {out.shape[0]} values, expected {n}", file=source, field=name)
     if required:
-        empty = np.flatnonzero(np.array([not s.strip() for s in out.tolist()], dtype=bool))
+        empty = np.flatnonzero(out == "")
         if empty.size:
             raise DataError(f"{name} is empty", file=source, row=int(empty[0]) + 1, field=name)
     return out
+
+
+def _as_str_array(values: Iterable[Any]) -> StrArray:
+    """Strings as an object array ("" for None), converted in numpy's C loop rather than one str() call at a time
+    where the values are already an array (a steps file's column)."""
+    if isinstance(values, np.ndarray) and values.ndim == 1:
+        if values.dtype.kind in "US":
+            return values.astype(object)
+        if values.dtype == object:
+            items = values.tolist()
+            if all(type(v) is str for v in items):  # a steps file's or an agent's column: already strings
+                return values.copy()
+            return np.array(["" if v is None else str(v) for v in items], dtype=object)
+    return np.array(["" if v is None else str(v) for v in values], dtype=object)
 
 
 def _numbers(values: Iterable[Any] | None, n: int, name: str, source: str | Path | None) -> FloatArray:
     """A float64 column (NaN = unknown); a value that is not a number is one error naming its row."""
     if values is None:
         return np.full(n, np.nan)
+    if isinstance(values, np.ndarray) and values.dtype.kind in "fiu" and values.shape == (n,):
+        return values.astype(np.float64)  # a copy: the caller's array is never changed
     items = list(values)
     if len(items) != n:
         raise DataError(f"{name} has {len(items)} values, expected {n}", file=source, field=name)
@@ -159,7 +175,7 @@ class Episodes:
 
         Absent values: a model step's ``env_s`` and a tool or environment step's ``latency_s`` and tokens are 0;
         any other absent number is unknown (NaN), and an unknown time makes the episode's latency unknown."""
-        qid = np.array([str(v) if v is not None else "" for v in query_id], dtype=object)
+        qid = _as_str_array(query_id)
         n = qid.shape[0]
         qid = _strings(qid, n, "query_id", source, required=True)
         act = _strings(actor, n, "actor", source, required=True)
@@ -272,12 +288,7 @@ class Episodes:
 
     def _starts(self) -> npt.NDArray[np.intp]:
         """Positions where a cell's steps begin (cells are contiguous)."""
-        n = len(self)
-        if n == 0:
-            return np.zeros(0, dtype=np.intp)
-        new = np.ones(n, dtype=bool)
-        new[1:] = (self.query_id[1:] != self.query_id[:-1]) | (self.actor[1:] != self.actor[:-1])
-        return np.flatnonzero(new)
+        return _run_starts(self.query_id, self.actor)
 
     def cells(self) -> list[tuple[str, str]]:
         """The (query_id, actor) cells holding an episode, in order."""
@@ -332,8 +343,20 @@ class Episodes:
     def hash_into(self, h: Hasher) -> None:
         """Feed every column to a content hash (after a table's matrices)."""
         h.update(b"steps")
-        for name in ("query_id", "actor", "step", "kind", *NUMERIC_STEP_COLUMNS, "tool"):
+        starts = self._starts()  # the cells' ids once each and their step counts, not one id per step
+        hash_column(h, "s.query_id", self.query_id[starts])
+        hash_column(h, "s.actor", self.actor[starts])
+        hash_column(h, "s.length", np.diff(np.append(starts, len(self))).astype(np.int64))
+        hash_column(h, "s.step", self.step)
+        codes = np.zeros(len(self), dtype=np.uint8)
+        for code, kind in enumerate(STEP_KINDS):
+            codes[self.kind == kind] = code
+        hash_column(h, "s.kind", codes)
+        for name in NUMERIC_STEP_COLUMNS:
             hash_column(h, "s." + name, getattr(self, name))
+        named = np.flatnonzero(self.tool != "")  # the tools' names where a step has one
+        hash_column(h, "s.tool_at", named.astype(np.int64))
+        hash_column(h, "s.tool", self.tool[named])
 
     # ------------------------------------------------------------------ against a table
     def locate(self, query_ids: Sequence[Any] | npt.NDArray[Any], actor_names: Sequence[Any] | npt.NDArray[Any]
@@ -341,13 +364,30 @@ class Episodes:
         """Each step's row and column in a table with these query ids and actor names (-1 where absent)."""
         rows = {str(q): i for i, q in enumerate(np.asarray(query_ids, dtype=object).tolist())}
         cols = {str(a): j for j, a in enumerate(np.asarray(actor_names, dtype=object).tolist())}
-        r = np.fromiter((rows.get(q, -1) for q in self.query_id.tolist()), dtype=np.intp, count=len(self))
-        c = np.fromiter((cols.get(a, -1) for a in self.actor.tolist()), dtype=np.intp, count=len(self))
-        return r, c
+        starts = self._starts()  # one lookup per cell, spread over its steps
+        lengths = np.diff(np.append(starts, len(self)))
+        r = np.fromiter((rows.get(q, -1) for q in self.query_id[starts].tolist()), dtype=np.intp, count=starts.size)
+        c = np.fromiter((cols.get(a, -1) for a in self.actor[starts].tolist()), dtype=np.intp, count=starts.size)
+        return np.repeat(r, lengths), np.repeat(c, lengths)
+
+
+def _run_starts(qid: StrArray, act: StrArray) -> npt.NDArray[np.intp]:
+    """Positions where a run of steps of one (query, actor) cell begins."""
+    n = qid.shape[0]
+    if n == 0:
+        return np.zeros(0, dtype=np.intp)
+    new = np.ones(n, dtype=bool)
+    new[1:] = (qid[1:] != qid[:-1]) | (act[1:] != act[:-1])
+    return np.flatnonzero(new)
 
 
 def _cell_codes(qid: StrArray, act: StrArray) -> npt.NDArray[np.int64]:
-    """An integer per step numbering its (query, actor) cell by first appearance."""
+    """An integer per step numbering its (query, actor) cell by first appearance. Steps given cell by cell (a steps
+    file, an agent's output) are numbered run by run; otherwise one cell at a time."""
+    starts = _run_starts(qid, act)
+    if len({(q, a) for q, a in zip(qid[starts].tolist(), act[starts].tolist(), strict=True)}) == starts.shape[0]:
+        lengths = np.diff(np.append(starts, qid.shape[0]))
+        return np.repeat(np.arange(starts.shape[0], dtype=np.int64), lengths)
     seen: dict[tuple[str, str], int] = {}
     return np.fromiter((seen.setdefault((q, a), len(seen)) for q, a in zip(qid.tolist(), act.tolist(),
                                                                               strict=True)),

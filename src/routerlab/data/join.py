@@ -16,6 +16,7 @@ from typing import Any, Literal, cast, get_args
 import numpy as np
 import numpy.typing as npt
 
+from routerlab.data.episodes import Episodes
 from routerlab.data.table import (
     ACTOR_NUMERIC_FIELDS,
     MATRIX_FIELDS,
@@ -225,8 +226,10 @@ def join(
     }
     if pair is not None:
         meta["two_model"] = pair
+    steps = [t.episodes for t in tables if t.episodes is not None]  # actors differ, so cells never clash
     return RoutingTable(queries=queries, actors=_joined_actors(tables, names),
                         name=name or "+".join(t.name for t in tables), meta=meta,
+                        episodes=Episodes.concat(steps) if steps else None,  # the joined queries' cells only
                         **_joined_matrices(tables, rows, len(names)))  # type: ignore[arg-type]
 
 
