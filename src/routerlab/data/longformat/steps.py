@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
@@ -261,7 +262,10 @@ def _read_all(files: Sequence[Path], batch_rows: int) -> _Steps:
                     if arr is None:
                         text[c].append(np.full(k, "", dtype=object))
                     else:
-                        vals = _decode(_strings(arr)).fill_null("").to_numpy(zero_copy_only=False)
+                        arr = _decode(_strings(arr)).fill_null("")
+                        if c == "kind":
+                            arr = pc.utf8_trim_whitespace(arr)
+                        vals = arr.to_numpy(zero_copy_only=False)
                         text[c].append(np.asarray(vals, dtype=object))
                 for c in STEP_NUMBERS:
                     arr = batch.cols.get(c)
@@ -297,12 +301,11 @@ def _check_rows(s: _Steps, actor_times: dict[str, bool]) -> None:
     first bad row named). ``actor_times``: whether the actors file gives an actor both TTFT and ITL.
 
     A model step's empty ``env_s`` becomes 0; so do a tool or environment step's empty ``latency_s`` and tokens."""
-    kind = np.array([str(k).strip() for k in s.text["kind"].tolist()], dtype=object)
-    i = _first(~np.isin(kind, np.array(STEP_KINDS, dtype=object)))
+    kind = s.text["kind"]  # trimmed as read
+    i = _first(~np.logical_or.reduce([kind == k for k in STEP_KINDS]))
     if i is not None:
         what = "is empty" if kind[i] == "" else f"{kind[i]!r} is unknown"
         raise s.error(i, f"step kind {what}; a step is one of {', '.join(STEP_KINDS)}", "kind")
-    s.text["kind"][:] = kind
     step = s.numbers["step"]
     with np.errstate(invalid="ignore"):
         i = _first(np.isnan(step) | np.isinf(step) | (step < 0) | (step != np.floor(step)))
@@ -348,7 +351,8 @@ def _check_rows(s: _Steps, actor_times: dict[str, bool]) -> None:
                       "env_s")
     # a model step's latency: measured, or derived from its tokens_out and TTFT/ITL (its own, else its actor's)
     own = ~np.isnan(num["ttft_s"]) & ~np.isnan(num["itl_s"])
-    theirs = np.array([actor_times.get(a, False) for a in s.text["actor"].tolist()], dtype=bool)
+    names, codes = _distinct(s.text["actor"])
+    theirs = np.array([actor_times.get(a, False) for a in names], dtype=bool)[codes]
     i = _first(model & np.isnan(num["latency_s"]) & (np.isnan(num["tokens_out"]) | ~(own | theirs)))
     if i is not None:
         absent = "" if "latency_s" in s.present else " (the file has no latency_s column)"
@@ -365,7 +369,7 @@ def _check_cells(s: _Steps) -> npt.NDArray[np.intp]:
     cell = q_codes * (int(a_codes.max()) + 1) + a_codes
     cell_first = _codes(cell)  # cells in order of first appearance
     step = s.numbers["step"]
-    order = np.lexsort((np.arange(len(s)), step, cell_first))
+    order = np.lexsort((step, cell_first))  # stable: repeated steps of a cell stay in input order
     sc, ss = cell_first[order], step[order]
     same = (sc[1:] == sc[:-1]) & (ss[1:] == ss[:-1])
     if same.any():
@@ -385,12 +389,17 @@ def _check_cells(s: _Steps) -> npt.NDArray[np.intp]:
     return np.asarray(order, dtype=np.intp)
 
 
+def _distinct(values: np.ndarray) -> tuple[list[Any], npt.NDArray[np.int64]]:
+    """The distinct values in order of first appearance, and each value's position among them (Arrow's
+    dictionary encoding: a hash pass, no sort of the strings)."""
+    arr = pa.array(values, type=pa.string()) if values.dtype == object else pa.array(values)
+    enc = pc.dictionary_encode(arr)
+    return enc.dictionary.to_pylist(), np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
 def _codes(values: np.ndarray) -> npt.NDArray[np.int64]:
     """Each value's position among the distinct values in order of first appearance."""
-    _, first, inverse = np.unique(values, return_index=True, return_inverse=True)
-    rank = np.empty(first.size, dtype=np.int64)
-    rank[np.argsort(first, kind="stable")] = np.arange(first.size)
-    return rank[inverse.reshape(-1)]
+    return _distinct(values)[1]
 
 
 # ------------------------------------------------------------------------------------------------- side-files
@@ -470,7 +479,8 @@ def _as_text(value: Any) -> str:
 
 
 def _check_queries_known(s: _Steps, qfile: _QueriesFile) -> None:
-    i = _first(~np.isin(s.text["query_id"], qfile.queries.ids))
+    known = pc.is_in(pa.array(s.text["query_id"], pa.string()), value_set=pa.array(qfile.queries.ids, pa.string()))
+    i = _first(~np.asarray(known.to_numpy(zero_copy_only=False), dtype=bool))
     if i is not None:
         raise s.error(i, f"query {s.text['query_id'][i]!r} is not in the queries file {qfile.path}", "query_id")
 
