@@ -13,6 +13,7 @@ from routerlab.data.importers.mmlu_pro import read_mmlu_pro
 from routerlab.data.importers.routeprofile import read_routeprofile
 from routerlab.data.importers.routerbench import read_routerbench
 from routerlab.data.importers.routerdc import read_routerdc
+from routerlab.data.importers.steps import read_steps_format
 from routerlab.data.store import load
 from routerlab.data.table import RoutingTable
 
@@ -31,4 +32,4 @@ def test_real_table_survives_save_and_load(real_table: Callable[[str], RoutingTa
 def test_every_importer_is_registered() -> None:
     known = {name: info.fn for name, info in importers().items()}
     assert known == {"long": read_long_format, "mmlu-pro": read_mmlu_pro, "routerbench": read_routerbench,
-                     "routerdc": read_routerdc, "routeprofile": read_routeprofile}
+                     "routerdc": read_routerdc, "routeprofile": read_routeprofile, "steps": read_steps_format}

@@ -27,7 +27,7 @@ def import_cmd(
     option: Annotated[
         list[str] | None,
         typer.Option("--option", "-O", help="Importer option KEY=VALUE, repeatable (e.g. on_duplicate=mean, "
-                     "rename=prompt_id=query_id,model_id=actor,label=score, actors=FILE)."),
+                     "rename=prompt_id=query_id,model_id=actor,label=score, actors=FILE; steps: queries=FILE)."),
     ] = None,
     visible: Annotated[
         list[str] | None,
@@ -52,7 +52,7 @@ def import_cmd(
         key, eq, value = item.partition("=")
         if not eq or not key.strip():
             raise UsageError(f"bad --option {item!r}; write KEY=VALUE")
-        options[key.strip()] = value if key.strip() in {"rename", "actors", "name", "visible", "hidden"} \
+        options[key.strip()] = value if key.strip() in {"rename", "actors", "queries", "name", "visible", "hidden"} \
             else coerce(value)
     declared = [c.strip() for v in [*([str(options["visible"])] if "visible" in options else []), *(visible or [])]
                 for c in v.split(",") if c.strip()]
@@ -76,9 +76,11 @@ def import_cmd(
     from routerlab.reports.text import observed_share
 
     observed = int(np.count_nonzero(~np.isnan(table.score)))
+    ep = table.episodes
+    episodes = "" if ep is None else f", {plural(ep.n_cells, 'episode')} of {plural(len(ep), 'step')}"
     typer.echo(
         f"wrote {output}: {plural(table.n_queries, 'query')} x {plural(table.n_actors, 'actor')}, "
-        f"{observed_share(observed, table.score.size)}, hash {table.content_hash[:12]}"
+        f"{observed_share(observed, table.score.size)}{episodes}, hash {table.content_hash[:12]}"
     )
 
 

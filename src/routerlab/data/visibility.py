@@ -55,6 +55,8 @@ DECLARED: Mapping[str, Mapping[str, str]] = MappingProxyType({
     },
     # the long format keeps only the per-query columns its options name (visible=..., hidden=...)
     "long": {},
+    # agentic episodes: the queries file's metadata columns are hidden unless its visible= option names them
+    "steps": {},
 })
 """Format -> {column it declares visible: why a deployed router would know it}. A format's other columns are
 hidden; the comment above each entry names them and why."""

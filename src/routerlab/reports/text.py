@@ -73,6 +73,13 @@ def info_text(info: dict[str, Any]) -> str:
         lines.append(f"visible      {', '.join(cols['visible']) or 'none'}  (query columns routers may read beside "
                      "id, text, dataset and split)")
         lines.append(f"hidden       {', '.join(cols['hidden']) or 'none'}  (kept for reports; never reach a router)")
+    ep = info.get("episodes")
+    if ep is not None:  # only a table whose cells hold agentic episodes
+        kinds = ", ".join(f"{k} {v}" for k, v in ep["steps_by_kind"].items())
+        lines.append(f"episodes     {ep['cells']} of {plural(info['n_queries'] * info['n_actors'], 'cell')} "
+                     f"{verb(ep['cells'], 'holds', 'hold')} an episode: {plural(ep['steps'], 'step')} ({kinds})")
+        lines.append("             median steps per episode: " + ", ".join(
+            f"{a} {v:g}" for a, v in ep["median_steps_per_actor"].items()))
     for d in info.get("derived", []):  # a table saved before citations named papers says [SPEC 1]
         lines.append(f"derived      {resolve(d)}")
     lines.append("actors       mean score (observed cells)")

@@ -15,7 +15,15 @@ import pyarrow.parquet as pq
 
 from routerlab.data._files import iter_jsonl, load_json
 from routerlab.data.longformat.columns import _decode, _first_bad, _strings
-from routerlab.data.longformat.sources import _COMPRESSED, _Batch, _header_columns, _kind, _Source, _stream_head
+from routerlab.data.longformat.sources import (
+    _COMPRESSED,
+    _Batch,
+    _header_columns,
+    _kind,
+    _one_line,
+    _Source,
+    _stream_head,
+)
 from routerlab.data.table import ACTOR_NUMERIC_FIELDS, RoutingTable
 from routerlab.errors import DataError
 
@@ -45,7 +53,7 @@ def read_actors(path: str | Path) -> tuple[list[str], dict[str, npt.NDArray[np.f
                 ),
             )
         except pa.ArrowInvalid as exc:
-            raise DataError(f"cannot parse CSV: {exc}", file=p) from None
+            raise DataError(f"cannot parse CSV: {_one_line(exc)}", file=p) from None
         rows = np.arange(2, tbl.num_rows + 2)
     else:
         tbl, rows = _json_table(p)

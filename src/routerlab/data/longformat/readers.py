@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from routerlab.data._files import load_json
 from routerlab.data.longformat.columns import QUERY_ATTRS, REQUIRED, STRING_FIELDS
-from routerlab.data.longformat.sources import _Batch, _missing, _Source, _stream_head
+from routerlab.data.longformat.sources import _Batch, _missing, _one_line, _Source, _stream_head
 from routerlab.errors import DataError
 
 _TEXT_CHUNK = 16 << 20  # bytes of a JSON-lines chunk and of a CSV block
@@ -83,7 +83,7 @@ def _read_csv(src: _Source, wanted: dict[str, str], batch_rows: int) -> Iterator
                 yield _Batch(part, start + lo)
             start += rb.num_rows
     except (pa.ArrowInvalid, OSError) as exc:
-        raise DataError(f"cannot parse CSV: {exc}", file=src.path) from None
+        raise DataError(f"cannot parse CSV: {_one_line(exc)}", file=src.path) from None
 
 
 def _jsonl_chunks(path: Path) -> Iterator[tuple[int, bytes]]:

@@ -92,6 +92,13 @@ class _Source:
         return canonical in (self.seen if self.json else self.names)
 
 
+def _one_line(exc: BaseException, limit: int = 240) -> str:
+    """An Arrow error's text on one line, cut at ``limit`` characters: a CSV parse error quotes the rows it read,
+    newlines and all, and an error is one line."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _stream_head(path: Path, nbytes: int | None = 1 << 20) -> bytes:
     """The first ``nbytes`` (None: all) of a file, decompressed."""
     try:
