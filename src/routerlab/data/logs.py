@@ -186,7 +186,7 @@ def logs_from_rows(rows: LongRows, table: RoutingTable | None = None, *,
                             f"{table.name if table is not None else ''!r} (its actors: {', '.join(names)})", "actor")
     queries = _queries(rows, table)
     n, m = len(rows), len(names)
-    mats: dict[str, npt.NDArray[np.float32]] = {}
+    mats: dict[str, Any] = {}  # matrices by field name
     for key in MATRIX_FIELDS:
         if key in rows.numbers:
             mat = np.full((n, m), np.nan, dtype=np.float32)

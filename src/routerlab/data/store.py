@@ -7,6 +7,8 @@ Layout of ``DIR``::
     queries.parquet    id, text, dataset, split, then metadata columns as ``x.<name>``
     actors.parquet     name, params_b, ttft_ms, itl_ms, input_price, output_price, ``x.<name>``
     <matrix>.parquet   one float32 column ``value``: the (n, m) matrix flattened row-major
+    steps.parquet      only when cells hold agentic episodes: one row per step, in long format
+                       (:data:`routerlab.data.episodes.STEP_COLUMNS` and ``tool``); covered by the content hash
 
 Why this shape, at RouterEval scale (36,000 x 8,500 = 306M cells, 1.2 GB of float32):
 
@@ -48,6 +50,7 @@ import pyarrow.parquet as pq
 
 from routerlab._atomic import atomic_write, replace_directory, write_text
 from routerlab._version import __version__
+from routerlab.data.episodes import NUMERIC_STEP_COLUMNS, STEP_COLUMNS, Episodes
 from routerlab.data.table import (
     ACTOR_NUMERIC_FIELDS,
     MATRIX_FIELDS,
@@ -70,6 +73,8 @@ memory on top of the matrix, large enough that per-group overhead does not show.
 DICTIONARY_MAX_DISTINCT = 1 << 12
 """Up to this many distinct values in a sample, a matrix is dictionary-encoded (0/1 scores: 2 bits a cell)."""
 COMPRESSIONS = ("lz4", "zstd", "snappy", "none")
+STEPS_FILE = "steps.parquet"
+"""The steps of a table's agentic episodes, when it has any."""
 
 
 def _threads() -> int:
@@ -165,6 +170,8 @@ def save(table: RoutingTable, path: str | Path, *, compression: str = "lz4") -> 
         ]
         for key, mat in table.matrices().items():
             jobs.append(_matrix_job(mat, tmp / f"{key}.parquet", compression))
+        if table.episodes is not None:
+            jobs.append(_steps_job(table.episodes, tmp / STEPS_FILE))
         _run_all(jobs)
         stored_hash = _stored_hash(table, tmp)
         files = sorted(p.name for p in tmp.iterdir())
@@ -179,6 +186,8 @@ def save(table: RoutingTable, path: str | Path, *, compression: str = "lz4") -> 
             "matrix_layout": "one float32 column 'value', the (n_queries, n_actors) matrix flattened row-major",
             "content_hash": stored_hash,
             "visible_columns": sorted(q.visible),
+            **({} if table.episodes is None else
+               {"episodes": {"file": STEPS_FILE, "cells": table.episodes.n_cells, "steps": len(table.episodes)}}),
             "files": {name: (tmp / name).stat().st_size for name in files},
             "meta": table.meta,
         }
@@ -204,11 +213,42 @@ def _stored_hash(table: RoutingTable, tmp: Path) -> str:
     if _label_digest(queries, actors) == _label_digest(table.queries, table.actors):
         return table.content_hash
     mats: dict[str, Any] = dict(table.matrices())
-    return RoutingTable(queries=queries, actors=actors, **mats).content_hash
+    return RoutingTable(queries=queries, actors=actors, episodes=table.episodes, **mats).content_hash
 
 
 def _matrix_job(mat: npt.NDArray[np.float32], file: Path, compression: str) -> Callable[[], None]:
     return lambda: write_matrix(mat, file, compression=compression)
+
+
+def _steps_job(episodes: Episodes, file: Path) -> Callable[[], None]:
+    return lambda: write_steps(episodes, file)
+
+
+def write_steps(episodes: Episodes, file: Path) -> None:
+    """Write episodes in long format, one row per step (the columns of ``STEP_COLUMNS`` and ``tool``)."""
+    cols: dict[str, pa.Array] = {
+        "query_id": pa.array(episodes.query_id.tolist(), pa.string()),
+        "actor": pa.array(episodes.actor.tolist(), pa.string()),
+        "step": pa.array(episodes.step, pa.int64()),
+        "kind": pa.array(episodes.kind.tolist(), pa.string()),
+    }
+    cols.update({k: pa.array(getattr(episodes, k), pa.float64()) for k in NUMERIC_STEP_COLUMNS})
+    cols["tool"] = pa.array(episodes.tool.tolist(), pa.string())
+    atomic_write(file, lambda tmp: pq.write_table(pa.table(cols), tmp, compression="zstd"))
+
+
+def read_steps(file: Path) -> Episodes:
+    """Episodes from a steps file written by :func:`write_steps` (every value checked as on import)."""
+    try:
+        tbl = pq.read_table(str(file))
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise DataError(f"cannot read: {exc}", file=file) from None
+    missing = [c for c in STEP_COLUMNS if c not in tbl.column_names]
+    if missing:
+        raise DataError(f"missing columns {missing}", file=file, field=missing[0])
+    col = {c: tbl.column(c).to_numpy(zero_copy_only=False) for c in tbl.column_names}
+    return Episodes.create(col["query_id"], col["actor"], col["step"], col["kind"],
+                           **{k: col[k] for k in NUMERIC_STEP_COLUMNS}, tool=col.get("tool"), source=file)
 
 
 def _run_all(jobs: list[Callable[[], object]]) -> None:
@@ -419,9 +459,21 @@ def load(path: str | Path, *, verify: bool = True) -> RoutingTable:
         if hasher is not None:
             hash_matrix_header(hasher, key, (n, m))
         mats[key] = read_matrix(file, n, m, hasher=hasher)
+    episodes = None
+    if manifest.get("episodes") is not None or STEPS_FILE in (manifest.get("files") or {}):
+        steps_file = target / STEPS_FILE
+        _check_size(steps_file, manifest)
+        episodes = read_steps(steps_file)
+        if hasher is not None:
+            episodes.hash_into(hasher)
+        rows, cols = episodes.locate(queries.ids, actors.names)
+        bad = np.flatnonzero((rows < 0) | (cols < 0))
+        if bad.size:
+            raise DataError(f"step {int(episodes.step[bad[0]])} of query {episodes.query_id[bad[0]]!r} and actor "
+                            f"{episodes.actor[bad[0]]!r} names a cell the table does not hold", file=steps_file)
     try:
         table = RoutingTable(queries=queries, actors=actors, name=str(manifest.get("name", target.name)),
-                             meta=dict(manifest.get("meta", {})), **mats)
+                             meta=dict(manifest.get("meta", {})), episodes=episodes, **mats)
     except DataError as exc:
         raise DataError(exc.detail, file=target, row=exc.row, field=exc.field) from None
     if hasher is not None:

@@ -16,13 +16,16 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from routerlab.errors import DataError, UsageError
 from routerlab.metrics._arrays import column_blocks
+
+if TYPE_CHECKING:
+    from routerlab.data.episodes import Episodes
 
 MATRIX_FIELDS: tuple[str, ...] = ("score", "tokens_in", "tokens_out", "latency_s", "cost_usd")
 """The per-cell matrices a table can hold; only ``score`` is required."""
@@ -306,11 +309,16 @@ class RoutingTable:
     cost_usd: Matrix | None = None
     name: str = "table"
     meta: Mapping[str, Any] = field(default_factory=dict)
+    episodes: Episodes | None = None
+    """The steps of the cells that hold an agentic episode (:mod:`routerlab.data.episodes`); None for a table of
+    single completions. The matrices hold the episodes' derived values (:meth:`with_episodes`)."""
 
     def __post_init__(self) -> None:
         shape = (len(self.queries), len(self.actors))
         for key in MATRIX_FIELDS:
             object.__setattr__(self, key, _as_matrix(getattr(self, key), shape, key))
+        if self.episodes is not None:
+            object.__setattr__(self, "episodes", self._own_episodes(self.episodes))
         meta = dict(self.meta)
         derived = list(meta.get("derived", []))
         self._validate()
@@ -331,6 +339,71 @@ class RoutingTable:
         if derived:
             meta["derived"] = sorted(set(derived))
         object.__setattr__(self, "meta", meta)
+
+    def _own_episodes(self, episodes: Episodes) -> Episodes | None:
+        """The episodes of this table's cells: a selection of queries or actors keeps the episodes of the cells it
+        keeps (steps of other cells are dropped); None when no cell holds one."""
+        rows, cols = episodes.locate(self.queries.ids, self.actors.names)
+        keep = (rows >= 0) & (cols >= 0)
+        if keep.all():
+            return episodes
+        return episodes.take(keep) if keep.any() else None
+
+    @property
+    def episode_mask(self) -> npt.NDArray[np.bool_]:
+        """Boolean (n, m) mask of the cells holding an episode (all False without episodes)."""
+        mask = np.zeros((self.n_queries, self.n_actors), dtype=bool)
+        if self.episodes is not None:
+            rows, cols = self.episodes.locate(self.queries.ids, self.actors.names)
+            mask[rows, cols] = True
+        return mask
+
+    def with_episodes(self, episodes: Episodes) -> RoutingTable:
+        """This table with ``episodes`` in its cells: each such cell's score is the episode's last step's score, its
+        latency the sum of latency_s + env_s over the steps (RouterWorld, equation 5; a model step without a
+        measured latency gets TTFT + (tokens_out - 1) * ITL), its tokens the sums and its cost from them and the
+        actor's prices. Other cells keep their values; a step of a query or actor not in the table is an error."""
+        from routerlab.data.episodes import Episodes as EpisodesCls
+        from routerlab.data.episodes import fill_model_latency
+
+        if self.episodes is not None:
+            episodes = EpisodesCls.concat([self.episodes.take(~np.isin(
+                _cell_keys(self.episodes.query_id, self.episodes.actor),
+                _cell_keys(episodes.query_id, episodes.actor))), episodes])
+        rows, cols = episodes.locate(self.queries.ids, self.actors.names)
+        for idx, what, field_name in ((rows, "query", "query_id"), (cols, "actor", "actor")):
+            bad = np.flatnonzero(idx < 0)
+            if bad.size:
+                value = getattr(episodes, field_name)[bad[0]]
+                known = ", ".join(self.actor_names) if what == "actor" else f"{self.n_queries} queries"
+                raise DataError(f"step {int(episodes.step[bad[0]])} names {what} {value!r}, which the table does not "
+                                f"hold ({known})", field=field_name)
+        episodes, filled = fill_model_latency(episodes, self.actor_names, self.actors.ttft_ms, self.actors.itl_ms)
+        summ = episodes.summary()
+        r, c = episodes.locate(self.queries.ids, self.actors.names)
+        starts = np.flatnonzero(np.r_[True, (r[1:] != r[:-1]) | (c[1:] != c[:-1])]) if len(episodes) else r[:0]
+        r, c = r[starts], c[starts]
+        shape = (self.n_queries, self.n_actors)
+
+        def put(current: Matrix | None, values: npt.NDArray[np.float64]) -> Matrix:
+            out = np.full(shape, np.nan, dtype=np.float32) if current is None else np.array(current, copy=True)
+            out[r, c] = values
+            return out
+
+        ip, op = self.actors.input_price[c], self.actors.output_price[c]
+        cost = (summ.tokens_in * ip + summ.tokens_out * op) / 1e6  # NaN where a price or a token count is unknown
+        meta = dict(self.meta)
+        derived = set(meta.get("derived", []))
+        derived.add("episode cells: score = the last step's score; latency_s = sum over the steps of latency_s + "
+                    "env_s [RouterWorld, equation 5]; tokens = sums over the steps; cost_usd from the token sums and "
+                    "prices")
+        if filled:
+            derived.add(f"episode steps: {filled} model steps' latency_s = TTFT + (tokens_out - 1) * ITL "
+                        "[RouterWorld, equation 1]")
+        meta["derived"] = sorted(derived)
+        return replace(self, score=put(self.score, summ.score), tokens_in=put(self.tokens_in, summ.tokens_in),
+                       tokens_out=put(self.tokens_out, summ.tokens_out), latency_s=put(self.latency_s, summ.latency_s),
+                       cost_usd=put(self.cost_usd, cost), meta=meta, episodes=episodes)
 
     def _validate(self) -> None:
         """Range checks by reductions (no full-size temporaries); the cell is located only on failure."""
@@ -533,6 +606,8 @@ class RoutingTable:
         for key, mat in self.matrices().items():
             hash_matrix_header(h, key, mat.shape)
             h.update(np.ascontiguousarray(mat).data)  # same bytes as .tobytes(), without a 1.2 GB copy
+        if self.episodes is not None:  # a table without episodes hashes as before they existed
+            self.episodes.hash_into(h)
         return h.hexdigest()
 
     def describe(self) -> dict[str, Any]:
@@ -559,7 +634,23 @@ class RoutingTable:
             },
             "derived": list(self.meta.get("derived", [])),
             "content_hash": self.content_hash,
+            **({} if self.episodes is None else {"episodes": _describe_episodes(self.episodes)}),
         }
+
+
+def _cell_keys(query_id: npt.NDArray[np.object_], actor: npt.NDArray[np.object_]) -> npt.NDArray[np.object_]:
+    return np.array([f"{q}\x00{a}" for q, a in zip(query_id.tolist(), actor.tolist(), strict=True)], dtype=object)
+
+
+def _describe_episodes(episodes: Episodes) -> dict[str, Any]:
+    """What ``describe`` says of a table's episodes: cells, steps, steps by kind, median steps per actor."""
+    from routerlab.data.episodes import STEP_KINDS
+
+    summ = episodes.summary()
+    per_actor = {str(a): float(np.median(summ.n_steps[summ.actor == a])) for a in dict.fromkeys(summ.actor.tolist())}
+    return {"cells": len(summ), "steps": len(episodes),
+            "steps_by_kind": {k: int(np.count_nonzero(episodes.kind == k)) for k in STEP_KINDS},
+            "median_steps_per_actor": per_actor}
 
 
 def _read_only(view: Matrix) -> Matrix:
@@ -714,11 +805,18 @@ def concat(tables: Sequence[RoutingTable], name: str | None = None) -> RoutingTa
     )
     derived = sorted({d for t in tables for d in t.meta.get("derived", [])})
     meta = {"source": [t.meta.get("source", t.name) for t in tables], "derived": derived}
+    with_steps = [t.episodes for t in tables if t.episodes is not None]
+    episodes = None
+    if with_steps:
+        from routerlab.data.episodes import Episodes as EpisodesCls
+
+        episodes = with_steps[0] if len(with_steps) == 1 else EpisodesCls.concat(with_steps)
     return RoutingTable(
         queries=queries,
         actors=actors,
         name=name or "+".join(t.name for t in tables),
         meta=meta,
+        episodes=episodes,
         **mats,  # type: ignore[arg-type]
     )
 
@@ -746,7 +844,8 @@ def _hash_strings(h: Hasher, col: npt.NDArray[Any]) -> None:
         update(b)
 
 
-def _hash_column(h: Hasher, key: str, col: npt.NDArray[Any]) -> None:
+def hash_column(h: Hasher, key: str, col: npt.NDArray[Any]) -> None:
+    """Feed one named column to a content hash: strings by length and UTF-8 bytes, numbers by their bytes."""
     h.update(key.encode())
     if col.dtype == object:
         _hash_strings(h, col)
@@ -757,14 +856,14 @@ def _hash_column(h: Hasher, key: str, col: npt.NDArray[Any]) -> None:
 def hash_labels(h: Hasher, queries: Queries, actors: Actors) -> None:
     """The part of :attr:`RoutingTable.content_hash` before the matrices: query and actor columns."""
     for key in ("ids", "text", "dataset", "split"):
-        _hash_column(h, "q." + key, getattr(queries, key))
+        hash_column(h, "q." + key, getattr(queries, key))
     for key in sorted(queries.extra):
-        _hash_column(h, "qx." + key, queries.extra[key])
-    _hash_column(h, "a.names", actors.names)
+        hash_column(h, "qx." + key, queries.extra[key])
+    hash_column(h, "a.names", actors.names)
     for key in ACTOR_NUMERIC_FIELDS:
-        _hash_column(h, "a." + key, getattr(actors, key))
+        hash_column(h, "a." + key, getattr(actors, key))
     for key in sorted(actors.extra):
-        _hash_column(h, "ax." + key, actors.extra[key])
+        hash_column(h, "ax." + key, actors.extra[key])
 
 
 def hash_matrix_header(h: Hasher, key: str, shape: tuple[int, ...]) -> None:

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -563,7 +564,7 @@ def read_long(
         )
     else:
         act = Actors.create(av.values.to_pylist())
-    matrices = {f: v.reshape(n, m) for f, v in mats.items()}
+    matrices: dict[str, Any] = {f: v.reshape(n, m) for f, v in mats.items()}
     meta = {"source": [str(p) for p in files], "format": "long"}
     return RoutingTable(queries=queries, actors=act, name=name or _table_name(files), meta=meta, **matrices)
 
