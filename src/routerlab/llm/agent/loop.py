@@ -13,9 +13,12 @@ observation as a user message ``Observation: TEXT``.
 - ``Final Answer: TEXT``: the answer, graded by the task set's grader.
 
 An action or answer ends where a line starting ``Thought:``, ``Action:``, ``Final Answer:``, ``Observation``,
-``Question:`` or ``Task:`` begins (a model that goes on writing steps without waiting is cut there). Whichever of ``Action:`` and ``Final Answer:`` (at the start of a line, any case, ``**`` bold allowed) comes first
-decides. A reply with neither, an unknown tool or an empty argument is a step whose observation says what was
-wrong (never a crash); the episode goes on. Generation stops at :data:`OBSERVATION` (the model must not write the
+``Question:`` or ``Task:`` begins (a model that goes on writing steps without waiting is cut there). Whichever
+of ``Action:`` and ``Final Answer:`` (at the start of a line, any case, ``**`` bold allowed) comes first decides.
+A reply with neither that the model ended itself (not cut by the token cap) is its final answer, as a
+tool-calling API takes a reply without a tool call (``stop`` says ``unmarked answer``). A reply with neither that
+the cap cut, an unknown tool or an empty argument is a step whose observation says what was wrong (never a
+crash); the episode goes on. Generation stops at :data:`OBSERVATION` (the model must not write the
 observation itself), and the reply kept in the chat ends where its action ends.
 
 **Steps.** Every model call is a step of kind ``model`` (tokens, TTFT, ITL, latency as measured; ``env_s`` 0);
@@ -72,13 +75,15 @@ class Action:
     argument: str = ""
     message: str = ""
     end: int = 0
+    marked: bool = True
+    """Whether the reply holds an ``Action:`` or ``Final Answer:`` marker at all."""
 
 
 def parse_action(text: str, tools: Sequence[str]) -> Action:
     """The action of one reply (module docstring); deterministic, never raises."""
     m = _MARKER.search(text)
     if m is None:
-        return Action("invalid", message=f"no action found. {FORMAT_HINT}", end=len(text))
+        return Action("invalid", message=f"no action found. {FORMAT_HINT}", end=len(text), marked=False)
     rest = text[m.end():]
     nxt = _NEXT.search(rest)
     if nxt is not None:  # the action ends where the next thought, action or observation begins
@@ -112,7 +117,8 @@ def parse_action(text: str, tools: Sequence[str]) -> Action:
         return Action("invalid", message=f"unknown tool {name!r}; the tools are: {known}. {FORMAT_HINT}", end=end)
     if not argument.strip():
         return Action("invalid", message=f"the input of {name} is empty; write {name}[INPUT]", end=end)
-    return Action("tool", name=name, argument=argument.strip("\n"), end=end)
+    argument = argument.strip("\n")
+    return Action("tool", name=name, argument=argument if "\n" in argument else argument.strip(), end=end)
 
 
 @dataclass
@@ -225,6 +231,10 @@ def _turn(e: EpisodeRun, c: Completion, tools: Sequence[str], runner: ToolRunner
     e.messages.append(Message("assistant", kept))
     if action.kind == "final":
         e.final, e.done, e.stop = action.argument, True, "final answer"
+        return
+    if action.kind == "invalid" and not action.marked and c.finish_reason == "stop" and c.text.strip():
+        # no action and no final answer, ended by the model itself: its answer (as a reply without a tool call)
+        e.final, e.done, e.stop = c.text.strip(), True, "unmarked answer"
         return
     if action.kind == "tool":
         e.tool_calls += 1
