@@ -80,6 +80,10 @@ def collect_cmd(
     """Run every actor on every question, grade the answers and write a routing table (score, tokens,
     latency, cost; option-letter logits as query metadata).
 
+    With --agent TASKSET every actor works through the task set's tasks (arithmetic: GSM8K with a calculator; code:
+    MBPP with a Python sandbox) as a tool-using agent, and the table holds its episodes: every model and tool step,
+    measured and cached (docs/agentic.md).
+
     With --variants the questions asked are perturbed variants of the source's questions (SPEC 3): the table's
     query metadata gains variant_of, level and variant, and feeds routerlab robustness --outcomes."""
     from routerlab.cli.data_cmds import _check_output

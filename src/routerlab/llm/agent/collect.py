@@ -7,7 +7,7 @@ calls go through the tool cache under ``<cache>/tools``. The table's cells are d
 last step's, latency = model plus tool seconds, tokens summed, cost from the actor's prices when given). Query
 metadata, all hidden from routers: ``gold`` (the reference as the source wrote it), the task set's own columns
 (``reference_steps``, ``n_tests``), and per actor ``output.<actor>`` (the final answer, "" without one),
-``stop.<actor>`` (``final answer`` or ``step limit``), ``detail.<actor>`` (the grader's reason) and
+``stop.<actor>`` (``final answer``, ``unmarked answer`` or ``step limit``), ``detail.<actor>`` (the grader's reason) and
 ``transcript.<actor>`` (the chat as JSON). ``meta["collect"]`` records the task set, its tools, the step limit and
 token cap, the seed, the prompts' hash, the routerlab version and per actor the calls fresh and cached and the
 model's own seconds.
