@@ -58,6 +58,7 @@ ROLES: dict[tuple[str, str], str] = {
     ("perturb", "cache_dir"): RESUMED, ("robustness", "cache_dir"): RESUMED, ("grade", "cache_dir"): RESUMED,
     ("serve", "log"): APPENDED,
     ("audit", "table_dir"): INPUT, ("audit", "logs"): INPUT, ("collect", "questions"): INPUT,
+    ("collect", "data"): INPUT,
     ("collect", "variants"): INPUT, ("import", "paths"): INPUT, ("info", "table_dir"): INPUT,
     ("evaluate", "table_dir"): INPUT, ("scaling", "table_dir"): INPUT, ("groups", "table_dir"): INPUT,
     ("extract", "questions"): INPUT, ("join", "tables"): INPUT, ("log", "table_dir"): INPUT,

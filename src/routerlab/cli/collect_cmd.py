@@ -30,11 +30,13 @@ ACTORS_HELP = ("Actors as NAME=KIND:MODEL[,key=value...], comma-separated: NAME=
 @app.command("collect")
 @on_interrupt(lambda a: call_cache_kept(a["cache_dir"], "answers", "the table not written"))
 def collect_cmd(
-    questions: Annotated[Path, typer.Argument(
+    questions: Annotated[Path | None, typer.Argument(
         help="A table directory whose queries carry gold answers (MMLU-Pro or LLMRouter imports) or a .jsonl "
-             "file of {id, question, choices?, answer, dataset?}.")],
-    actors: Annotated[str, typer.Option("--actors", "-a", help=ACTORS_HELP)],
-    output: Annotated[Path, typer.Option("-o", "--output", help="Directory to write the routing table to.")],
+             "file of {id, question, choices?, answer, dataset?}; with --agent optional (default: the task set's "
+             "tasks in the shared data).", show_default=False)] = None,
+    actors: Annotated[str, typer.Option("--actors", "-a", help=ACTORS_HELP)] = "",
+    output: Annotated[Path | None, typer.Option(
+        "-o", "--output", help="Directory to write the routing table to.", show_default=False)] = None,
     limit: Annotated[int | None, typer.Option(
         min=1, help="Ask a seeded sample of this many questions, stratified by dataset.")] = None,
     seed: Annotated[int, seed_option("Seed of the question sample.")] = 0,
@@ -46,7 +48,9 @@ def collect_cmd(
              "all.")] = "all",
     grader: Annotated[list[str] | None, typer.Option(
         "--grader", metavar="NAME|DATASET=NAME,...", help=GRADER_HELP)] = None,
-    max_tokens: Annotated[int, typer.Option(min=1, max=32768, help="Most tokens of a generated answer.")] = 256,
+    max_tokens: Annotated[int | None, typer.Option(
+        min=1, max=32768, help="Most tokens of a generated answer (default 256; with --agent, of one step: the "
+                               "task set's cap, 96 for arithmetic, 160 for code).", show_default=False)] = None,
     batch_size: Annotated[int, typer.Option(min=1, max=4096, help="Questions generated in one batch.")] = 8,
     logits_batch_size: Annotated[int, typer.Option(
         min=1, max=4096, help="Questions scored by option-letter logits in one forward pass (1: on a CPU a padded "
@@ -63,9 +67,22 @@ def collect_cmd(
         "--variants", help="A variants file (routerlab perturb): ask each variant instead of the questions, i.e. "
                            "its original question with the text replaced; query ids become QID#LEVEL#J and "
                            "--limit samples variants.")] = None,
+    agent: Annotated[str | None, typer.Option(
+        "--agent", metavar="TASKSET", help="Run every actor as a tool-using agent on a task set's tasks "
+                                           "(arithmetic, code) and write a table with episodes.")] = None,
+    max_steps: Annotated[int | None, typer.Option(
+        min=1, max=64, help="With --agent: most model steps of an episode (default 6); an episode that reaches it "
+                            "without a final answer scores 0.", show_default=False)] = None,
+    data: Annotated[Path | None, typer.Option(
+        "--data", metavar="DIR", help="With --agent and no TABLE: the shared data directory (default: "
+                                      "$ROUTERLAB_SHARED_DATA, else ../shared/data).", show_default=False)] = None,
 ) -> None:
     """Run every actor on every question, grade the answers and write a routing table (score, tokens,
     latency, cost; option-letter logits as query metadata).
+
+    With --agent TASKSET every actor works through the task set's tasks (arithmetic: GSM8K with a calculator; code:
+    MBPP with a Python sandbox) as a tool-using agent, and the table holds its episodes: every model and tool step,
+    measured and cached (docs/agentic.md).
 
     With --variants the questions asked are perturbed variants of the source's questions (SPEC 3): the table's
     query metadata gains variant_of, level and variant, and feeds routerlab robustness --outcomes."""
@@ -75,6 +92,23 @@ def collect_cmd(
     from routerlab.llm.graders import parse_grader_choice
     from routerlab.llm.questions import load_questions
 
+    if not actors:
+        raise UsageError("--actors is required: NAME=KIND:MODEL[,...]")
+    if output is None:
+        raise UsageError("-o/--output is required: the directory to write the table to")
+    if agent is not None:
+        _collect_agent(questions, agent, actors, output, limit=limit, seed=seed, max_steps=max_steps,
+                       max_tokens=max_tokens, batch_size=batch_size, cache_dir=cache_dir, force=force,
+                       as_json=as_json, data=data,
+                       others={"--grader": grader, "--variants": variants, "--mode": mode != "auto" or None,
+                               "--kind": kind != "all" or None, "--logits-batch-size": logits_batch_size != 1 or None,
+                               "--timing-probes": timing_probes != 8 or None})
+        return
+    for flag, value in (("--max-steps", max_steps), ("--data", data)):
+        if value is not None:
+            raise UsageError(f"{flag} applies only with --agent TASKSET")
+    if questions is None:
+        raise UsageError("collect needs a TABLE (or .jsonl file) of questions, or --agent TASKSET")
     _check_output(output, force)
     if mode not in MODES:
         raise UsageError(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
@@ -85,7 +119,7 @@ def collect_cmd(
     specs = parse_actor_list(actors)
     check_mode(mode, specs)
     choice = parse_grader_choice(grader)
-    decoding = Decoding(max_tokens=max_tokens)
+    decoding = Decoding(max_tokens=256 if max_tokens is None else max_tokens)
     if variants is not None:
         qs = load_questions(questions, kinds=KIND_CHOICES[kind], graders=choice)
         asked, provenance, query_meta = _variant_questions(qs, variants, limit, seed, kind)
@@ -129,6 +163,70 @@ def collect_cmd(
         if set(graded) - {"mc", "short"}:  # a run of mc and short answers only prints what it printed before
             typer.echo("  graded: " + "; ".join(f"{g} {v['questions']} answers in {v['seconds']:.2f} s"
                                                for g, v in graded.items()))
+    from routerlab.reports.files import say_written
+
+    say_written([output], to_stderr=as_json)
+
+
+def _collect_agent(questions: Path | None, agent: str, actors: str, output: Path, *, limit: int | None, seed: int,
+                   max_steps: int | None, max_tokens: int | None, batch_size: int, cache_dir: Path | None,
+                   force: bool, as_json: bool, data: Path | None, others: dict[str, Any]) -> None:
+    """``collect --agent TASKSET``: every actor runs the task set's tasks (the shared data's, or TABLE's questions)
+    as a tool-using agent; the table with its episodes is written to ``output``."""
+    import numpy as np
+
+    from routerlab.cli.data_cmds import _check_output
+    from routerlab.llm.agent.collect import collect_episodes
+    from routerlab.llm.agent.tasksets import data_dir, get_taskset
+    from routerlab.llm.base import parse_actor_list
+    from routerlab.llm.questions import load_questions, stratified_order
+
+    taskset = get_taskset(agent, max_tokens=max_tokens)
+    for flag, value in others.items():
+        if value:
+            raise UsageError(f"{flag} does not apply with --agent (the task set {agent!r} decides how tasks are "
+                             "asked and graded)")
+    if questions is not None and data is not None:
+        raise UsageError("--data: give either a TABLE of questions or --data DIR, not both")
+    _check_output(output, force)
+    if cache_dir is not None and cache_dir.exists() and not cache_dir.is_dir():
+        raise UsageError(f"--cache-dir {cache_dir}: is a file, not a directory")
+    specs = parse_actor_list(actors)
+    if questions is not None:
+        qs = load_questions(questions, kinds=("generated",), graders=taskset.grader)
+        tasks = taskset.from_questions(list(qs))
+        source = str(questions)
+    else:
+        root = data_dir(data)
+        tasks = taskset.load(root)
+        source = str(root)
+    if not tasks:
+        raise UsageError(f"{source}: no task of task set {agent!r} there")
+    n_available = len(tasks)
+    if limit is not None and limit < len(tasks):
+        chosen = sorted(stratified_order([t.split for t in tasks], seed)[:limit].tolist())
+        tasks = [tasks[i] for i in chosen]
+    provenance = {"source": source, "limit": limit, "seed": seed, "n_available": n_available}
+    table = collect_episodes(tasks, specs, taskset, max_steps=6 if max_steps is None else max_steps,
+                             batch_size=batch_size, cache_dir=cache_dir, name=output.name or "episodes",
+                             provenance=provenance)
+    table.save(output)
+    runs = table.meta["collect"]["actors"]
+    if as_json:
+        print_json({**table.meta["collect"], "output": str(output), "content_hash": table.content_hash})
+    else:
+        summ = table.episodes.summary() if table.episodes is not None else None
+        typer.echo(f"ran {table.n_queries} {agent} tasks ({n_available} available in {source}) as episodes of at "
+                   f"most {table.meta['collect']['max_steps']} model steps")
+        width = max(len(a) for a in runs)
+        for actor, run in runs.items():
+            steps = ""
+            if summ is not None:
+                mine = summ.n_steps[summ.actor == actor]
+                steps = f"  median steps {float(np.median(mine)):g}" if mine.size else ""
+            typer.echo(f"  {actor:<{width}}  accuracy {run['accuracy']:.3f}  final answers {run['final_answers']}/"
+                       f"{run['episodes']}{steps}  model calls {run['fresh_calls']} new, {run['cached_calls']} "
+                       f"cached  tool calls {run['fresh_tool_calls']} new, {run['cached_tool_calls']} cached")
     from routerlab.reports.files import say_written
 
     say_written([output], to_stderr=as_json)
