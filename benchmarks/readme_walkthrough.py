@@ -95,9 +95,13 @@ SUBSTITUTIONS: tuple[Substitution, ...] = (
     Substitution("one-thread", r"(?s)^routerlab (collect|serve)(?!.*threads=)", r"(=local:smollm2-135m)(?=[,\s])",
                  r"\1,threads=1", "the README leaves torch's thread count to routerlab; a test shares its cores with "
                  "other work, where torch's spinning threads ran SmolLM2 at 0.06 instead of ~5 questions/s"),
-    Substitution("one-timing-probe", r"^routerlab collect", r"^(routerlab collect \S+)", r"\1 --timing-probes 1",
+    Substitution("one-timing-probe", r"^routerlab collect (?!--agent)", r"^(routerlab collect \S+)",
+                 r"\1 --timing-probes 1",
                  "an actor that answers from logits is timed on 8 generated 16-token replies, most of a small "
                  "collect's time here; one runs the same path"),
+    Substitution("fewer-episodes", r"^routerlab collect --agent", r"--limit 20\b", "--limit 2",
+                 "SmolLM2 takes about 8 s an episode here (up to six model calls of 96 tokens): two episodes run "
+                 "the same loop, tools and table as twenty"),
     Substitution("fewer-questions", r"^routerlab collect tables/llmrouter", r"--limit 200\b", "--limit 40",
                  "SmolLM2 twice on 40 questions instead of 200; serve's knn:k=10 still has its 10 neighbours"),
     Substitution("fewer-generated", r"^routerlab collect tables/llmrouter .*--kind generated", r"--limit 100 ",
