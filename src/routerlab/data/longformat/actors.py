@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,30 +34,7 @@ def read_actors(path: str | Path) -> tuple[list[str], dict[str, npt.NDArray[np.f
     p = Path(path)
     if not p.is_file():
         raise DataError("no such actors side-file", file=p)
-    kind = _kind(p)
-    rows: npt.NDArray[np.int64]
-    if kind == "parquet":
-        try:
-            tbl = pq.read_table(str(p))
-        except (OSError, pa.ArrowInvalid) as exc:
-            raise DataError(f"cannot read Parquet data: {exc}", file=p) from None
-        rows = np.arange(1, tbl.num_rows + 1)
-    elif kind in ("csv", "tsv"):
-        header = _header_columns(p, kind)
-        try:
-            tbl = pcsv.read_csv(
-                str(p),
-                parse_options=pcsv.ParseOptions(delimiter="\t" if kind == "tsv" else ",", newlines_in_values=True),
-                convert_options=pcsv.ConvertOptions(
-                    column_types={c: pa.string() for c in ("actor", "name") if c in header},
-                    strings_can_be_null=True, null_values=[""],
-                ),
-            )
-        except pa.ArrowInvalid as exc:
-            raise DataError(f"cannot parse CSV: {_one_line(exc)}", file=p) from None
-        rows = np.arange(2, tbl.num_rows + 2)
-    else:
-        tbl, rows = _json_table(p)
+    tbl, rows = read_side_table(p, lambda header: [c for c in ("actor", "name") if c in header])
     cols = tbl.schema.names
     key = "actor" if "actor" in cols else "name" if "name" in cols else None
     if key is None:
@@ -74,7 +52,7 @@ def read_actors(path: str | Path) -> tuple[list[str], dict[str, npt.NDArray[np.f
             raise DataError(f"actor {nm!r} repeats row {int(rows[seen[nm]])}", file=p, row=int(rows[i]), field=key)
         seen[nm] = i
     fake = _Batch({}, 0, rows)
-    src = _Source(p, kind, {}, "")
+    src = _Source(p, _kind(p), {}, "")
     attrs: dict[str, npt.NDArray[np.float64]] = {}
     for f in ACTOR_NUMERIC_FIELDS:
         if f in cols:
@@ -115,6 +93,32 @@ def _numbers_any(arr: pa.Array, name: str, batch: _Batch, src: _Source) -> npt.N
         i = int(np.flatnonzero(bad)[0])
         raise DataError(f"{name} {vals[i]} must be finite and >= 0", file=src.path, row=batch.row(i), field=name)
     return vals
+
+
+def read_side_table(path: Path, text_columns: Callable[[list[str]], list[str]]
+                    ) -> tuple[pa.Table, npt.NDArray[np.int64]]:
+    """A side file (CSV/TSV, JSON lines or array, Parquet) as one Arrow table, with each record's row number as an
+    editor counts it (CSV: the header is row 1); ``text_columns(header)`` names the CSV columns read as text."""
+    kind = _kind(path)
+    if kind == "parquet":
+        try:
+            tbl = pq.read_table(str(path))
+        except (OSError, pa.ArrowInvalid) as exc:
+            raise DataError(f"cannot read Parquet data: {exc}", file=path) from None
+        return tbl, np.arange(1, tbl.num_rows + 1)
+    if kind in ("csv", "tsv"):
+        header = _header_columns(path, kind)
+        try:
+            tbl = pcsv.read_csv(
+                str(path),
+                parse_options=pcsv.ParseOptions(delimiter="\t" if kind == "tsv" else ",", newlines_in_values=True),
+                convert_options=pcsv.ConvertOptions(column_types={c: pa.string() for c in text_columns(header)},
+                                                    strings_can_be_null=True, null_values=[""]),
+            )
+        except pa.ArrowInvalid as exc:
+            raise DataError(f"cannot parse CSV: {_one_line(exc)}", file=path) from None
+        return tbl, np.arange(2, tbl.num_rows + 2)
+    return _json_table(path)
 
 
 def _json_table(path: Path) -> tuple[pa.Table, npt.NDArray[np.int64]]:

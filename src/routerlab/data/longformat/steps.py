@@ -53,13 +53,11 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pcsv
-import pyarrow.parquet as pq
 
 from routerlab._words import plural, verb
 from routerlab.data._files import expand_paths, load_json, warn
 from routerlab.data.episodes import STEP_KINDS, Episodes, episode_table
-from routerlab.data.longformat.actors import _json_table, read_actors
+from routerlab.data.longformat.actors import read_actors, read_side_table
 from routerlab.data.longformat.columns import _decode, _strings
 from routerlab.data.longformat.ingest import _check_ids, _pad_extra, _parsed, _table_name
 from routerlab.data.longformat.readers import _batches, _prefetch, _py_records, _slices
@@ -69,7 +67,6 @@ from routerlab.data.longformat.sources import (
     _Batch,
     _header_columns,
     _kind,
-    _one_line,
     _Source,
     _stream_head,
     is_actors_file,
@@ -415,28 +412,7 @@ def _read_queries(path: Path, visible: Sequence[str]) -> _QueriesFile:
     """The queries side-file: one row per query, id, text, dataset, split and metadata kept as text."""
     if not path.is_file():
         raise DataError("no such queries file", file=path)
-    kind = _kind(path)
-    rows: npt.NDArray[np.int64]
-    if kind == "parquet":
-        try:
-            tbl = pq.read_table(str(path))
-        except (OSError, pa.ArrowInvalid) as exc:
-            raise DataError(f"cannot read Parquet data: {exc}", file=path) from None
-        rows = np.arange(1, tbl.num_rows + 1)
-    elif kind in ("csv", "tsv"):
-        header = _header_columns(path, kind)
-        try:
-            tbl = pcsv.read_csv(
-                str(path),
-                parse_options=pcsv.ParseOptions(delimiter="\t" if kind == "tsv" else ",", newlines_in_values=True),
-                convert_options=pcsv.ConvertOptions(column_types={c: pa.string() for c in header},
-                                                    strings_can_be_null=True, null_values=[""]),
-            )
-        except pa.ArrowInvalid as exc:
-            raise DataError(f"cannot parse CSV: {_one_line(exc)}", file=path) from None
-        rows = np.arange(2, tbl.num_rows + 2)
-    else:
-        tbl, rows = _json_table(path)
+    tbl, rows = read_side_table(path, lambda header: header)  # every column as text
     cols = list(tbl.schema.names)
     key = "query_id" if "query_id" in cols else "id" if "id" in cols else None
     if key is None:
