@@ -103,6 +103,17 @@ class Registry(Generic[T]):
 
         return decorate
 
+    def register_named(self, name: str) -> Callable[[T], T]:
+        """Class decorator: adds the class under ``name`` and sets its ``name`` attribute to it (after adding, so a
+        taken name raises before the class is touched)."""
+
+        def decorate(cls: T) -> T:
+            self.add(name, cls)
+            cls.name = name  # type: ignore[attr-defined]
+            return cls
+
+        return decorate
+
     def remove(self, name: str) -> None:
         """Forget ``name`` (tests that register a temporary entry clean up with this)."""
         self._entries.pop(name, None)

@@ -134,13 +134,7 @@ _TASKSETS: Registry[type[TaskSet]] = Registry("agentic task set")
 
 def register_taskset(name: str) -> Callable[[type[TaskSet]], type[TaskSet]]:
     """Class decorator: ``@register_taskset("arithmetic") class Arithmetic(TaskSet)``."""
-
-    def decorate(cls: type[TaskSet]) -> type[TaskSet]:
-        cls.name = name
-        _TASKSETS.add(name, cls)
-        return cls
-
-    return decorate
+    return _TASKSETS.register_named(name)
 
 
 def taskset_names() -> list[str]:

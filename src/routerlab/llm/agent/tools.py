@@ -97,13 +97,7 @@ _TOOLS: Registry[type[Tool]] = Registry("agent tool")
 
 def register_tool(name: str) -> Callable[[type[Tool]], type[Tool]]:
     """Class decorator: ``@register_tool("calculator") class Calculator(Tool)``."""
-
-    def decorate(cls: type[Tool]) -> type[Tool]:
-        cls.name = name
-        _TOOLS.add(name, cls)
-        return cls
-
-    return decorate
+    return _TOOLS.register_named(name)
 
 
 def tool_names() -> list[str]:
