@@ -240,6 +240,48 @@ def test_a_hanging_actor_does_not_slow_the_others(tmp_path: Path) -> None:
     assert all(2.5 < t < 6.0 for _, t in hanging), sorted(t for _, t in hanging)
 
 
+def test_an_actor_that_hangs_without_raising_trips_its_breaker_and_is_then_refused_at_once(tmp_path: Path) -> None:
+    """A backend that never answers and ignores cancellation holds its workers for good: deadlines passed while
+    a call ran, or while it waited behind workers all stuck, count as failures, so the breaker opens and later
+    requests (streams too) get 503 at once instead of each waiting out its deadline; other actors are served."""
+    backends = pool(tiny_2b="hang=true")
+    svc = RoutingService.train("best-single", TABLE, backends, log=RequestLog(tmp_path / "log.csv"),
+                               trip_after=2, cooldown_s=30)
+    app = create_app(svc, request_timeout=0.5, workers=1)
+    with ServerThread(app) as url:
+        timed: list[tuple[int, float]] = []
+        for i in range(2):  # the first runs and hangs, the second waits behind the stuck worker
+            t0 = time.perf_counter()
+            status, _, _ = post(url, chat("tiny-2b", f"hello {i}"))
+            timed.append((status, time.perf_counter() - t0))
+        assert [s for s, _ in timed] == [504, 504] and all(0.4 < t < 3.0 for _, t in timed), timed
+        t0 = time.perf_counter()
+        status, headers, body = post(url, chat("tiny-2b", "hello again"))
+        assert status == 503 and body["error"]["code"] == "actor_unavailable", body
+        assert time.perf_counter() - t0 < 0.4 and 1 <= int(headers["retry-after"]) <= 30
+        assert post(url, chat("tiny-2b", "a stream", stream=True))[0] == 503
+        healthy = next(a for a in ACTORS if a != "tiny-2b")
+        assert post(url, chat(healthy, "are you well"))[0] == 200
+        assert svc.breakers["tiny-2b"].state == "open" and svc.breakers[healthy].state == "closed"
+    svc.close()
+
+
+def test_a_slow_actor_past_its_deadline_counts_but_a_client_leaving_does_not() -> None:
+    """The deadline of a running call counts towards the breaker (the actor did not answer in time); a client
+    that goes away says nothing about the backend."""
+    svc = RoutingService.train("best-single", TABLE, pool(tiny_2b="word_delay=0.2"), trip_after=2, cooldown_s=30)
+    app = create_app(svc, request_timeout=0.3)
+    with ServerThread(app) as url:
+        for i in range(3):  # clients that give up after 0.1 s: the server sees them leave
+            with pytest.raises(TimeoutError):
+                post(url, chat("tiny-2b", f"quick {i}"), timeout=0.1)
+        time.sleep(0.5)
+        assert svc.breakers["tiny-2b"].describe()["failures"] == 0
+        assert post(url, chat("tiny-2b", "slow one"))[0] == 504
+        assert svc.breakers["tiny-2b"].describe()["failures"] == 1
+    svc.close()
+
+
 def test_a_full_queue_is_429_with_retry_after() -> None:
     svc = service(pool("delay=1.5"))
     app = create_app(svc, workers=1, queue_size=1)

@@ -87,7 +87,7 @@ def serve_cmd(
     trip_after: Annotated[int, typer.Option(
         "--trip-after", metavar="N",
         help="Refuse an actor at once (503, Retry-After) for --cooldown seconds after its backend failed N calls in "
-             "a row (0: never).")] = 5,
+             "a row, calls past their --request-timeout included (0: never).")] = 5,
     cooldown: Annotated[float, typer.Option(
         "--cooldown", metavar="SECONDS",
         help="How long a failing actor is refused before one trial call (doubled after a failed trial).")] = 10.0,

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from routerlab.errors import UsageError
 from routerlab.serve.breaker import ActorUnavailable
-from routerlab.serve.pool import DONE, ActorPool, Job, PoolClosed, QueueFull
+from routerlab.serve.pool import DONE, QUEUED, RUNNING, ActorPool, Job, PoolClosed, QueueFull
 from routerlab.serve.routing import (
     BackendFailure,
     ContextTooLong,
@@ -450,17 +450,30 @@ def create_app(service: RoutingService, *, max_body_bytes: int = MAX_BODY_BYTES,
         job: Job[Any] = Job(fn, asyncio.get_running_loop())
         job.future.add_done_callback(_retrieve)
         try:
+            service.breakers[plan.decision.actor].check()
             state.pools[plan.decision.actor].submit(job)
-        except (QueueFull, PoolClosed) as exc:
+        except (ActorUnavailable, QueueFull, PoolClosed) as exc:
             service._release(plan.query_id)
             raise _error_status(exc) from None
         return job
 
-    def abandon(job: Job[Any], plan: Plan) -> bool:
-        """Abort a non-streamed request's job: True when it was too late (the answer is complete and stands).
-        Otherwise the row is settled now: a job that never ran frees its query id, one whose backend started is
-        logged ``aborted`` with the time until now (its worker stays busy until the backend really returns)."""
-        if job.abort() == DONE:
+    def stop_job(job: Job[Any], plan: Plan, kind: str) -> str:
+        """Abort ``job`` for ``kind`` (timeout, disconnect, stopping) and return the state it was in. A deadline
+        counts as a failure of the actor's backend when the call was running, or when it waited behind workers
+        that are all stuck in calls told to stop: so a backend that hangs without ever raising trips the breaker
+        too. A client leaving or a stop says nothing about the backend and does not count."""
+        before = job.abort()
+        if kind == "timeout" and (before == RUNNING
+                                  or (before == QUEUED and state.pools[plan.decision.actor].stuck())):
+            service.breakers[plan.decision.actor].failure()
+        return before
+
+    def abandon(job: Job[Any], plan: Plan, kind: str) -> bool:
+        """Abort a non-streamed request's job (:func:`stop_job`): True when it was too late (the answer is
+        complete and stands). Otherwise the row is settled now: a job that never ran frees its query id, one whose
+        backend started is logged ``aborted`` with the time until now (its worker stays busy until the backend
+        really returns)."""
+        if stop_job(job, plan, kind) == DONE:
             return True
         if job.claim():
             if job.started_at is None:
@@ -512,7 +525,7 @@ def create_app(service: RoutingService, *, max_body_bytes: int = MAX_BODY_BYTES,
                 w.cancel()
         if job.future not in done:
             kind = "stopping" if watchers[1] in done else "disconnect" if watchers[0] in done else "timeout"
-            if not abandon(job, plan):
+            if not abandon(job, plan, kind):
                 raise stop_reason(kind)
             await job.future  # the answer was complete just before: it stands
         try:
@@ -586,8 +599,9 @@ def create_app(service: RoutingService, *, max_body_bytes: int = MAX_BODY_BYTES,
         watcher.add_done_callback(gone)
         open_ = True
 
-        def finish_up(status: str | None) -> None:
-            """End of the stream for the server: stop the backend, log the row, forget the queue."""
+        def finish_up(status: str | None, kind: str = "disconnect") -> None:
+            """End of the stream for the server: stop the backend (:func:`stop_job` for ``kind``), log the row,
+            forget the queue."""
             nonlocal open_
             if not open_:
                 return
@@ -597,7 +611,7 @@ def create_app(service: RoutingService, *, max_body_bytes: int = MAX_BODY_BYTES,
             state.streams.discard(q)
             if status == "answered":
                 return
-            job.abort()
+            stop_job(job, plan, kind)
             served.abort()
             state.log_writer.submit(served.settle, status)
 
@@ -613,10 +627,10 @@ def create_app(service: RoutingService, *, max_body_bytes: int = MAX_BODY_BYTES,
             if kind == "end":
                 first: str | None = None
             elif kind == "error":
-                finish_up(None)
+                finish_up(None, "error")
                 raise _error_status(value)
             else:
-                finish_up("aborted")
+                finish_up("aborted", kind)
                 raise stop_reason(kind)
         else:
             first = value
@@ -639,7 +653,7 @@ def create_app(service: RoutingService, *, max_body_bytes: int = MAX_BODY_BYTES,
 async def _events(request: Request, served: ServedStream, q: asyncio.Queue[tuple[str, Any]], first: str | None,
                   ended: bool,
                   rid: str, created: int, req: ChatRequest, plan: Plan, extra: Mapping[str, Any],
-                  stop_reason: Callable[[str], APIError], finish_up: Callable[[str | None], None],
+                  stop_reason: Callable[[str], APIError], finish_up: Callable[[str | None, str], None],
                   state: ServingState) -> AsyncIterator[str]:
     """The server-sent events of one streamed answer: a role chunk, one chunk per delta, the finishing chunk,
     a usage chunk when asked, then ``[DONE]``; a backend failure, the deadline or shutdown mid-stream is one
@@ -663,11 +677,11 @@ async def _events(request: Request, served: ServedStream, q: asyncio.Queue[tuple
             elif kind == "end":
                 ended = True
             elif kind == "error":  # the backend broke mid-stream: its row is logged aborted by the producer
-                finish_up(None)
+                finish_up(None, "error")
                 yield f"data: {json.dumps(_error_status(value).body())}\n\n"
                 return
             elif kind != "disconnect":  # timeout or stopping
-                finish_up("aborted")
+                finish_up("aborted", kind)
                 yield f"data: {json.dumps(stop_reason(kind).body())}\n\n"
                 return
         yield chunk({}, _finish_reason(served.tokens_out, plan.decoding.max_tokens))
@@ -678,14 +692,14 @@ async def _events(request: Request, served: ServedStream, q: asyncio.Queue[tuple
                        "model": served.decision.actor, "choices": [], "usage": usage}
             yield f"data: {json.dumps(payload)}\n\n"
         if await request.is_disconnected():  # a send to a closed connection returns quietly: the client left
-            finish_up("aborted")
+            finish_up("aborted", "disconnect")
             return
         # logged before [DONE]: a client that has its whole answer finds its row (e.g. to send feedback on it)
-        finish_up("answered")
+        finish_up("answered", "end")
         await asyncio.get_running_loop().run_in_executor(state.log_writer, served.settle, "answered")
         yield "data: [DONE]\n\n"
     finally:
-        finish_up("aborted")  # the client went away (this generator was cancelled or closed): no-op otherwise
+        finish_up("aborted", "disconnect")  # the client left (this generator was cancelled or closed); else a no-op
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -5,8 +5,9 @@ Per-actor workers (:mod:`routerlab.serve.pool`) keep a hanging actor from taking
 own requests still queue behind calls that each take the backend's whole timeout and retries: with 4 workers, a
 2 s timeout and one retry, the 100th queued request would wait about 100 s to fail. The breaker bounds that:
 
-- **closed** (normal): calls go through; ``trip_after`` consecutive failures (errors the backend raised, not
-  requests cancelled by their client, deadline or shutdown) open it;
+- **closed** (normal): calls go through; ``trip_after`` consecutive failures open it: errors the backend raised,
+  and deadlines that passed while the call ran or while it waited behind workers all stuck in calls told to stop
+  (a backend that hangs without ever raising); not requests cancelled by their client or by a shutdown;
 - **open**: every call is refused at once (:class:`ActorUnavailable`, HTTP 503 with ``Retry-After``) for
   ``cooldown_s`` seconds; calls already queued for the actor fail as soon as a worker takes them;
 - **half-open** after the cooldown: one trial call goes through while the others are still refused; its success
@@ -74,6 +75,16 @@ class CircuitBreaker:
             wait = max(1, math.ceil(self._open_until - now)) if self.state == OPEN else 1
             raise ActorUnavailable(self.actor, self.failures, wait)
 
+    def check(self) -> None:
+        """:class:`ActorUnavailable` while the breaker is open and cooling down; changes nothing (the server asks
+        before queueing a request, so that one is refused at once even when every worker is stuck)."""
+        if self.trip_after == 0:
+            return
+        with self._lock:
+            now = time.monotonic()
+            if self.state == OPEN and now < self._open_until:
+                raise ActorUnavailable(self.actor, self.failures, max(1, math.ceil(self._open_until - now)))
+
     def success(self) -> None:
         """The call answered: the count restarts and a half-open breaker closes."""
         with self._lock:
@@ -85,12 +96,12 @@ class CircuitBreaker:
 
     def failure(self) -> None:
         """The backend failed the call: count it; open the breaker at ``trip_after`` in a row, or again after a
-        failed trial (for twice the previous cooldown)."""
+        failed trial or a failure once the cooldown has passed (for twice the previous cooldown)."""
         if self.trip_after == 0:
             return
         with self._lock:
             self.failures += 1
-            if self.state == HALF_OPEN:
+            if self.state == HALF_OPEN or (self.state == OPEN and time.monotonic() >= self._open_until):
                 self._trial_running = False
                 self._cooldown = min(MAX_COOLDOWN_S, self._cooldown * 2)
                 self._open()

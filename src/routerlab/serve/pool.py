@@ -167,6 +167,12 @@ class ActorPool:
         """Jobs waiting (aborted ones not counted)."""
         return sum(1 for j in self._pending if j.state != ABORTED)
 
+    def stuck(self) -> bool:
+        """Whether every worker is held by a call that was told to stop and has not returned (a backend that hangs
+        and ignores cancellation): a queued job cannot start until one returns."""
+        with self._cond:
+            return len(self._running) >= self.workers and all(j.state == ABORTED for j in self._running)
+
     def _work(self) -> None:
         while True:
             with self._cond:

@@ -478,10 +478,11 @@ class RoutingService:
             breaker.failure()
             self._release(plan.query_id)
             raise BackendFailure(plan.decision.actor, exc) from exc
-        breaker.success()
         wall = time.perf_counter() - t0
-        if job is not None and not job.finish():
+        if job is not None and not job.finish():  # stopped (a deadline already counted there): not a success
+            breaker.cancelled()
             raise RequestAborted("the request was cancelled")
+        breaker.success()
         self._record(plan.query_id, plan.text, plan.decision,
                      latency_s=wall if completion.cached else completion.latency_s,
                      tokens_in=completion.tokens_in, tokens_out=completion.tokens_out, cached=completion.cached,
