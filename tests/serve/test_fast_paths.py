@@ -137,3 +137,27 @@ def test_served_features_are_the_tables_features(table: RoutingTable) -> None:
         np.testing.assert_array_equal(f.X, service.encoder.transform([text]))
         p = service.policy(text)
         assert p[int(service.router.route(f).choice[0])] == 1.0
+
+
+def test_cheap_plans_run_on_the_event_loop_and_others_on_a_thread(table: RoutingTable,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan goes on a thread until one has been timed; then on the event loop while the mean CPU time of plans
+    stays below the limit, the prompt is short and the router calls no LLM."""
+    from routerlab.llm.base import Decoding, Message
+    from routerlab.serve.app import INLINE_PLAN_CPU_S, INLINE_PROMPT_CHARS, ServingState
+
+    svc = RoutingService.train("knn:k=10", table, _pool(table))
+    state = ServingState(svc, request_timeout=5.0, workers=None, queue_size=4)
+    short = [Message("user", "What is 17 * 23?")]
+    assert not state.plan_inline(short)  # nothing timed yet
+    plan = state.plan(short, Decoding())
+    assert plan.decision.mode == "routed" and state.plan_cpu_s is not None
+    assert state.plan_cpu_s < INLINE_PLAN_CPU_S, state.plan_cpu_s  # knn on tf-idf: about a millisecond
+    assert state.plan_inline(short)
+    assert not state.plan_inline([Message("user", "x" * (INLINE_PROMPT_CHARS + 1))])
+    state.plan_cpu_s = 2 * INLINE_PLAN_CPU_S  # plans became expensive
+    assert not state.plan_inline(short)
+    state.plan_cpu_s = 0.0
+    monkeypatch.setattr(type(svc.router), "needs_backend", True)  # one that asks an LLM waits: never inline
+    assert not state.plan_inline(short)
+    svc.close()
