@@ -104,16 +104,11 @@ def promote_cmd(
     The candidate's value minus the current router's, estimated on the same logged rows with a paired 95%
     interval; the gate promotes only when its lower bound exceeds the margin."""
     from routerlab.protocols.base import MAX_BOOT, MIN_BOOT, check_encoder
-    from routerlab.protocols.ope import REWARD_MODELS, _check_training_split
-    from routerlab.protocols.promote import ESTIMATORS, INTERVALS, check_margin, promotion_gate, read_gate_log
+    from routerlab.protocols.ope import _check_training_split
+    from routerlab.protocols.promote import check_gate_options, promotion_gate, read_gate_log
 
-    if estimator not in ESTIMATORS:
-        raise UsageError(f"--estimator must be one of {', '.join(ESTIMATORS)}, got {estimator!r}")
-    if interval not in INTERVALS:
-        raise UsageError(f"--interval must be one of {', '.join(INTERVALS)}, got {interval!r}")
-    if reward_model not in REWARD_MODELS:
-        raise UsageError(f"--reward-model must be one of {', '.join(REWARD_MODELS)}, got {reward_model!r}")
-    check_margin(margin, "--margin")
+    check_gate_options(estimator=estimator, interval=interval, reward_model=reward_model, margin=margin,
+                       prefix="--")
     if not MIN_BOOT <= n_boot <= MAX_BOOT:
         raise UsageError(f"--n-boot must be an integer in {MIN_BOOT}..{MAX_BOOT:,}, got {n_boot}")
     for option, check, value in (("--encoder", check_encoder, encoder), ("--split", _check_training_split, split)):

@@ -138,7 +138,7 @@ def paired_terms(estimator: str, reward: npt.ArrayLike, action: npt.ArrayLike, p
     """The per-row terms of ``estimator`` for the candidate and for the current router on the same logged rows
     (target distributions (..., n, m); DR needs the reward model ``reward_hat`` (..., n, m), shared by both)."""
     if estimator not in ESTIMATORS:
-        raise UsageError(f"unknown estimator {estimator!r}; the gate's estimators are {', '.join(ESTIMATORS)}")
+        raise UsageError(f"estimator must be one of {', '.join(ESTIMATORS)}, got {estimator!r}")
     cand = op.contributions(estimator, reward, action, propensity, target_candidate, reward_hat)
     cur = op.contributions(estimator, reward, action, propensity, target_current, reward_hat)
     return cand, cur
@@ -278,6 +278,22 @@ def decide(estimate: PairedEstimate, support: Support, margin: float) -> tuple[s
     return "keep", f"the lower bound {estimate.lo:.4g} does not exceed the margin {margin:g}"
 
 
+def check_gate_options(*, estimator: str, interval: str, reward_model: str, margin: float,
+                       prefix: str = "") -> None:
+    """The gate's choices, checked once for the CLI (``prefix="--"``: ``--reward-model``) and for Python (option
+    names as the keyword arguments): :class:`UsageError` naming the option and the values it takes."""
+    from routerlab.protocols.ope import REWARD_MODELS
+
+    def name(option: str) -> str:
+        return prefix + (option.replace("_", "-") if prefix else option)
+
+    for option, value, allowed in (("estimator", estimator, ESTIMATORS), ("interval", interval, INTERVALS),
+                                   ("reward_model", reward_model, REWARD_MODELS)):
+        if value not in allowed:
+            raise UsageError(f"{name(option)} must be one of {', '.join(allowed)}, got {value!r}")
+    check_margin(margin, name("margin"))
+
+
 def check_margin(margin: float, option: str = "margin") -> float:
     """A margin is a difference of mean scores (0.01 = one point): finite, in [0, 1)."""
     if isinstance(margin, bool) or not isinstance(margin, int | float) or not math.isfinite(margin):
@@ -389,7 +405,6 @@ def promotion_gate(table: RoutingTable, logs: Logs, current: str, candidate: str
     from routerlab.features import encode_pair
     from routerlab.protocols.full import applicable_routers
     from routerlab.protocols.ope import (
-        REWARD_MODELS,
         _check_actors,
         _truth_rows,
         refuse_bounds,
@@ -397,13 +412,7 @@ def promotion_gate(table: RoutingTable, logs: Logs, current: str, candidate: str
         without_logged_queries,
     )
 
-    check_margin(margin)
-    if estimator not in ESTIMATORS:
-        raise UsageError(f"unknown estimator {estimator!r}; the gate's estimators are {', '.join(ESTIMATORS)}")
-    if interval not in INTERVALS:
-        raise UsageError(f"interval must be one of {', '.join(INTERVALS)}, got {interval!r}")
-    if reward_model not in REWARD_MODELS:
-        raise UsageError(f"reward model must be one of {', '.join(REWARD_MODELS)}, got {reward_model!r}")
+    check_gate_options(estimator=estimator, interval=interval, reward_model=reward_model, margin=margin)
     refuse_bounds([current, candidate])
     _check_actors(table, logs, "the log")
     run_warnings: list[str] = []
