@@ -359,13 +359,13 @@ class RoutingService:
             return self._policy(text, features)
 
     def _policy(self, text: str, features: Features | None = None) -> npt.NDArray[np.float64]:
-        routed = self.router.route(self._features(text) if features is None else features)
+        features = self._features(text) if features is None else features
         m = len(self.actor_names)
         if self.router.explores:
-            base = np.asarray(routed.policy[0], dtype=np.float64)
-        else:
+            base = np.asarray(self.router.route(features).policy[0], dtype=np.float64)
+        else:  # acts by its argmax: the scores alone (route's choice), no distribution to compute and check
             base = np.zeros(m)
-            base[int(routed.choice[0])] = 1.0
+            base[int(self.router.choose(features)[0])] = 1.0
         if self.explore == 0.0:
             return base
         return (1.0 - self.explore) * base + self.explore / m
