@@ -166,12 +166,16 @@ class Walkthrough:
     minutes of README commands (each a fresh ``routerlab`` process) overlap the rest of the suite, which runs on
     one core; the test then waits for it. Run alone, the test starts it itself."""
 
+    STEP_TIMEOUT_S = 1800
+    """One README command's limit: generous, since machines differ (extract on 80 questions took 2 minutes on one
+    2-core machine and 10 on a slower one beside the suite); a command past it is stuck, not slow."""
+
     def __init__(self, work: Path) -> None:
         self.work = work
         self.report = work / "walkthrough.json"
         with (work / "stdout.txt").open("wb") as out, (work / "stderr.txt").open("wb") as err:
             self.proc = subprocess.Popen([sys.executable, str(REPO / "benchmarks" / "readme_walkthrough.py"),
-                                          "--json", str(self.report), "--timeout", "600"],
+                                          "--json", str(self.report), "--timeout", str(self.STEP_TIMEOUT_S)],
                                          stdin=subprocess.DEVNULL, stdout=out, stderr=err)
 
     def wait(self, timeout: float) -> tuple[int, str, str]:
